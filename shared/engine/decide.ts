@@ -1,0 +1,218 @@
+/**
+ * decide(): the two-observation rule (safety laws 3, 4, 5 and 7). Pure: no I/O,
+ * no clock, no mutation of its inputs; the same inputs give the same output.
+ */
+import {
+  type Candidate,
+  type Decision,
+  type DeleteAction,
+  type DiffEvent,
+  evidenceCount,
+  isComplete,
+  type LastSnapshot,
+  type Policy,
+  type Snapshot,
+  STATE_SCHEMA_VERSION,
+  type State,
+  type Target,
+} from './types.ts';
+
+const EMPTY_SUMMARY = {
+  targets: 0,
+  used: 0,
+  kept: 0,
+  indeterminate: 0,
+  newCandidates: 0,
+  pending: 0,
+  rescued: 0,
+  reset: 0,
+  confirmed: 0,
+};
+
+export function graceFor(policy: Policy, kind: string): number {
+  return policy.kindGraceMs?.[kind] ?? policy.graceMs;
+}
+
+function abort(previous: State, snapshot: Snapshot, reason: string): Decision {
+  return {
+    actions: [],
+    nextState: previous,
+    diff: {
+      events: [{ event: 'run.aborted', reason }],
+      summary: { ...EMPTY_SUMMARY, targets: snapshot.targets.length },
+      outcome: 'aborted',
+    },
+  };
+}
+
+function incompleteReason(snapshot: Snapshot): string {
+  if (snapshot.sources.length === 0) return 'snapshot has no sources, so it cannot be proven complete';
+  const bad = snapshot.sources.filter((s) => !s.complete);
+  return `snapshot incomplete: ${bad.map((s) => `${s.name}: ${s.reason ?? 'incomplete'}`).join('; ')}`;
+}
+
+export function decide(previous: State, snapshot: Snapshot, policy: Policy, now: number): Decision {
+  if (!isComplete(snapshot)) return abort(previous, snapshot, incompleteReason(snapshot));
+  if (previous.function !== snapshot.function) {
+    return abort(previous, snapshot, `state belongs to ${previous.function}, snapshot to ${snapshot.function}`);
+  }
+  const events: DiffEvent[] = [];
+  // Time that goes backwards confirms nothing: observation restarts from now.
+  const last = previous.lastSnapshot;
+  const clockWentBack = last !== undefined && now < last.takenAt;
+  const prevCandidates = previous.candidates;
+  const used = new Set(snapshot.used);
+  const indeterminate = new Map<string, string>();
+  for (const i of snapshot.indeterminate) if (!indeterminate.has(i.key)) indeterminate.set(i.key, i.reason);
+  const blocker = snapshot.blockers && snapshot.blockers.length > 0 ? snapshot.blockers.join('; ') : undefined;
+  const minAge = policy.minAgeMs ?? policy.graceMs;
+
+  const candidates: Record<string, Candidate> = {};
+  const confirmed: DeleteAction[] = [];
+  const summary = { ...EMPTY_SUMMARY, targets: snapshot.targets.length };
+  const seen = new Set<string>();
+
+  for (const t of snapshot.targets) {
+    if (seen.has(t.key)) continue; // a duplicate key in one snapshot counts once
+    seen.add(t.key);
+    const prev = Object.hasOwn(prevCandidates, t.key) ? prevCandidates[t.key] : undefined;
+    const base = { key: t.key, kind: t.kind, name: t.name };
+    if (t.keep) {
+      summary.kept++;
+      if (prev) {
+        summary.reset++;
+        events.push({ event: 'candidate.reset', ...base, reason: 'keep-mark set' });
+      }
+      continue;
+    }
+    const why = indeterminate.get(t.key) ?? blocker;
+    if (why !== undefined) {
+      summary.indeterminate++;
+      events.push({ event: 'target.indeterminate', ...base, reason: why });
+      if (prev) {
+        summary.reset++;
+        events.push({ event: 'candidate.reset', ...base, reason: `indeterminate: ${why}` });
+      }
+      continue;
+    }
+    if (used.has(t.key)) {
+      summary.used++;
+      if (prev) {
+        summary.rescued++;
+        events.push({ event: 'candidate.rescued', ...base, unusedForMs: Math.max(0, now - prev.firstUnusedAt) });
+      }
+      continue;
+    }
+    // Unused in this complete snapshot.
+    const backwards = prev !== undefined && (clockWentBack || now < prev.lastUnusedAt);
+    if (!prev || backwards || prev.fingerprint !== t.fingerprint || prev.kind !== t.kind) {
+      if (prev) {
+        summary.reset++;
+        const reason = backwards ? 'clock went backwards: observation restarts' : 'fingerprint changed';
+        events.push({ event: 'candidate.reset', ...base, reason });
+      }
+      summary.newCandidates++;
+      candidates[t.key] = firstObservation(t, now);
+      events.push({ event: 'candidate.new', ...base });
+      continue;
+    }
+    const next: Candidate = {
+      kind: t.kind,
+      name: t.name,
+      fingerprint: t.fingerprint,
+      firstUnusedAt: prev.firstUnusedAt,
+      lastUnusedAt: now,
+      observations: prev.observations + 1,
+    };
+    const unusedFor = now - next.firstUnusedAt;
+    const grace = graceFor(policy, t.kind);
+    // Age: from createdAt when known; otherwise the target has existed at least since firstUnusedAt.
+    const age = t.createdAt !== undefined ? now - t.createdAt : unusedFor;
+    const graceLeft = grace - unusedFor;
+    const ageLeft = minAge - age;
+    if (graceLeft <= 0 && ageLeft <= 0) {
+      summary.confirmed++;
+      candidates[t.key] = next;
+      confirmed.push({ type: 'delete', target: t, candidate: next });
+      events.push({ event: 'candidate.confirmed', ...base, unusedForMs: unusedFor, observations: next.observations });
+    } else {
+      summary.pending++;
+      candidates[t.key] = next;
+      events.push({
+        event: 'candidate.pending',
+        ...base,
+        observations: next.observations,
+        timeLeftMs: Math.max(graceLeft, ageLeft),
+        waitingFor: graceLeft >= ageLeft ? 'grace window' : 'minimum age',
+      });
+    }
+  }
+  for (const key of Object.keys(prevCandidates).sort()) {
+    if (!seen.has(key)) {
+      const c = prevCandidates[key]!;
+      summary.reset++;
+      events.push({ event: 'candidate.reset', key, kind: c.kind, name: c.name, reason: 'target vanished' });
+    }
+  }
+  confirmed.sort((a, b) => (a.target.key < b.target.key ? -1 : a.target.key > b.target.key ? 1 : 0));
+
+  const lastSnapshot = summarize(snapshot);
+  const refusal = guard(previous.lastSnapshot, lastSnapshot, confirmed.length, snapshot.targets.length, policy);
+  if (refusal !== undefined) {
+    // The state is not advanced: a broken lister must not become the new baseline.
+    events.push({ event: 'run.refused', reason: refusal });
+    return { actions: [], nextState: previous, diff: { events, summary, outcome: 'refused' } };
+  }
+  const nextState: State = {
+    schemaVersion: STATE_SCHEMA_VERSION,
+    function: previous.function,
+    lastSnapshot,
+    candidates,
+  };
+  return { actions: confirmed, nextState, diff: { events, summary, outcome: 'ok' } };
+}
+
+function firstObservation(t: Target, now: number): Candidate {
+  return { kind: t.kind, name: t.name, fingerprint: t.fingerprint, firstUnusedAt: now, lastUnusedAt: now, observations: 1 };
+}
+
+export function summarize(snapshot: Snapshot): LastSnapshot {
+  const counts: Record<string, number> = {};
+  const listVersions: Record<string, string> = {};
+  for (const s of snapshot.sources) {
+    counts[s.name] = s.count;
+    if (s.listVersion !== undefined) listVersions[s.name] = s.listVersion;
+  }
+  return { id: snapshot.id, takenAt: snapshot.takenAt, counts, listVersions, evidenceCount: evidenceCount(snapshot) };
+}
+
+/** Law 7: the blast-radius guard. Returns the reason for refusing, or undefined. */
+export function guard(
+  before: LastSnapshot | undefined,
+  now: LastSnapshot,
+  confirmed: number,
+  targets: number,
+  policy: Policy,
+): string | undefined {
+  const reasons: string[] = [];
+  if (before !== undefined && before.evidenceCount > 0) {
+    const dropPercent = ((before.evidenceCount - now.evidenceCount) / before.evidenceCount) * 100;
+    if (dropPercent > policy.maxEvidenceDropPercent) {
+      reasons.push(
+        `evidence shrank from ${before.evidenceCount} to ${now.evidenceCount} (${dropPercent.toFixed(1)}% > maxEvidenceDropPercent ${policy.maxEvidenceDropPercent}%)`,
+      );
+    }
+  }
+  if (confirmed > 0) {
+    if (confirmed > policy.maxDeletions) {
+      reasons.push(`${confirmed} confirmed deletions exceed maxDeletions ${policy.maxDeletions}`);
+    }
+    const percent = targets === 0 ? 100 : (confirmed / targets) * 100;
+    if (percent > policy.maxDeletionPercent) {
+      reasons.push(
+        `${confirmed} of ${targets} targets (${percent.toFixed(1)}%) exceed maxDeletionPercent ${policy.maxDeletionPercent}%`,
+      );
+    }
+  }
+  return reasons.length > 0 ? reasons.join('; ') : undefined;
+}

@@ -1,0 +1,134 @@
+/**
+ * Snapshot and state types of the engine. Everything here is plain data: it
+ * serialises to JSON unchanged, and the engine never mutates it.
+ */
+
+/** A deletable resource as one snapshot saw it. */
+export type Target = Readonly<{
+  /** Identity: a Kubernetes UID or a cloud id (never a name). */
+  key: string;
+  /** The target kind, e.g. `DanmEp`; policies may give kinds their own grace. */
+  kind: string;
+  /** Changes whenever anything the decision used changes (resourceVersion, revision, fields). */
+  fingerprint: string;
+  /** Creation time in epoch ms, when the source says it. */
+  createdAt?: number;
+  /** A human name for logs, e.g. `default/ss-cinfo-0 eth0`. */
+  name: string;
+  /** Carries the keep-mark (`twopass.io/keep`): never a candidate. */
+  keep: boolean;
+  /** Function-specific facts needed to re-check and remove it. */
+  data?: Readonly<Record<string, unknown>>;
+}>;
+
+/** What one list call (or list group) of a snapshot returned. */
+export type SourceMeta = Readonly<{
+  name: string;
+  /** `target` sources are listed first, `evidence` after. */
+  role: 'target' | 'evidence';
+  count: number;
+  listVersion?: string;
+  pages?: number;
+  complete: boolean;
+  reason?: string;
+}>;
+
+export type Indeterminate = Readonly<{ key: string; reason: string }>;
+
+export type Snapshot = Readonly<{
+  id: string;
+  function: string;
+  takenAt: number;
+  sources: readonly SourceMeta[];
+  targets: readonly Target[];
+  /** Keys of targets with evidence of use. */
+  used: readonly string[];
+  /** Targets whose use cannot be decided, with the reason. */
+  indeterminate: readonly Indeterminate[];
+  /** Snapshot-wide reasons that make every target indeterminate (e.g. a Service being placed). */
+  blockers?: readonly string[];
+}>;
+
+export type Candidate = Readonly<{
+  kind: string;
+  name: string;
+  fingerprint: string;
+  firstUnusedAt: number;
+  lastUnusedAt: number;
+  observations: number;
+}>;
+
+export type LastSnapshot = Readonly<{
+  id: string;
+  takenAt: number;
+  counts: Readonly<Record<string, number>>;
+  listVersions: Readonly<Record<string, string>>;
+  evidenceCount: number;
+}>;
+
+export const STATE_SCHEMA_VERSION = 1;
+
+export type State = Readonly<{
+  schemaVersion: typeof STATE_SCHEMA_VERSION;
+  function: string;
+  lastSnapshot?: LastSnapshot;
+  candidates: Readonly<Record<string, Candidate>>;
+}>;
+
+export type Policy = Readonly<{
+  /** Minimum time between the first and the confirming unused observation. */
+  graceMs: number;
+  /** Per-kind grace overrides. */
+  kindGraceMs?: Readonly<Record<string, number>>;
+  /** Targets younger than this are never confirmed (defaults to graceMs). */
+  minAgeMs?: number;
+  maxDeletions: number;
+  maxDeletionPercent: number;
+  /** Refuse when the evidence count fell by more than this percentage since the last snapshot. */
+  maxEvidenceDropPercent: number;
+}>;
+
+export type DeleteAction = Readonly<{ type: 'delete'; target: Target; candidate: Candidate }>;
+
+export type DiffEvent = Readonly<
+  | { event: 'candidate.new'; key: string; kind: string; name: string }
+  | { event: 'candidate.pending'; key: string; kind: string; name: string; observations: number; timeLeftMs: number; waitingFor: string }
+  | { event: 'candidate.rescued'; key: string; kind: string; name: string; unusedForMs: number }
+  | { event: 'candidate.reset'; key: string; kind: string; name: string; reason: string }
+  | { event: 'target.indeterminate'; key: string; kind: string; name: string; reason: string }
+  | { event: 'candidate.confirmed'; key: string; kind: string; name: string; unusedForMs: number; observations: number }
+  | { event: 'run.refused'; reason: string }
+  | { event: 'run.aborted'; reason: string }
+>;
+
+export type DiffSummary = Readonly<{
+  targets: number;
+  used: number;
+  kept: number;
+  indeterminate: number;
+  newCandidates: number;
+  pending: number;
+  rescued: number;
+  reset: number;
+  confirmed: number;
+}>;
+
+export type Decision = Readonly<{
+  actions: readonly DeleteAction[];
+  nextState: State;
+  diff: Readonly<{ events: readonly DiffEvent[]; summary: DiffSummary; outcome: 'ok' | 'aborted' | 'refused' }>;
+}>;
+
+export function emptyState(fn: string): State {
+  return { schemaVersion: STATE_SCHEMA_VERSION, function: fn, candidates: {} };
+}
+
+export function isComplete(snapshot: Snapshot): boolean {
+  return snapshot.sources.length > 0 && snapshot.sources.every((s) => s.complete);
+}
+
+export function evidenceCount(snapshot: Snapshot): number {
+  let n = 0;
+  for (const s of snapshot.sources) if (s.role === 'evidence') n += s.count;
+  return n;
+}

@@ -1,0 +1,63 @@
+/** Resource references and REST paths, for the core group and any other group. */
+
+export type ResourceRef = Readonly<{
+  group: string; // '' for the core group
+  version: string;
+  plural: string;
+  kind: string;
+  namespaced: boolean;
+}>;
+
+export type KubeObject = {
+  apiVersion?: string;
+  kind?: string;
+  metadata: {
+    name: string;
+    namespace?: string;
+    uid: string;
+    resourceVersion: string;
+    creationTimestamp?: string;
+    deletionTimestamp?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    generateName?: string;
+    ownerReferences?: unknown[];
+    [k: string]: unknown;
+  };
+  [k: string]: unknown;
+};
+
+export const PODS: ResourceRef = { group: '', version: 'v1', plural: 'pods', kind: 'Pod', namespaced: true };
+export const SERVICES: ResourceRef = { group: '', version: 'v1', plural: 'services', kind: 'Service', namespaced: true };
+export const CONFIGMAPS: ResourceRef = { group: '', version: 'v1', plural: 'configmaps', kind: 'ConfigMap', namespaced: true };
+export const EVENTS: ResourceRef = { group: '', version: 'v1', plural: 'events', kind: 'Event', namespaced: true };
+export const NAMESPACES: ResourceRef = { group: '', version: 'v1', plural: 'namespaces', kind: 'Namespace', namespaced: false };
+export const LEASES: ResourceRef = {
+  group: 'coordination.k8s.io',
+  version: 'v1',
+  plural: 'leases',
+  kind: 'Lease',
+  namespaced: true,
+};
+
+export function apiVersionOf(ref: ResourceRef): string {
+  return ref.group === '' ? ref.version : `${ref.group}/${ref.version}`;
+}
+
+export function collectionPath(ref: ResourceRef, namespace?: string): string {
+  const base = ref.group === '' ? `/api/${ref.version}` : `/apis/${ref.group}/${ref.version}`;
+  if (ref.namespaced && namespace !== undefined) {
+    return `${base}/namespaces/${encodeURIComponent(namespace)}/${ref.plural}`;
+  }
+  return `${base}/${ref.plural}`;
+}
+
+export function objectPath(ref: ResourceRef, namespace: string | undefined, name: string): string {
+  if (ref.namespaced && namespace === undefined) throw new Error(`${ref.kind} ${name}: namespace required`);
+  return `${collectionPath(ref, namespace)}/${encodeURIComponent(name)}`;
+}
+
+export function describe(ref: ResourceRef, namespace: string | undefined, name?: string): string {
+  const where = namespace !== undefined ? `${namespace}/` : '';
+  return name === undefined ? `${ref.plural}.${apiVersionOf(ref)}` : `${ref.kind} ${where}${name}`;
+}

@@ -1,0 +1,365 @@
+/**
+ * FakeKubeServer: a loopback HTTP server that @kubernetes/client-node and the
+ * twopass adapter talk to unchanged. It models what twopass relies on:
+ * consistent paginated lists with expiring continue tokens, preconditions,
+ * optimistic concurrency, patches, metadata-only lists, CRDs, discovery and
+ * Status error bodies. It is a fake: no RBAC, no admission, no garbage collection.
+ */
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { KubeObject, ResourceRef } from '../../kube/resources.ts';
+import { describeFault, type Fault, FaultPlan, type RequestRecord } from './faults.ts';
+import { FakeApiError, FakeStore, type StoredObject } from './store.ts';
+
+type Continuation = { items: StoredObject[]; rv: string; createdAt: number; expired: boolean };
+
+export type FakeKubeOptions = Readonly<{
+  /** Continue tokens older than this answer 410 Expired (default 5 min). */
+  continueTtlMs?: number;
+  now?: () => Date;
+  port?: number;
+}>;
+
+export type ParsedPath = { ref: ResourceRef; namespace?: string; name?: string } | undefined;
+
+export class FakeKubeServer {
+  readonly store: FakeStore;
+  readonly faults = new FaultPlan();
+  readonly requests: RequestRecord[] = [];
+  private readonly continuations = new Map<string, Continuation>();
+  private readonly server: Server;
+  private readonly opts: FakeKubeOptions;
+  private seq = 0;
+  url = '';
+
+  constructor(opts: FakeKubeOptions = {}) {
+    this.opts = opts;
+    this.store = new FakeStore(opts.now);
+    this.server = createServer((req, res) => {
+      this.handle(req, res).catch((err) => {
+        if (!res.headersSent) this.status(res, new FakeApiError(500, 'InternalError', String(err)));
+      });
+    });
+    this.server.keepAliveTimeout = 30_000;
+  }
+
+  async start(): Promise<string> {
+    await new Promise<void>((resolve) => this.server.listen(this.opts.port ?? 0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this.url;
+  }
+
+  async stop(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  /** A kubeconfig (YAML) for this server, as client-node and the CLI read it. */
+  kubeconfig(token = 'fake-admin-token'): string {
+    return [
+      'apiVersion: v1',
+      'kind: Config',
+      'clusters:',
+      '- name: fake',
+      `  cluster: { server: "${this.url}", insecure-skip-tls-verify: true }`,
+      'users:',
+      `- name: admin`,
+      `  user: { token: "${token}" }`,
+      'contexts:',
+      '- name: fake',
+      '  context: { cluster: fake, user: admin }',
+      'current-context: fake',
+      '',
+    ].join('\n');
+  }
+
+  /** Expire every continue token handed out so far (410 on next use). */
+  expireContinueTokens(): void {
+    for (const c of this.continuations.values()) c.expired = true;
+  }
+
+  requestCount(filter?: { method?: string; path?: string }): number {
+    return this.requests.filter((r) => (!filter?.method || r.method === filter.method) && (!filter?.path || r.path.includes(filter.path))).length;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://x');
+    const method = req.method ?? 'GET';
+    const body = await readBody(req);
+    const fault = this.faults.match(method, url.pathname + url.search);
+    const record = (status: number, bytes: number, f?: string) =>
+      this.requests.push({ seq: ++this.seq, method, path: url.pathname, query: url.search, status, bytes, ...(f ? { fault: f } : {}) });
+    if (fault?.delayMs) await new Promise((r) => setTimeout(r, fault.delayMs));
+    if (fault?.reset) {
+      record(0, 0, 'reset');
+      req.socket.destroy();
+      return;
+    }
+    if (fault?.status !== undefined) {
+      const headers: Record<string, string> = {};
+      if (fault.retryAfterSeconds !== undefined) headers['retry-after'] = String(fault.retryAfterSeconds);
+      const reason = fault.reason ?? reasonFor(fault.status);
+      const n = this.status(res, new FakeApiError(fault.status, reason, `injected fault: ${fault.status} ${reason}`), headers);
+      record(fault.status, n, describeFault(fault));
+      return;
+    }
+    let status = 200;
+    let payload: unknown;
+    try {
+      [status, payload] = this.route(method, url, req.headers.accept ?? '', req.headers['content-type'] ?? '', body, fault);
+    } catch (err) {
+      const e = err instanceof FakeApiError ? err : new FakeApiError(500, 'InternalError', String(err));
+      record(e.code, this.status(res, e), fault ? describeFault(fault) : undefined);
+      return;
+    }
+    const text = JSON.stringify(payload);
+    if (fault?.truncate) {
+      res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+      res.write(text.slice(0, Math.floor(text.length / 2)));
+      record(status, text.length / 2, 'truncated');
+      res.socket?.destroy();
+      return;
+    }
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+    res.end(text);
+    record(status, Buffer.byteLength(text), fault ? describeFault(fault) : undefined);
+  }
+
+  private status(res: ServerResponse, e: FakeApiError, headers: Record<string, string> = {}): number {
+    const text = JSON.stringify({
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message: e.message,
+      reason: e.reason,
+      ...(Object.keys(e.details).length ? { details: e.details } : {}),
+      code: e.code,
+    });
+    res.writeHead(e.code, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+    res.end(text);
+    return Buffer.byteLength(text);
+  }
+
+  private route(method: string, url: URL, accept: string, contentType: string, raw: string, fault: Fault | undefined): [number, unknown] {
+    const p = url.pathname;
+    if (p === '/readyz' || p === '/healthz' || p === '/livez') return [200, 'ok'];
+    if (p === '/version') return [200, { major: '1', minor: '36', gitVersion: 'v1.36.0-twopass-fake', platform: 'fake' }];
+    if (p === '/api') return [200, { kind: 'APIVersions', versions: ['v1'] }];
+    if (p === '/apis') return [200, this.groupList()];
+    const disc = /^\/(?:api\/(v1)|apis\/([^/]+)\/([^/]+))\/?$/.exec(p);
+    if (disc && method === 'GET') return [200, this.resourceList(disc[2] ?? '', disc[1] ?? disc[3]!)];
+    const parsed = this.parse(p);
+    if (!parsed) throw new FakeApiError(404, 'NotFound', 'the server could not find the requested resource');
+    const { ref, namespace, name } = parsed;
+    const body = raw === '' ? undefined : parseJson(raw);
+    if (name === undefined) {
+      if (method === 'GET') return [200, this.list(ref, namespace, url.searchParams, accept, fault)];
+      if (method === 'POST') return [201, this.store.create(ref, namespace, body)];
+      throw new FakeApiError(405, 'MethodNotAllowed', `${method} is not supported on a collection`);
+    }
+    switch (method) {
+      case 'GET':
+        return [200, this.store.get(ref, namespace, name)];
+      case 'PUT':
+        return [200, this.store.update(ref, namespace, name, body)];
+      case 'PATCH': {
+        if (contentType.includes('json-patch')) return [200, this.store.jsonPatch(ref, namespace, name, body)];
+        return [200, this.store.mergePatch(ref, namespace, name, body)];
+      }
+      case 'DELETE': {
+        const gone = this.store.delete(ref, namespace, name, body);
+        return [200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, group: ref.group, kind: ref.plural, uid: gone.metadata.uid } }];
+      }
+      default:
+        throw new FakeApiError(405, 'MethodNotAllowed', `${method} is not supported`);
+    }
+  }
+
+  private parse(p: string): ParsedPath {
+    const m = /^\/(?:api\/(v1)|apis\/([^/]+)\/([^/]+))(?:\/namespaces\/([^/]+))?\/([^/]+)(?:\/([^/]+))?\/?$/.exec(p);
+    if (!m) return undefined;
+    const group = m[2] ?? '';
+    const version = m[1] ?? m[3]!;
+    let namespace = m[4] !== undefined ? decodeURIComponent(m[4]) : undefined;
+    let plural = m[5]!;
+    let name = m[6] !== undefined ? decodeURIComponent(m[6]) : undefined;
+    // /api/v1/namespaces/{name} is the namespaces resource itself.
+    if (group === '' && namespace === undefined && plural === 'namespaces') {
+      return { ref: this.store.find('', 'v1', 'namespaces')!, ...(name !== undefined ? { name } : {}) };
+    }
+    if (group === '' && m[4] !== undefined && m[5] !== undefined && m[6] === undefined && this.store.find('', 'v1', m[5]) === undefined) {
+      // /api/v1/namespaces/{ns}/{unknown}
+      return undefined;
+    }
+    const ref = this.store.find(group, version, plural);
+    if (!ref) return undefined;
+    if (!ref.namespaced && namespace !== undefined) return undefined;
+    void plural;
+    plural = ref.plural;
+    name = name === '' ? undefined : name;
+    namespace = ref.namespaced ? namespace : undefined;
+    return { ref, ...(namespace !== undefined ? { namespace } : {}), ...(name !== undefined ? { name } : {}) };
+  }
+
+  private list(ref: ResourceRef, ns: string | undefined, q: URLSearchParams, accept: string, fault: Fault | undefined): unknown {
+    const limit = Number(q.get('limit') ?? '0');
+    const cont = q.get('continue');
+    let entry: Continuation;
+    let offset = 0;
+    let token: string | undefined;
+    if (cont) {
+      const decoded = decodeToken(cont);
+      const c = decoded ? this.continuations.get(decoded.id) : undefined;
+      if (!decoded || !c) throw new FakeApiError(400, 'BadRequest', 'continue key is not valid');
+      const ttl = this.opts.continueTtlMs ?? 300_000;
+      if (fault?.expireContinue || c.expired || Date.now() - c.createdAt > ttl) {
+        throw new FakeApiError(
+          410,
+          'Expired',
+          'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.',
+        );
+      }
+      entry = c;
+      offset = decoded.offset;
+      token = decoded.id;
+    } else {
+      const items = this.store.list(ref, ns).filter(selector(q.get('labelSelector'), q.get('fieldSelector')));
+      entry = { items, rv: this.store.resourceVersion, createdAt: Date.now(), expired: false };
+    }
+    const end = limit > 0 ? Math.min(offset + limit, entry.items.length) : entry.items.length;
+    let pageItems = entry.items.slice(offset, end);
+    let next: string | undefined;
+    if (end < entry.items.length) {
+      if (!token) {
+        token = randomUUID();
+        this.continuations.set(token, entry);
+      }
+      next = encodeToken(token, end);
+    } else if (token) {
+      this.continuations.delete(token);
+    }
+    if (fault?.emptyPage && next !== undefined) {
+      pageItems = [];
+      next = encodeToken(token!, offset);
+    }
+    const metadataOnly = accept.includes('as=PartialObjectMetadataList');
+    const listKind = metadataOnly ? 'PartialObjectMetadataList' : `${ref.kind}List`;
+    const apiVersion = metadataOnly ? 'meta.k8s.io/v1' : ref.group === '' ? ref.version : `${ref.group}/${ref.version}`;
+    const metadata: Record<string, unknown> = { resourceVersion: entry.rv };
+    if (next !== undefined) {
+      metadata.continue = next;
+      metadata.remainingItemCount = entry.items.length - end;
+    }
+    return {
+      kind: listKind,
+      apiVersion,
+      metadata,
+      items: metadataOnly
+        ? pageItems.map((o) => ({ kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: o.metadata }))
+        : pageItems.map((o) => {
+            const { apiVersion: _a, kind: _k, ...rest } = o as KubeObject;
+            return rest;
+          }),
+    };
+  }
+
+  private groupList(): unknown {
+    const groups = new Map<string, Set<string>>();
+    for (const r of this.store.resources.values()) {
+      if (r.group === '') continue;
+      if (!groups.has(r.group)) groups.set(r.group, new Set());
+      groups.get(r.group)!.add(r.version);
+    }
+    return {
+      kind: 'APIGroupList',
+      apiVersion: 'v1',
+      groups: [...groups].map(([name, versions]) => ({
+        name,
+        versions: [...versions].map((v) => ({ groupVersion: `${name}/${v}`, version: v })),
+        preferredVersion: { groupVersion: `${name}/${[...versions][0]}`, version: [...versions][0] },
+      })),
+    };
+  }
+
+  private resourceList(group: string, version: string): unknown {
+    const resources = [...this.store.resources.values()].filter((r) => r.group === group && r.version === version);
+    if (resources.length === 0) throw new FakeApiError(404, 'NotFound', 'the server could not find the requested resource');
+    return {
+      kind: 'APIResourceList',
+      apiVersion: 'v1',
+      groupVersion: group === '' ? version : `${group}/${version}`,
+      resources: resources.map((r) => ({
+        name: r.plural,
+        singularName: r.kind.toLowerCase(),
+        namespaced: r.namespaced,
+        kind: r.kind,
+        verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'],
+      })),
+    };
+  }
+}
+
+function reasonFor(status: number): string {
+  return (
+    ({ 400: 'BadRequest', 401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound', 409: 'Conflict', 410: 'Expired', 429: 'TooManyRequests', 500: 'InternalError', 503: 'ServiceUnavailable', 504: 'Timeout' } as Record<number, string>)[status] ?? 'Unknown'
+  );
+}
+
+function parseJson(raw: string): unknown {
+  try {
+    return JSON.parse(raw);
+  } catch {
+    throw new FakeApiError(400, 'BadRequest', 'request body is not valid JSON');
+  }
+}
+
+function encodeToken(id: string, offset: number): string {
+  return Buffer.from(JSON.stringify({ id, offset })).toString('base64url');
+}
+
+function decodeToken(t: string): { id: string; offset: number } | undefined {
+  try {
+    const v = JSON.parse(Buffer.from(t, 'base64url').toString()) as { id?: unknown; offset?: unknown };
+    return typeof v.id === 'string' && typeof v.offset === 'number' ? { id: v.id, offset: v.offset } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks).toString()));
+    req.on('error', reject);
+  });
+}
+
+/** Equality-based label selectors (`a=b`, `a!=b`, `a`, `!a`) and metadata field selectors. */
+export function selector(labels: string | null, fields: string | null): (o: StoredObject) => boolean {
+  const tests: ((o: StoredObject) => boolean)[] = [];
+  for (const term of (labels ?? '').split(',').map((s) => s.trim()).filter(Boolean)) {
+    const m = /^(!?)([^=!]+?)(?:\s*(==|=|!=)\s*(.*))?$/.exec(term);
+    if (!m) throw new FakeApiError(400, 'BadRequest', `unable to parse requirement: ${term}`);
+    const [, not, key, op, value] = m;
+    tests.push((o) => {
+      const v = o.metadata.labels?.[key!];
+      if (op === undefined) return not ? v === undefined : v !== undefined;
+      return op === '!=' ? v !== value : v === value;
+    });
+  }
+  for (const term of (fields ?? '').split(',').map((s) => s.trim()).filter(Boolean)) {
+    const m = /^([^=!]+?)\s*(==|=|!=)\s*(.*)$/.exec(term);
+    if (!m) throw new FakeApiError(400, 'BadRequest', `invalid field selector: ${term}`);
+    const [, path, op, value] = m;
+    tests.push((o) => {
+      let v: unknown = o;
+      for (const part of path!.split('.')) v = v && typeof v === 'object' ? (v as Record<string, unknown>)[part] : undefined;
+      const s = v === undefined ? '' : String(v);
+      return op === '!=' ? s !== value : s === value;
+    });
+  }
+  return (o) => tests.every((t) => t(o));
+}
