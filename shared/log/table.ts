@@ -1,0 +1,55 @@
+/** Renders one diff-log JSON line as a row of a readable table. */
+import { formatDuration } from '../engine/duration.ts';
+
+const WIDTH = { event: 20, kind: 12, name: 34 };
+
+function pad(s: string, n: number): string {
+  return s.length >= n ? `${s.slice(0, n - 1)}…` : s + ' '.repeat(n - s.length);
+}
+
+function detail(e: Record<string, unknown>): string {
+  switch (e.event) {
+    case 'snapshot.taken': {
+      const sources = (e.sources as { name: string; count: number; pages?: number }[] | undefined) ?? [];
+      return `${sources.map((s) => `${s.name}=${s.count}`).join(' ')} in ${formatDuration(Number(e.durationMs ?? 0))}`;
+    }
+    case 'candidate.new':
+      return 'first unused observation';
+    case 'candidate.pending':
+      return `seen unused ${e.observations}x, ${formatDuration(Number(e.timeLeftMs))} left (${e.waitingFor})`;
+    case 'candidate.rescued':
+      return `in use again after ${formatDuration(Number(e.unusedForMs))} unused`;
+    case 'candidate.reset':
+    case 'target.indeterminate':
+    case 'delete.skipped':
+    case 'run.refused':
+    case 'run.aborted':
+      return String(e.reason ?? '');
+    case 'candidate.confirmed':
+      return `unused for ${formatDuration(Number(e.unusedForMs))} over ${e.observations} observations${e.dryRun ? ' (dry run: would delete)' : ''}`;
+    case 'resource.deleted':
+      return String(e.detail ?? 'deleted, confirmed by a read');
+    case 'delete.failed':
+      return String(e.error ?? '');
+    case 'run.finished': {
+      const s = (e.summary as Record<string, number> | undefined) ?? {};
+      return `targets=${s.targets ?? 0} used=${s.used ?? 0} pending=${s.pending ?? 0} new=${s.newCandidates ?? 0} rescued=${s.rescued ?? 0} indeterminate=${s.indeterminate ?? 0} deleted=${e.deleted ?? 0} exit=${e.exitCode}${e.dryRun ? ' (dry run)' : ''}`;
+    }
+    default:
+      return typeof e.msg === 'string' && e.msg !== e.event ? e.msg : '';
+  }
+}
+
+export function renderRow(line: string): string | undefined {
+  let e: Record<string, unknown>;
+  try {
+    e = JSON.parse(line) as Record<string, unknown>;
+  } catch {
+    return line;
+  }
+  const time = typeof e.time === 'string' ? e.time.slice(11, 19) : '';
+  const event = typeof e.event === 'string' ? e.event : String(e.msg ?? '');
+  const kind = typeof e.kind === 'string' ? e.kind : typeof e.function === 'string' && !e.name ? e.function : '';
+  const name = typeof e.name === 'string' ? e.name : '';
+  return `${time}  ${pad(event, WIDTH.event)} ${pad(kind, WIDTH.kind)} ${pad(name, WIDTH.name)} ${detail(e)}`.trimEnd();
+}

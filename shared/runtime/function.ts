@@ -1,0 +1,48 @@
+/**
+ * The interface a function implements. Observing gets the reader port; only
+ * removal gets the writer port, so an observation can never delete.
+ */
+import type { Indeterminate, Policy, SourceMeta, Target } from '../engine/types.ts';
+
+export type FunctionContext = Readonly<{
+  /** The run's clock reading at the snapshot. */
+  now: number;
+  signal: AbortSignal;
+  /** Function-specific configuration (scope, project, namespaces...). */
+  settings: Readonly<Record<string, unknown>>;
+  /** Log a function-specific note into the run's diff log. */
+  note: (event: string, fields: Record<string, unknown>) => void;
+}>;
+
+export type Observation = Readonly<{
+  sources: readonly SourceMeta[];
+  targets: readonly Target[];
+  used: readonly string[];
+  indeterminate: readonly Indeterminate[];
+  blockers?: readonly string[];
+}>;
+
+export type RecheckResult = Readonly<{ ok: true } | { ok: false; reason: string }>;
+
+export type RemoveResult = Readonly<
+  { outcome: 'deleted'; detail?: string } | { outcome: 'gone'; detail?: string } | { outcome: 'skipped'; reason: string }
+>;
+
+export type FunctionDefaults = Policy & Readonly<{ schedule: string }>;
+
+export interface TwopassFunction<R, W> {
+  readonly name: string;
+  readonly description: string;
+  readonly defaults: FunctionDefaults;
+  /** Lists targets first, then evidence; throws (ListIncompleteError) when a list cannot be proven complete. */
+  observe(reader: R, ctx: FunctionContext): Promise<Observation>;
+  /** Re-reads the target and the narrow evidence for it just before removal. */
+  recheck(reader: R, target: Target, ctx: FunctionContext): Promise<RecheckResult>;
+  /** Removes with a server-side precondition. */
+  remove(writer: W, target: Target, ctx: FunctionContext): Promise<RemoveResult>;
+  /** A follow-up read: true when the target is really gone. */
+  confirmGone(reader: R, target: Target, ctx: FunctionContext): Promise<boolean>;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: the registry holds functions of any port types
+export type AnyFunction = TwopassFunction<any, any>;

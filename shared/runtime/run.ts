@@ -1,0 +1,276 @@
+/**
+ * run(): lock -> load state -> observe -> decide -> act -> save -> log.
+ * The one owner of outcomes: functions return or throw, this turns that into
+ * diff-log events, the saved state and an exit code.
+ */
+import { decide } from '../engine/decide.ts';
+import type { DiffSummary, Policy, Snapshot, State, Target } from '../engine/types.ts';
+import type { Logger } from '../log/logger.ts';
+import { LockHeldError, StateConflictError, StateCorruptError } from '../state/errors.ts';
+import type { Lock, LockHandle, StateStore } from '../state/store.ts';
+import { EXIT, type ExitCode } from './errors.ts';
+import type { FunctionContext, TwopassFunction } from './function.ts';
+
+export type RunDeps<R, W> = Readonly<{
+  fn: TwopassFunction<R, W>;
+  reader: R;
+  writer: W;
+  store: StateStore;
+  lock: Lock;
+  clock: () => number;
+  log: Logger;
+  newId: () => string;
+  /** Persists the snapshot (--save-snapshot); returns where. */
+  saveSnapshot?: (snapshot: Snapshot) => Promise<string>;
+  /** Told of every outcome, for metrics and Kubernetes Events. */
+  hooks?: RunHooks;
+}>;
+
+export type RunHooks = Readonly<{
+  deleted?: (target: Target, detail: string | undefined) => Promise<void> | void;
+  finished?: (result: RunResult) => Promise<void> | void;
+}>;
+
+export type RunRequest = Readonly<{
+  apply: boolean;
+  /** Save state in a dry run, so that observations build up. */
+  record: boolean;
+  policy: Policy;
+  settings?: Readonly<Record<string, unknown>>;
+  /** Overall deadline for the run. */
+  deadlineMs: number;
+  /** Deletions in flight at once. */
+  concurrency: number;
+  signal?: AbortSignal;
+}>;
+
+export type RunOutcome = 'ok' | 'aborted' | 'refused' | 'locked' | 'failed';
+
+export type RunResult = Readonly<{
+  function: string;
+  runId: string;
+  snapshotId?: string;
+  outcome: RunOutcome;
+  exitCode: ExitCode;
+  dryRun: boolean;
+  summary?: DiffSummary;
+  confirmed: readonly string[];
+  deleted: readonly string[];
+  skipped: readonly string[];
+  failed: readonly string[];
+  error?: string;
+  durationMs: number;
+}>;
+
+export async function run<R, W>(deps: RunDeps<R, W>, req: RunRequest): Promise<RunResult> {
+  const started = deps.clock();
+  const runId = deps.newId();
+  const fnName = deps.fn.name;
+  let log = deps.log.child({ function: fnName, runId });
+  const dryRun = !req.apply;
+  const deadline = AbortSignal.timeout(req.deadlineMs);
+  const base = { function: fnName, runId, dryRun, confirmed: [] as string[], deleted: [] as string[], skipped: [] as string[], failed: [] as string[] };
+  const finish = async (r: Finish): Promise<RunResult> => {
+    const result: RunResult = { ...base, ...r, durationMs: deps.clock() - started };
+    log.info(
+      {
+        event: 'run.finished',
+        outcome: result.outcome,
+        exitCode: result.exitCode,
+        dryRun,
+        summary: result.summary,
+        confirmed: result.confirmed.length,
+        deleted: result.deleted.length,
+        skipped: result.skipped.length,
+        failed: result.failed.length,
+        durationMs: result.durationMs,
+        ...(result.error ? { error: result.error } : {}),
+      },
+      'run.finished',
+    );
+    await deps.hooks?.finished?.(result);
+    return result;
+  };
+
+  let handle: LockHandle;
+  try {
+    handle = await deps.lock.acquire(fnName, deadline);
+  } catch (err) {
+    if (err instanceof LockHeldError) {
+      log.warn({ event: 'run.aborted', reason: err.message, call: 'lock' }, 'run.aborted');
+      return finish({ outcome: 'locked', exitCode: EXIT.locked, error: err.message });
+    }
+    log.error({ event: 'run.aborted', reason: `cannot take the lock: ${(err as Error).message}`, call: 'lock' }, 'run.aborted');
+    return finish({ outcome: 'aborted', exitCode: EXIT.incomplete, error: (err as Error).message });
+  }
+  const signals = [deadline, handle.lost, ...(req.signal ? [req.signal] : [])];
+  const signal = AbortSignal.any(signals);
+  try {
+    return await runLocked(deps, req, { log, signal, started, finish, setLog: (l) => (log = l), runId });
+  } finally {
+    await handle.release().catch((err) => log.warn({ event: 'lock.release-failed', error: (err as Error).message }, 'lock release failed'));
+  }
+}
+
+type Finish = Pick<RunResult, 'outcome' | 'exitCode'> & Partial<Omit<RunResult, 'durationMs' | 'function' | 'runId' | 'dryRun'>>;
+
+type Inner = {
+  log: Logger;
+  signal: AbortSignal;
+  started: number;
+  runId: string;
+  setLog: (l: Logger) => void;
+  finish: (r: Finish) => Promise<RunResult>;
+};
+
+async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): Promise<RunResult> {
+  const { fn } = deps;
+  let log = x.log;
+  const aborted = (call: string, err: unknown) => {
+    const reason = (err as Error).message ?? String(err);
+    log.error({ event: 'run.aborted', call, reason }, 'run.aborted');
+    return x.finish({ outcome: 'aborted', exitCode: EXIT.incomplete, error: reason });
+  };
+
+  // 1. Load state (corrupt state: a clear error and nothing deleted).
+  let loaded: { state: State; version?: string };
+  try {
+    loaded = await deps.store.load(fn.name, x.signal);
+  } catch (err) {
+    if (err instanceof StateCorruptError) {
+      log.error({ event: 'run.aborted', call: 'state.load', reason: err.message }, 'run.aborted');
+      return x.finish({ outcome: 'failed', exitCode: EXIT.error, error: err.message });
+    }
+    return aborted('state.load', err);
+  }
+
+  // 2. Observe: targets first, then evidence (the function's contract).
+  const snapshotId = deps.newId();
+  log = log.child({ snapshotId });
+  x.setLog(log);
+  const takenAt = deps.clock();
+  const ctx: FunctionContext = {
+    now: takenAt,
+    signal: x.signal,
+    settings: req.settings ?? {},
+    note: (event, fields) => log.info({ event, ...fields }, event),
+  };
+  let snapshot: Snapshot;
+  try {
+    const obs = await fn.observe(deps.reader, ctx);
+    snapshot = { id: snapshotId, function: fn.name, takenAt, ...obs };
+  } catch (err) {
+    return aborted((err as { call?: string }).call ?? 'observe', err);
+  }
+  log.info(
+    {
+      event: 'snapshot.taken',
+      sources: snapshot.sources,
+      targets: snapshot.targets.length,
+      used: snapshot.used.length,
+      indeterminate: snapshot.indeterminate.length,
+      ...(snapshot.blockers?.length ? { blockers: snapshot.blockers } : {}),
+      durationMs: deps.clock() - takenAt,
+    },
+    'snapshot.taken',
+  );
+  if (deps.saveSnapshot) {
+    const where = await deps.saveSnapshot(snapshot);
+    log.info({ event: 'snapshot.saved', path: where }, 'snapshot.saved');
+  }
+
+  // 3. Decide (pure).
+  const decision = decide(loaded.state, snapshot, req.policy, deps.clock());
+  for (const e of decision.diff.events) {
+    if (e.event === 'candidate.confirmed') log.info({ ...e, dryRun: !req.apply }, e.event);
+    else if (e.event === 'run.refused' || e.event === 'run.aborted') log.error(e, e.event);
+    else log.info(e, e.event);
+  }
+  const summary = decision.diff.summary;
+  if (decision.diff.outcome === 'aborted') {
+    return x.finish({ outcome: 'aborted', exitCode: EXIT.incomplete, snapshotId, summary, error: 'snapshot incomplete' });
+  }
+  if (decision.diff.outcome === 'refused') {
+    return x.finish({ outcome: 'refused', exitCode: EXIT.refused, snapshotId, summary, error: 'refused by the blast-radius guard' });
+  }
+  const confirmed = decision.actions.map((a) => a.target.key);
+
+  // 4. Save the decided state before acting: a stale writer loses here, before any deletion.
+  const persist = req.apply || req.record;
+  let version = loaded.version;
+  let state = decision.nextState;
+  if (persist) {
+    try {
+      version = await deps.store.save(fn.name, state, version, x.signal);
+    } catch (err) {
+      if (err instanceof StateConflictError) return aborted('state.save', err);
+      return aborted('state.save', err);
+    }
+  }
+  if (!req.apply) {
+    return x.finish({ outcome: 'ok', exitCode: EXIT.ok, snapshotId, summary, confirmed });
+  }
+
+  // 5. Act: re-check, then remove with a precondition, then confirm by a read.
+  const deleted: string[] = [];
+  const skipped: string[] = [];
+  const failed: string[] = [];
+  const drop = new Set<string>();
+  const queue = [...decision.actions];
+  const worker = async () => {
+    for (;;) {
+      const action = queue.shift();
+      if (!action) return;
+      const t = action.target;
+      const base = { key: t.key, kind: t.kind, name: t.name };
+      if (x.signal.aborted) {
+        failed.push(t.key);
+        log.error({ event: 'delete.failed', ...base, error: `not attempted: ${String((x.signal.reason as Error)?.message ?? x.signal.reason)}` }, 'delete.failed');
+        continue;
+      }
+      try {
+        const check = await fn.recheck(deps.reader, t, ctx);
+        if (!check.ok) {
+          skipped.push(t.key);
+          drop.add(t.key);
+          log.warn({ event: 'delete.skipped', ...base, reason: `re-check: ${check.reason}` }, 'delete.skipped');
+          continue;
+        }
+        const res = await fn.remove(deps.writer, t, ctx);
+        if (res.outcome === 'skipped') {
+          skipped.push(t.key);
+          drop.add(t.key);
+          log.warn({ event: 'delete.skipped', ...base, reason: res.reason }, 'delete.skipped');
+          continue;
+        }
+        if (!(await fn.confirmGone(deps.reader, t, ctx))) {
+          failed.push(t.key);
+          log.error({ event: 'delete.failed', ...base, error: `the server answered ${res.outcome} but a read still finds it` }, 'delete.failed');
+          continue;
+        }
+        deleted.push(t.key);
+        drop.add(t.key);
+        log.info({ event: 'resource.deleted', ...base, ...(res.detail ? { detail: res.detail } : {}), ...(res.outcome === 'gone' ? { alreadyGone: true } : {}) }, 'resource.deleted');
+        await deps.hooks?.deleted?.(t, res.detail);
+      } catch (err) {
+        failed.push(t.key);
+        log.error({ event: 'delete.failed', ...base, error: (err as Error).message }, 'delete.failed');
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(req.concurrency, queue.length)) }, worker));
+
+  // 6. Save again without what was deleted or skipped (a skipped candidate starts over).
+  if (drop.size > 0) {
+    const candidates = { ...state.candidates };
+    for (const k of drop) delete candidates[k];
+    state = { ...state, candidates };
+    try {
+      version = await deps.store.save(fn.name, state, version, x.signal);
+    } catch (err) {
+      log.warn({ event: 'state.save-failed', call: 'state.save', error: (err as Error).message }, 'state.save-failed');
+    }
+  }
+  const exitCode = failed.length > 0 ? EXIT.error : EXIT.ok;
+  return x.finish({ outcome: failed.length > 0 ? 'failed' : 'ok', exitCode, snapshotId, summary, confirmed, deleted, skipped, failed });
+}

@@ -1,0 +1,164 @@
+/**
+ * ConfigMapStateStore: the in-cluster default. The state is gzipped JSON in the
+ * head ConfigMap `twopass-<function>`; when larger than ~900 KiB it is split
+ * over shard ConfigMaps `twopass-<function>-g<generation>-<i>` written before
+ * the head. The head is written with its resourceVersion, so a stale writer
+ * loses; the head names the generation, shard count and a checksum, so a
+ * reader never mixes shards of two writes.
+ */
+import { createHash } from 'node:crypto';
+import { gunzipSync, gzipSync } from 'node:zlib';
+import type { State } from '../engine/types.ts';
+import { emptyState } from '../engine/types.ts';
+import { ConflictError, KubeApiError } from '../kube/errors.ts';
+import type { KubeClient } from '../kube/ports.ts';
+import { CONFIGMAPS, type KubeObject } from '../kube/resources.ts';
+import { StateConflictError, StateCorruptError, StateTooLargeError } from './errors.ts';
+import { parseState } from './schema.ts';
+import type { Loaded, StateStore } from './store.ts';
+
+export const SHARD_BYTES = 900 * 1024;
+const MAX_SHARDS = 64;
+const KEY = 'state.json.gz';
+const A_GEN = 'twopass.io/generation';
+const A_SHARDS = 'twopass.io/shards';
+const A_SHA = 'twopass.io/sha256';
+
+type ConfigMap = KubeObject & { binaryData?: Record<string, string>; data?: Record<string, string> };
+
+export class ConfigMapStateStore implements StateStore {
+  readonly description: string;
+  private readonly kube: KubeClient;
+  private readonly namespace: string;
+  private readonly shardBytes: number;
+  constructor(kube: KubeClient, namespace: string, shardBytes = SHARD_BYTES) {
+    this.kube = kube;
+    this.namespace = namespace;
+    this.shardBytes = shardBytes;
+    this.description = `configmap:${namespace}`;
+  }
+
+  headName(fn: string): string {
+    return `twopass-${fn}`;
+  }
+
+  private shardName(fn: string, gen: number, i: number): string {
+    return `twopass-${fn}-g${gen}-${i}`;
+  }
+
+  async load(fn: string, signal?: AbortSignal): Promise<Loaded> {
+    const where = `ConfigMap ${this.namespace}/${this.headName(fn)}`;
+    const head = (await this.kube.get(CONFIGMAPS, this.namespace, this.headName(fn), signal)) as ConfigMap | undefined;
+    if (!head) return { state: emptyState(fn) };
+    const ann = head.metadata.annotations ?? {};
+    const shards = Number(ann[A_SHARDS] ?? '1');
+    const gen = Number(ann[A_GEN] ?? '0');
+    if (!Number.isInteger(shards) || shards < 1 || shards > MAX_SHARDS || !Number.isInteger(gen)) {
+      throw new StateCorruptError(`${where}: bad shard annotations (${A_SHARDS}=${ann[A_SHARDS]}, ${A_GEN}=${ann[A_GEN]})`);
+    }
+    const parts: Buffer[] = [];
+    if (shards === 1) {
+      parts.push(decode(head, where));
+    } else {
+      for (let i = 0; i < shards; i++) {
+        const name = this.shardName(fn, gen, i);
+        const cm = (await this.kube.get(CONFIGMAPS, this.namespace, name, signal)) as ConfigMap | undefined;
+        if (!cm) throw new StateCorruptError(`${where}: shard ${name} is missing`);
+        parts.push(decode(cm, `ConfigMap ${this.namespace}/${name}`));
+      }
+    }
+    const gz = Buffer.concat(parts);
+    const sha = createHash('sha256').update(gz).digest('hex');
+    if (ann[A_SHA] !== undefined && ann[A_SHA] !== sha) throw new StateCorruptError(`${where}: checksum mismatch (stored ${ann[A_SHA]}, read ${sha})`);
+    let raw: unknown;
+    try {
+      raw = JSON.parse(gunzipSync(gz).toString('utf8'));
+    } catch (err) {
+      throw new StateCorruptError(`${where}: state is not gzipped JSON; reset it with \`twopass state reset ${fn}\``, { cause: err });
+    }
+    return { state: parseState(raw, fn, where), version: head.metadata.resourceVersion };
+  }
+
+  async save(fn: string, state: State, version: string | undefined, signal?: AbortSignal): Promise<string> {
+    const where = `ConfigMap ${this.namespace}/${this.headName(fn)}`;
+    const gz = gzipSync(JSON.stringify(state));
+    const sha = createHash('sha256').update(gz).digest('hex');
+    const count = Math.max(1, Math.ceil(gz.length / this.shardBytes));
+    if (count > MAX_SHARDS) throw new StateTooLargeError(`${where}: state needs ${count} shards of ${this.shardBytes} bytes (max ${MAX_SHARDS})`);
+    const existing = (await this.kube.get(CONFIGMAPS, this.namespace, this.headName(fn), signal)) as ConfigMap | undefined;
+    if ((existing?.metadata.resourceVersion ?? undefined) !== version) {
+      throw new StateConflictError(`${where}: state changed since it was loaded (resourceVersion ${version ?? 'none'} -> ${existing?.metadata.resourceVersion ?? 'none'})`);
+    }
+    const oldGen = Number(existing?.metadata.annotations?.[A_GEN] ?? '0');
+    const oldShards = Number(existing?.metadata.annotations?.[A_SHARDS] ?? '1');
+    const gen = oldGen + 1;
+    const labels = { 'app.kubernetes.io/managed-by': 'twopass', 'twopass.io/function': fn };
+    if (count > 1) {
+      for (let i = 0; i < count; i++) {
+        const chunk = gz.subarray(i * this.shardBytes, (i + 1) * this.shardBytes);
+        await this.kube.create(
+          CONFIGMAPS,
+          {
+            apiVersion: 'v1',
+            kind: 'ConfigMap',
+            metadata: { name: this.shardName(fn, gen, i), namespace: this.namespace, labels },
+            binaryData: { [KEY]: chunk.toString('base64') },
+          },
+          signal,
+        );
+      }
+    }
+    const head: ConfigMap = {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: {
+        name: this.headName(fn),
+        namespace: this.namespace,
+        labels,
+        annotations: { [A_GEN]: String(gen), [A_SHARDS]: String(count), [A_SHA]: sha },
+        uid: existing?.metadata.uid ?? '',
+        resourceVersion: existing?.metadata.resourceVersion ?? '',
+      },
+      binaryData: count === 1 ? { [KEY]: gz.toString('base64') } : {},
+    };
+    let written: KubeObject;
+    try {
+      if (existing) {
+        written = await this.kube.replace(CONFIGMAPS, head, signal);
+      } else {
+        const { uid: _u, resourceVersion: _r, ...md } = head.metadata;
+        written = await this.kube.create(CONFIGMAPS, { ...head, metadata: md }, signal);
+      }
+    } catch (err) {
+      if (count > 1) await this.dropShards(fn, gen, count, signal);
+      if (err instanceof ConflictError || (err instanceof KubeApiError && err.status === 409)) {
+        throw new StateConflictError(`${where}: another writer saved state first; this run's state was not written`, { cause: err });
+      }
+      throw err;
+    }
+    if (oldShards > 1) await this.dropShards(fn, oldGen, oldShards, signal);
+    return written.metadata.resourceVersion;
+  }
+
+  private async dropShards(fn: string, gen: number, count: number, signal?: AbortSignal): Promise<void> {
+    for (let i = 0; i < count; i++) {
+      await this.kube.delete(CONFIGMAPS, this.namespace, this.shardName(fn, gen, i), signal).catch(() => undefined);
+    }
+  }
+
+  async reset(fn: string, signal?: AbortSignal): Promise<boolean> {
+    const head = (await this.kube.get(CONFIGMAPS, this.namespace, this.headName(fn), signal)) as ConfigMap | undefined;
+    if (!head) return false;
+    const gen = Number(head.metadata.annotations?.[A_GEN] ?? '0');
+    const shards = Number(head.metadata.annotations?.[A_SHARDS] ?? '1');
+    await this.kube.delete(CONFIGMAPS, this.namespace, this.headName(fn), signal);
+    if (shards > 1) await this.dropShards(fn, gen, shards, signal);
+    return true;
+  }
+}
+
+function decode(cm: ConfigMap, where: string): Buffer {
+  const b64 = cm.binaryData?.[KEY];
+  if (typeof b64 !== 'string') throw new StateCorruptError(`${where}: binaryData.${KEY} is missing`);
+  return Buffer.from(b64, 'base64');
+}

@@ -1,0 +1,128 @@
+/**
+ * LeaseLock: one coordination.k8s.io/v1 Lease per function (`twopass-<function>`).
+ * Taken when absent, free or expired; renewed during the run; released at the end.
+ * Every write carries the read resourceVersion, so two takers cannot both win.
+ */
+import { randomUUID } from 'node:crypto';
+import { ConflictError, KubeApiError } from '../kube/errors.ts';
+import type { KubeClient } from '../kube/ports.ts';
+import { type KubeObject, LEASES } from '../kube/resources.ts';
+import { LockHeldError } from './errors.ts';
+import type { Lock, LockHandle } from './store.ts';
+
+type LeaseSpec = {
+  holderIdentity?: string;
+  leaseDurationSeconds?: number;
+  acquireTime?: string;
+  renewTime?: string;
+  leaseTransitions?: number;
+};
+type Lease = KubeObject & { spec?: LeaseSpec };
+
+export type LeaseLockOptions = Readonly<{
+  namespace: string;
+  identity?: string;
+  durationSeconds?: number;
+  now?: () => number;
+  /** Renew period (default a third of the duration); 0 disables renewal (tests). */
+  renewEveryMs?: number;
+}>;
+
+/** MicroTime as the API server wants it: RFC 3339 with microseconds. */
+export function microTime(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+}
+
+export class LeaseLock implements Lock {
+  readonly description: string;
+  readonly identity: string;
+  private readonly kube: KubeClient;
+  private readonly opts: LeaseLockOptions;
+  constructor(kube: KubeClient, opts: LeaseLockOptions) {
+    this.kube = kube;
+    this.opts = opts;
+    this.identity = opts.identity ?? `twopass-${randomUUID().slice(0, 8)}`;
+    this.description = `lease:${opts.namespace}`;
+  }
+
+  private now(): number {
+    return (this.opts.now ?? Date.now)();
+  }
+
+  async acquire(fn: string, signal?: AbortSignal): Promise<LockHandle> {
+    const name = `twopass-${fn}`;
+    const duration = this.opts.durationSeconds ?? 60;
+    const ns = this.opts.namespace;
+    const existing = (await this.kube.get(LEASES, ns, name, signal)) as Lease | undefined;
+    const nowMs = this.now();
+    let current: Lease;
+    try {
+      if (!existing) {
+        current = (await this.kube.create(
+          LEASES,
+          {
+            apiVersion: 'coordination.k8s.io/v1',
+            kind: 'Lease',
+            metadata: { name, namespace: ns, labels: { 'app.kubernetes.io/managed-by': 'twopass' } },
+            spec: { holderIdentity: this.identity, leaseDurationSeconds: duration, acquireTime: microTime(nowMs), renewTime: microTime(nowMs), leaseTransitions: 0 },
+          },
+          signal,
+        )) as Lease;
+      } else {
+        const s = existing.spec ?? {};
+        const renewed = s.renewTime ? Date.parse(s.renewTime) : Number.NaN;
+        const expiresAt = renewed + (s.leaseDurationSeconds ?? duration) * 1000;
+        const held = s.holderIdentity !== undefined && s.holderIdentity !== '' && s.holderIdentity !== this.identity;
+        if (held && !(Number.isFinite(expiresAt) && nowMs >= expiresAt)) {
+          throw new LockHeldError(`${fn}: Lease ${ns}/${name} is held by ${s.holderIdentity} until ${Number.isFinite(expiresAt) ? new Date(expiresAt).toISOString() : 'unknown'}`);
+        }
+        current = (await this.kube.replace(
+          LEASES,
+          {
+            ...existing,
+            spec: {
+              holderIdentity: this.identity,
+              leaseDurationSeconds: duration,
+              acquireTime: microTime(nowMs),
+              renewTime: microTime(nowMs),
+              leaseTransitions: (s.leaseTransitions ?? 0) + (held ? 1 : 0),
+            },
+          },
+          signal,
+        )) as Lease;
+      }
+    } catch (err) {
+      if (err instanceof ConflictError || (err instanceof KubeApiError && (err.status === 409 || err.reason === 'AlreadyExists'))) {
+        throw new LockHeldError(`${fn}: Lease ${ns}/${name} was taken by another run at the same time`, { cause: err });
+      }
+      throw err;
+    }
+    const controller = new AbortController();
+    const renewEvery = this.opts.renewEveryMs ?? (duration * 1000) / 3;
+    let timer: NodeJS.Timeout | undefined;
+    let renewing: Promise<void> = Promise.resolve();
+    if (renewEvery > 0) {
+      timer = setInterval(() => {
+        renewing = (async () => {
+          try {
+            current = (await this.kube.replace(LEASES, { ...current, spec: { ...current.spec, renewTime: microTime(this.now()) } })) as Lease;
+          } catch (err) {
+            controller.abort(new LockHeldError(`${fn}: lost Lease ${ns}/${name}: ${(err as Error).message}`));
+            clearInterval(timer);
+          }
+        })();
+      }, renewEvery);
+      timer.unref();
+    }
+    return {
+      lost: controller.signal,
+      release: async () => {
+        if (timer) clearInterval(timer);
+        await renewing;
+        if (controller.signal.aborted) return;
+        const { holderIdentity: _h, ...rest } = current.spec ?? {};
+        await this.kube.replace(LEASES, { ...current, spec: { ...rest, renewTime: microTime(this.now()) } }).catch(() => undefined);
+      },
+    };
+  }
+}

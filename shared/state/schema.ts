@@ -1,0 +1,47 @@
+/** Validation of stored state: what comes back from a store is untrusted input. */
+import { z } from 'zod';
+import { STATE_SCHEMA_VERSION, type State } from '../engine/types.ts';
+import { StateCorruptError } from './errors.ts';
+
+const candidate = z.object({
+  kind: z.string(),
+  name: z.string(),
+  fingerprint: z.string(),
+  firstUnusedAt: z.number().finite(),
+  lastUnusedAt: z.number().finite(),
+  observations: z.number().int().positive(),
+});
+
+const stateSchema = z.object({
+  schemaVersion: z.literal(STATE_SCHEMA_VERSION),
+  function: z.string().min(1),
+  lastSnapshot: z
+    .object({
+      id: z.string(),
+      takenAt: z.number().finite(),
+      counts: z.record(z.string(), z.number()),
+      listVersions: z.record(z.string(), z.string()),
+      evidenceCount: z.number(),
+    })
+    .optional(),
+  candidates: z.record(z.string(), candidate),
+});
+
+export function parseState(raw: unknown, fn: string, where: string): State {
+  if (raw && typeof raw === 'object' && 'schemaVersion' in raw && (raw as { schemaVersion: unknown }).schemaVersion !== STATE_SCHEMA_VERSION) {
+    throw new StateCorruptError(
+      `${where}: state schemaVersion ${String((raw as { schemaVersion: unknown }).schemaVersion)} is not supported (expected ${STATE_SCHEMA_VERSION}); run \`twopass state reset ${fn}\` to start observation over`,
+    );
+  }
+  const r = stateSchema.safeParse(raw);
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    throw new StateCorruptError(
+      `${where}: stored state is not valid (${issue ? `${issue.path.join('.') || '(root)'}: ${issue.message}` : 'unknown'}); nothing will be deleted until it is repaired or reset with \`twopass state reset ${fn}\``,
+    );
+  }
+  if (r.data.function !== fn) {
+    throw new StateCorruptError(`${where}: state belongs to function ${r.data.function}, not ${fn}`);
+  }
+  return r.data as State;
+}
