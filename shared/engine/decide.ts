@@ -65,7 +65,6 @@ export function decide(previous: State, snapshot: Snapshot, policy: Policy, now:
   const indeterminate = new Map<string, string>();
   for (const i of snapshot.indeterminate) if (!indeterminate.has(i.key)) indeterminate.set(i.key, i.reason);
   const blocker = snapshot.blockers && snapshot.blockers.length > 0 ? snapshot.blockers.join('; ') : undefined;
-  const minAge = policy.minAgeMs ?? policy.graceMs;
 
   const candidates: Record<string, Candidate> = {};
   const confirmed: DeleteAction[] = [];
@@ -129,7 +128,7 @@ export function decide(previous: State, snapshot: Snapshot, policy: Policy, now:
     // Age: from createdAt when known; otherwise the target has existed at least since firstUnusedAt.
     const age = t.createdAt !== undefined ? now - t.createdAt : unusedFor;
     const graceLeft = grace - unusedFor;
-    const ageLeft = minAge - age;
+    const ageLeft = (policy.minAgeMs ?? grace) - age;
     if (graceLeft <= 0 && ageLeft <= 0) {
       summary.confirmed++;
       candidates[t.key] = next;

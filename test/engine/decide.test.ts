@@ -1,0 +1,157 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { decide } from '../../shared/engine/decide.ts';
+import { MIN, policy, snapshot, state, target } from '../helpers/engine.ts';
+
+const T0 = 1_800_000_000_000;
+
+test('first unused observation makes a candidate, never an action', () => {
+  const d = decide(state(), snapshot(T0, [target('a')]), policy(), T0);
+  assert.equal(d.actions.length, 0);
+  assert.ok(d.nextState.candidates.a);
+  assert.is(d.nextState.candidates.a?.observations, 1);
+  assert.ok(d.diff.events.some((e) => e.event === 'candidate.new'));
+});
+
+test('a second observation after grace confirms; before grace it is pending', () => {
+  const s1 = decide(state(), snapshot(T0, [target('a')]), policy(), T0).nextState;
+  const early = decide(s1, snapshot(T0 + 5 * MIN, [target('a')]), policy(), T0 + 5 * MIN);
+  assert.equal(early.actions.length, 0);
+  const pending = early.diff.events.find((e) => e.event === 'candidate.pending');
+  assert.ok(pending && pending.event === 'candidate.pending' && pending.timeLeftMs === 5 * MIN);
+  const late = decide(early.nextState, snapshot(T0 + 10 * MIN, [target('a')]), policy(), T0 + 10 * MIN);
+  assert.equal(late.actions.map((a) => a.target.key), ['a']);
+  assert.is(late.actions[0]?.candidate.observations, 3);
+});
+
+test('use in between rescues and restarts observation', () => {
+  let s = decide(state(), snapshot(T0, [target('a')]), policy(), T0).nextState;
+  const used = decide(s, snapshot(T0 + 5 * MIN, [target('a')], ['a']), policy(), T0 + 5 * MIN);
+  assert.ok(used.diff.events.some((e) => e.event === 'candidate.rescued'));
+  assert.not.ok(used.nextState.candidates.a);
+  s = decide(used.nextState, snapshot(T0 + 11 * MIN, [target('a')]), policy(), T0 + 11 * MIN).nextState;
+  const d = decide(s, snapshot(T0 + 12 * MIN, [target('a')]), policy(), T0 + 12 * MIN);
+  assert.equal(d.actions.length, 0, 'grace counts from the new first unused observation');
+});
+
+test('indeterminate targets are never candidates and reset existing ones', () => {
+  const s = decide(state(), snapshot(T0, [target('a')]), policy(), T0).nextState;
+  const d = decide(s, snapshot(T0 + 20 * MIN, [target('a')], [], { indeterminate: [{ key: 'a', reason: 'empty PodUID' }] }), policy(), T0 + 20 * MIN);
+  assert.equal(d.actions.length, 0);
+  assert.not.ok(d.nextState.candidates.a);
+  assert.ok(d.diff.events.some((e) => e.event === 'target.indeterminate' && e.reason === 'empty PodUID'));
+});
+
+test('a snapshot-wide blocker makes every target indeterminate', () => {
+  const s = decide(state(), snapshot(T0, [target('a')]), policy(), T0).nextState;
+  const d = decide(s, snapshot(T0 + 20 * MIN, [target('a')], [], { blockers: ['Service x is being placed'] }), policy(), T0 + 20 * MIN);
+  assert.equal(d.actions.length, 0);
+  assert.is(d.diff.summary.indeterminate, 1);
+});
+
+test('incomplete snapshot: no actions, state unchanged, aborted', () => {
+  const s = decide(state(), snapshot(T0, [target('a')]), policy(), T0).nextState;
+  const snap = snapshot(T0 + 20 * MIN, [target('a')]);
+  const bad = { ...snap, sources: [snap.sources[0]!, { ...snap.sources[1]!, complete: false, reason: '403' }] };
+  const d = decide(s, bad, policy(), T0 + 20 * MIN);
+  assert.equal(d.actions.length, 0);
+  assert.is(d.nextState, s);
+  assert.is(d.diff.outcome, 'aborted');
+});
+
+test('a snapshot without sources cannot be proven complete', () => {
+  const d = decide(state(), snapshot(T0, [target('a')], [], { sources: [] }), policy(), T0);
+  assert.is(d.diff.outcome, 'aborted');
+});
+
+test('fingerprint change resets the candidate', () => {
+  const s = decide(state(), snapshot(T0, [target('a')]), policy(), T0).nextState;
+  const d = decide(s, snapshot(T0 + 20 * MIN, [target('a', { fingerprint: 'a@2' })]), policy(), T0 + 20 * MIN);
+  assert.equal(d.actions.length, 0);
+  assert.is(d.nextState.candidates.a?.firstUnusedAt, T0 + 20 * MIN);
+  assert.ok(d.diff.events.some((e) => e.event === 'candidate.reset' && e.reason === 'fingerprint changed'));
+});
+
+test('keep-mark protects', () => {
+  const s = decide(state(), snapshot(T0, [target('a', { keep: true })]), policy(), T0).nextState;
+  assert.equal(Object.keys(s.candidates), []);
+});
+
+test('targets younger than minAge are never confirmed', () => {
+  const young = target('a', { createdAt: T0 - MIN });
+  const p = policy({ minAgeMs: 60 * MIN });
+  const s = decide(state(), snapshot(T0, [young]), p, T0).nextState;
+  const d = decide(s, snapshot(T0 + 20 * MIN, [young]), p, T0 + 20 * MIN);
+  assert.equal(d.actions.length, 0);
+  const e = d.diff.events.find((x) => x.event === 'candidate.pending');
+  assert.ok(e && e.event === 'candidate.pending' && e.waitingFor === 'minimum age');
+  const later = decide(d.nextState, snapshot(T0 + 60 * MIN, [young]), p, T0 + 60 * MIN);
+  assert.equal(later.actions.length, 1);
+});
+
+test('time going backwards confirms nothing and restarts observation', () => {
+  const s = decide(state(), snapshot(T0, [target('a')]), policy(), T0).nextState;
+  const back = decide(s, snapshot(T0 - 60 * MIN, [target('a')]), policy(), T0 - 60 * MIN);
+  assert.equal(back.actions.length, 0);
+  assert.is(back.nextState.candidates.a?.firstUnusedAt, T0 - 60 * MIN);
+  const d = decide(back.nextState, snapshot(T0 + 5 * MIN, [target('a')]), policy(), T0 + 5 * MIN);
+  assert.equal(d.actions.length, 1, 'observation restarted at T0-60m, so 65 minutes later it confirms');
+});
+
+test('per-kind grace', () => {
+  const p = policy({ graceMs: 60 * MIN, kindGraceMs: { Bit: 5 * MIN } });
+  const ts = [target('a'), target('b', { kind: 'Bit' })];
+  const s = decide(state(), snapshot(T0, ts), p, T0).nextState;
+  const d = decide(s, snapshot(T0 + 5 * MIN, ts), p, T0 + 5 * MIN);
+  assert.equal(d.actions.map((a) => a.target.key), ['b']);
+});
+
+test('guard: too many deletions refuses all and keeps the state', () => {
+  const ts = ['a', 'b', 'c'].map((k) => target(k));
+  const p = policy({ maxDeletions: 2 });
+  const s = decide(state(), snapshot(T0, ts), p, T0).nextState;
+  const d = decide(s, snapshot(T0 + 20 * MIN, ts), p, T0 + 20 * MIN);
+  assert.equal(d.actions.length, 0);
+  assert.is(d.diff.outcome, 'refused');
+  assert.is(d.nextState, s);
+});
+
+test('guard: percentage of targets', () => {
+  const ts = ['a', 'b', 'c', 'd'].map((k) => target(k));
+  const p = policy({ maxDeletionPercent: 50 });
+  let s = decide(state(), snapshot(T0, ts), p, T0).nextState;
+  const used = ['c', 'd'];
+  // only a and b confirmable: 50% is allowed
+  s = decide(state(), snapshot(T0, ts, used), p, T0).nextState;
+  const ok = decide(s, snapshot(T0 + 20 * MIN, ts, used), p, T0 + 20 * MIN);
+  assert.equal(ok.actions.length, 2);
+  const s2 = decide(state(), snapshot(T0, ts, ['d']), p, T0).nextState;
+  const refused = decide(s2, snapshot(T0 + 20 * MIN, ts, ['d']), p, T0 + 20 * MIN);
+  assert.is(refused.diff.outcome, 'refused');
+});
+
+test('guard: evidence that shrank sharply refuses and does not become the baseline', () => {
+  const ts = [target('a')];
+  const p = policy({ maxEvidenceDropPercent: 50 });
+  const s = decide(state(), snapshot(T0, ts, ['a']), p, T0).nextState; // evidence 101
+  const broken = snapshot(T0 + 20 * MIN, ts, [], { sources: [{ name: 'things', role: 'target', count: 1, complete: true }, { name: 'users', role: 'evidence', count: 0, complete: true }] });
+  const d = decide(s, broken, p, T0 + 20 * MIN);
+  assert.is(d.diff.outcome, 'refused');
+  assert.is(d.nextState, s);
+  const again = decide(d.nextState, { ...broken, takenAt: T0 + 40 * MIN }, p, T0 + 40 * MIN);
+  assert.is(again.diff.outcome, 'refused', 'still compared with the last good snapshot');
+});
+
+test('vanished candidates are dropped', () => {
+  const s = decide(state(), snapshot(T0, [target('a')]), policy(), T0).nextState;
+  const d = decide(s, snapshot(T0 + MIN, []), policy(), T0 + MIN);
+  assert.equal(d.nextState.candidates, {});
+  assert.ok(d.diff.events.some((e) => e.event === 'candidate.reset' && e.reason === 'target vanished'));
+});
+
+test('state of another function is refused', () => {
+  const d = decide({ ...state(), function: 'other' }, snapshot(T0, [target('a')]), policy(), T0);
+  assert.is(d.diff.outcome, 'aborted');
+});
+
+test.run();
