@@ -24,8 +24,8 @@ export type Target = Readonly<{
 /** What one list call (or list group) of a snapshot returned. */
 export type SourceMeta = Readonly<{
   name: string;
-  /** `target` sources are listed first, `evidence` after. */
-  role: 'target' | 'evidence';
+  /** `target` sources are listed first, `evidence` after; a source can be both (DanmEps hold bits). */
+  role: 'target' | 'evidence' | 'target+evidence';
   count: number;
   listVersion?: string;
   pages?: number;
@@ -129,6 +129,6 @@ export function isComplete(snapshot: Snapshot): boolean {
 
 export function evidenceCount(snapshot: Snapshot): number {
   let n = 0;
-  for (const s of snapshot.sources) if (s.role === 'evidence') n += s.count;
+  for (const s of snapshot.sources) if (s.role !== 'target') n += s.count;
   return n;
 }

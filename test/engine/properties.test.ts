@@ -31,7 +31,7 @@ const worldArb = fc.record({
   evidence: fc.integer({ min: 0, max: 50 }),
   stepMinutes: fc.integer({ min: -5, max: 30 }),
 });
-type World = fc.infer<typeof worldArb>;
+type World = typeof worldArb extends fc.Arbitrary<infer W> ? W : never;
 
 const policyArb: fc.Arbitrary<Policy> = fc.record({
   graceMs: fc.integer({ min: 1, max: 30 }).map((m) => m * MIN),

@@ -1,0 +1,314 @@
+/**
+ * danm-endpoints: reclaims DanmEps whose Pod (by UID) is gone, then the IPs they
+ * held, and bits set in a DANM bitmap that no DanmEp holds.
+ */
+import { ConflictError } from '../../shared/kube/errors.ts';
+import { recordEvent } from '../../shared/kube/events.ts';
+import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
+import { type KubeObject, PODS, type ResourceRef } from '../../shared/kube/resources.ts';
+import type { Indeterminate, SourceMeta, Target } from '../../shared/engine/types.ts';
+import type { FunctionContext, Observation, RecheckResult, RemoveResult, TwopassFunction } from '../../shared/runtime/function.ts';
+import { formatAddress, parseAddress } from '../../shared/net/ip.ts';
+import { bitIndex, clearable, danmResources, GROUPS, type Network, type NetworkType, networkId, parseEndpoint, parseNetwork, type Pool } from './model.ts';
+
+export const NAME = 'danm-endpoints';
+const MIN = 60_000;
+const NETWORK_TYPES: NetworkType[] = ['DanmNet', 'TenantNetwork', 'ClusterNetwork'];
+const CLEAR_ATTEMPTS = 5;
+
+export class DanmNotInstalledError extends Error {
+  override name = 'DanmNotInstalledError';
+  readonly call = 'discover danm';
+}
+
+type EpData = { t: 'ep'; group: string; namespace: string; name: string; uid: string; rv: string; pod: string; podUID: string; networkType: NetworkType; network: string; v4?: string; v6?: string };
+type BitData = { t: 'bit'; group: string; networkType: NetworkType; namespace?: string; name: string; uid: string; rv: string; family: 4 | 6; index: number; address: string };
+
+function settingsOf(ctx: FunctionContext): { namespaces?: Set<string>; pageSize: number; group?: string } {
+  const s = ctx.settings;
+  const ns = Array.isArray(s.namespaces) ? new Set(s.namespaces.map(String)) : undefined;
+  return { ...(ns ? { namespaces: ns } : {}), pageSize: typeof s.pageSize === 'number' ? s.pageSize : 500, ...(typeof s.group === 'string' ? { group: s.group } : {}) };
+}
+
+export async function detectGroup(kube: KubeReader, preferred?: string, signal?: AbortSignal): Promise<string> {
+  const groups = preferred ? [preferred] : GROUPS;
+  for (const g of groups) if (await kube.serves(g, 'v1', 'danmeps', signal)) return g;
+  throw new DanmNotInstalledError(`neither ${groups.map((g) => `${g}/v1`).join(' nor ')} serves danmeps: is DANM installed, and may this identity discover it?`);
+}
+
+function sourceMeta(name: string, role: SourceMeta['role'], l: { items: unknown[]; resourceVersion: string; pages: number }): SourceMeta {
+  return { name, role, count: l.items.length, listVersion: l.resourceVersion, pages: l.pages, complete: true };
+}
+
+const holderKey = (net: string, family: 4 | 6, index: number) => `${net}|${family}|${index}`;
+
+async function observe(kube: KubeReader, ctx: FunctionContext): Promise<Observation> {
+  const cfg = settingsOf(ctx);
+  const group = await detectGroup(kube, cfg.group, ctx.signal);
+  const R = danmResources(group);
+  const sources: SourceMeta[] = [];
+  const inScope = (ns: string | undefined) => !cfg.namespaces || ns === undefined || cfg.namespaces.has(ns);
+
+  // 1. Networks first: their set bits are targets, and DanmEps listed after can only add holders.
+  const networks = new Map<string, Network>();
+  for (const type of NETWORK_TYPES) {
+    const ref = R[type];
+    if (!(await kube.serves(group, 'v1', ref.plural, ctx.signal))) {
+      sources.push({ name: ref.plural, role: 'target', count: 0, complete: true, reason: 'not served' });
+      continue;
+    }
+    const l = await kube.listAll(ref, { pageSize: cfg.pageSize, signal: ctx.signal });
+    sources.push(sourceMeta(ref.plural, 'target', l));
+    for (const o of l.items) {
+      const n = parseNetwork(o, type);
+      networks.set(n.id, n);
+      if (n.problem) ctx.note('network.unreadable', { kind: type, name: n.namespace ? `${n.namespace}/${n.name}` : n.name, reason: n.problem });
+    }
+  }
+  // 2. DanmEps: targets, and the holders of bits.
+  const eps = await kube.listAll(R.danmeps, { pageSize: cfg.pageSize, signal: ctx.signal });
+  sources.push(sourceMeta('danmeps', 'target+evidence', eps));
+  // 3. Pods last, metadata only: the evidence of use.
+  const pods = await kube.listAll(PODS, { metadataOnly: true, pageSize: cfg.pageSize, signal: ctx.signal });
+  sources.push(sourceMeta('pods', 'evidence', pods));
+  const livePods = new Set<string>();
+  for (const p of pods.items) if (p.metadata?.uid) livePods.add(`${p.metadata.namespace}/${p.metadata.uid}`);
+
+  const targets: Target[] = [];
+  const used: string[] = [];
+  const indeterminate: Indeterminate[] = [];
+  const holders = new Map<string, string>(); // holderKey -> DanmEp uid
+  const unknownHolders = new Set<string>(); // network ids whose bits some unparsable DanmEp may hold
+  let unknownEverywhere = false;
+
+  for (const o of eps.items) {
+    const parsed = parseEndpoint(o);
+    if (!parsed.ok) {
+      const spec = (o.spec ?? {}) as Record<string, unknown>;
+      const type = spec.apiType === 'TenantNetwork' || spec.apiType === 'ClusterNetwork' ? spec.apiType : 'DanmNet';
+      if (typeof spec.NetworkName === 'string' && spec.NetworkName !== '' && (spec.apiType === undefined || spec.apiType === '' || spec.apiType === type)) {
+        unknownHolders.add(networkId(type as NetworkType, parsed.namespace, spec.NetworkName));
+      } else unknownEverywhere = true;
+      if (parsed.uid && inScope(parsed.namespace)) {
+        targets.push({ key: parsed.uid, kind: 'DanmEp', fingerprint: `${parsed.uid}@${o.metadata?.resourceVersion ?? ''}`, name: `${parsed.namespace}/${parsed.name}`, keep: false });
+        indeterminate.push({ key: parsed.uid, reason: parsed.reason });
+      } else {
+        ctx.note('target.malformed', { kind: 'DanmEp', name: `${parsed.namespace}/${parsed.name}`, reason: parsed.reason });
+      }
+      continue;
+    }
+    const ep = parsed.ep;
+    const netId = networkId(ep.networkType, ep.namespace, ep.network);
+    const net = networks.get(netId);
+    const problems: string[] = [];
+    for (const [family, addr] of [[4, ep.v4], [6, ep.v6]] as const) {
+      if (!addr) continue;
+      const pool = family === 4 ? net?.v4 : net?.v6;
+      const idx = pool ? bitIndex(pool, addr) : undefined;
+      if (idx !== undefined) holders.set(holderKey(netId, family, idx), ep.uid);
+      else if (net && !net.problem) problems.push(`${addr.text} is outside ${ep.networkType} ${ep.network}'s IPv${family} range`);
+    }
+    if (!net) problems.push(`${ep.networkType} ${ep.networkType === 'ClusterNetwork' ? '' : `${ep.namespace}/`}${ep.network} cannot be read (not found)`);
+    else if (net.problem) problems.push(`${net.type} ${ep.network} cannot be read: ${net.problem}`);
+    if (!net || net.problem) unknownHolders.add(netId);
+    if (!inScope(ep.namespace)) continue;
+    const data: EpData = {
+      t: 'ep',
+      group,
+      namespace: ep.namespace,
+      name: ep.name,
+      uid: ep.uid,
+      rv: ep.resourceVersion,
+      pod: ep.pod,
+      podUID: ep.podUID,
+      networkType: ep.networkType,
+      network: ep.network,
+      ...(ep.v4 ? { v4: ep.v4.text } : {}),
+      ...(ep.v6 ? { v6: ep.v6.text } : {}),
+    };
+    targets.push({
+      key: ep.uid,
+      kind: 'DanmEp',
+      fingerprint: [ep.uid, ep.resourceVersion, ep.podUID, ep.v4?.text ?? '-', ep.v6?.text ?? '-'].join('|'),
+      name: `${ep.namespace}/${ep.pod} ${ep.iface || ep.name}`,
+      keep: ep.keep,
+      ...(ep.createdAt !== undefined ? { createdAt: ep.createdAt } : {}),
+      data,
+    });
+    if (livePods.has(`${ep.namespace}/${ep.podUID}`)) used.push(ep.uid);
+    else if (problems.length > 0) indeterminate.push({ key: ep.uid, reason: problems.join('; ') });
+  }
+
+  // Leaked bits: set, clearable, held by no DanmEp.
+  for (const net of networks.values()) {
+    if (net.problem || !inScope(net.namespace)) continue;
+    for (const [family, pool] of [[4, net.v4], [6, net.v6]] as const) {
+      if (!pool) continue;
+      for (const i of pool.bitmap.setBits()) {
+        if (!clearable(pool, i)) continue;
+        const address = addressAt(pool, i);
+        const key = `${net.uid}/${family}/${address}`;
+        const data: BitData = { t: 'bit', group, networkType: net.type, ...(net.namespace !== undefined ? { namespace: net.namespace } : {}), name: net.name, uid: net.uid, rv: net.resourceVersion, family, index: i, address };
+        // The network's resourceVersion is the fingerprint: a bit freed and set again in between changes it.
+        const t: Target = { key, kind: 'DanmBit', fingerprint: `${net.uid}@${net.resourceVersion}`, name: `${net.type} ${net.namespace ? `${net.namespace}/` : ''}${net.name} ${address}`, keep: net.keep, data };
+        if (holders.has(holderKey(net.id, family, i))) continue; // held: not a target at all
+        targets.push(t);
+        if (unknownEverywhere || unknownHolders.has(net.id)) indeterminate.push({ key, reason: 'a DanmEp that could not be parsed may hold this address' });
+      }
+    }
+  }
+  return { sources, targets, used, indeterminate };
+}
+
+function addressAt(pool: Pool, i: number): string {
+  return formatAddress(pool.cidr.family, pool.cidr.network + BigInt(i));
+}
+
+function networkRef(group: string, type: NetworkType): ResourceRef {
+  return danmResources(group)[type];
+}
+
+/** A fresh full list of DanmEps: who holds address `addr` of network `netId`, other than `except`. */
+async function freshHolder(kube: KubeReader, group: string, netId: string, family: 4 | 6, index: number, pool: Pool, except: string | undefined, signal: AbortSignal): Promise<string | undefined> {
+  const eps = await kube.listAll(danmResources(group).danmeps, { signal });
+  for (const o of eps.items) {
+    const p = parseEndpoint(o);
+    if (!p.ok) {
+      // An unparsable DanmEp on this network may hold the bit: treat as held.
+      const spec = (o.spec ?? {}) as Record<string, unknown>;
+      if (spec.NetworkName === undefined || netId.endsWith(`/${String(spec.NetworkName)}`)) return `${p.namespace}/${p.name} (unparsable)`;
+      continue;
+    }
+    if (p.ep.uid === except) continue;
+    if (networkId(p.ep.networkType, p.ep.namespace, p.ep.network) !== netId) continue;
+    const a = family === 4 ? p.ep.v4 : p.ep.v6;
+    if (a && bitIndex(pool, a) === index) return `${p.ep.namespace}/${p.ep.name}`;
+  }
+  return undefined;
+}
+
+async function readNetwork(kube: KubeReader, group: string, type: NetworkType, namespace: string | undefined, name: string, signal: AbortSignal): Promise<Network | undefined> {
+  const o = await kube.get(networkRef(group, type), type === 'ClusterNetwork' ? undefined : namespace, name, signal);
+  return o ? parseNetwork(o, type) : undefined;
+}
+
+async function recheck(kube: KubeReader, target: Target, ctx: FunctionContext): Promise<RecheckResult> {
+  const d = target.data as EpData | BitData | undefined;
+  if (!d) return { ok: false, reason: 'target has no removal data' };
+  if (d.t === 'ep') {
+    const ep = await kube.get(danmResources(d.group).danmeps, d.namespace, d.name, ctx.signal);
+    if (!ep) return { ok: false, reason: 'DanmEp is already gone' };
+    if (ep.metadata.uid !== d.uid || ep.metadata.resourceVersion !== d.rv) return { ok: false, reason: 'DanmEp changed since the snapshot' };
+    const pod = await kube.get(PODS, d.namespace, d.pod, ctx.signal);
+    if (pod && pod.metadata.uid === d.podUID) return { ok: false, reason: `Pod ${d.namespace}/${d.pod} with UID ${d.podUID} exists` };
+    return { ok: true };
+  }
+  const net = await readNetwork(kube, d.group, d.networkType, d.namespace, d.name, ctx.signal);
+  if (!net) return { ok: false, reason: 'network is gone' };
+  if (net.uid !== d.uid || net.resourceVersion !== d.rv) return { ok: false, reason: 'network changed since the snapshot' };
+  const pool = d.family === 4 ? net.v4 : net.v6;
+  if (!pool || !pool.bitmap.isSet(d.index) || !clearable(pool, d.index)) return { ok: false, reason: 'bit is no longer set or clearable' };
+  const holder = await freshHolder(kube, d.group, net.id, d.family, d.index, pool, undefined, ctx.signal);
+  if (holder) return { ok: false, reason: `DanmEp ${holder} holds ${d.address}` };
+  return { ok: true };
+}
+
+type Cleared = { address: string; outcome: string };
+
+/** Clears one address bit with resourceVersion and bounded conflict retries; every rule re-checked on the fresh read. */
+async function clearAddress(kube: KubeClient, d: EpData, family: 4 | 6, text: string, signal: AbortSignal): Promise<Cleared> {
+  const addr = parseAddress(text.split('/')[0]!);
+  if (!addr) return { address: text, outcome: 'unparsable, left set' };
+  for (let attempt = 1; attempt <= CLEAR_ATTEMPTS; attempt++) {
+    const net = await readNetwork(kube, d.group, d.networkType, d.namespace, d.network, signal);
+    if (!net) return { address: text, outcome: 'network gone, nothing to clear' };
+    if (net.problem) return { address: text, outcome: `network unreadable (${net.problem}), left set` };
+    const pool = family === 4 ? net.v4 : net.v6;
+    const idx = pool ? bitIndex(pool, addr) : undefined;
+    if (!pool || idx === undefined) return { address: text, outcome: 'outside the network range, left alone' };
+    if (!pool.bitmap.isSet(idx)) return { address: text, outcome: 'already clear' };
+    if (!clearable(pool, idx)) return { address: text, outcome: 'reserved, left set' };
+    const holder = await freshHolder(kube, d.group, net.id, family, idx, pool, d.uid, signal);
+    if (holder) return { address: text, outcome: `held by DanmEp ${holder}, left set` };
+    try {
+      await kube.replace(networkRef(d.group, d.networkType), withBitmap(net, family, pool.bitmap.with(idx, false).encode()), signal);
+      return { address: addr.text, outcome: 'cleared' };
+    } catch (err) {
+      if (err instanceof ConflictError && attempt < CLEAR_ATTEMPTS) continue;
+      if (err instanceof ConflictError) return { address: text, outcome: `left set after ${CLEAR_ATTEMPTS} conflicts (a later run reclaims it as a leaked bit)` };
+      throw err;
+    }
+  }
+  return { address: text, outcome: 'left set' };
+}
+
+function withBitmap(net: Network, family: 4 | 6, alloc: string): KubeObject {
+  const raw = structuredClone(net.raw) as KubeObject & { spec: { Options: Record<string, unknown> } };
+  raw.spec.Options[family === 4 ? 'alloc' : 'alloc6'] = alloc;
+  return raw;
+}
+
+async function remove(kube: KubeClient, target: Target, ctx: FunctionContext): Promise<RemoveResult> {
+  const d = target.data as EpData | BitData | undefined;
+  if (!d) return { outcome: 'skipped', reason: 'target has no removal data' };
+  if (d.t === 'ep') {
+    const out = await kube.deleteWithPreconditions(danmResources(d.group).danmeps, d.namespace, d.name, { uid: d.uid, resourceVersion: d.rv }, ctx.signal);
+    if (out === 'conflict') return { outcome: 'skipped', reason: 'precondition failed (409): the DanmEp changed' };
+    // Gone before us: whoever deleted it owns its bits; clearing them again could free an address twice.
+    if (out === 'gone') return { outcome: 'gone', detail: 'DanmEp was already gone; its bits are left to the next observation' };
+    const cleared: Cleared[] = [];
+    if (d.v4) cleared.push(await clearAddress(kube, d, 4, d.v4, ctx.signal));
+    if (d.v6) cleared.push(await clearAddress(kube, d, 6, d.v6, ctx.signal));
+    const detail = `DanmEp ${d.namespace}/${d.name} deleted; ${cleared.map((c) => `${c.address}: ${c.outcome}`).join(', ') || 'no address'}`;
+    await recordEvent(kube, d.namespace, { apiVersion: `${d.group}/v1`, kind: 'DanmEp', name: d.name, namespace: d.namespace, uid: d.uid }, 'DanmEndpointReclaimed', `twopass deleted DanmEp ${d.name} of Pod ${d.pod} (UID ${d.podUID}, gone); ${cleared.map((c) => `${c.address}: ${c.outcome}`).join(', ')}`, 'Normal', ctx.now, ctx.signal).catch((err) =>
+      ctx.note('event.failed', { kind: 'DanmEp', name: `${d.namespace}/${d.name}`, error: (err as Error).message }),
+    );
+    return { outcome: 'deleted', detail };
+  }
+  const net = await readNetwork(kube, d.group, d.networkType, d.namespace, d.name, ctx.signal);
+  if (!net || net.uid !== d.uid) return { outcome: 'skipped', reason: 'network is gone' };
+  if (net.resourceVersion !== d.rv) return { outcome: 'skipped', reason: 'network changed since the re-check' };
+  const pool = d.family === 4 ? net.v4 : net.v6;
+  if (!pool || !pool.bitmap.isSet(d.index) || !clearable(pool, d.index)) return { outcome: 'skipped', reason: 'bit is no longer set or clearable' };
+  try {
+    await kube.replace(networkRef(d.group, d.networkType), withBitmap(net, d.family, pool.bitmap.with(d.index, false).encode()), ctx.signal);
+  } catch (err) {
+    if (err instanceof ConflictError) return { outcome: 'skipped', reason: 'precondition failed (409): the network changed' };
+    throw err;
+  }
+  const ns = d.namespace ?? 'default';
+  await recordEvent(kube, ns, { apiVersion: `${d.group}/v1`, kind: d.networkType, name: d.name, ...(d.namespace ? { namespace: d.namespace } : {}), uid: d.uid }, 'DanmAddressReclaimed', `twopass cleared leaked address ${d.address} (held by no DanmEp) in ${d.networkType} ${d.name}`, 'Normal', ctx.now, ctx.signal).catch((err) =>
+    ctx.note('event.failed', { kind: d.networkType, name: d.name, error: (err as Error).message }),
+  );
+  return { outcome: 'deleted', detail: `cleared ${d.address} in ${d.networkType} ${d.namespace ? `${d.namespace}/` : ''}${d.name}` };
+}
+
+async function confirmGone(kube: KubeReader, target: Target, ctx: FunctionContext): Promise<boolean> {
+  const d = target.data as EpData | BitData;
+  if (d.t === 'ep') {
+    const ep = await kube.get(danmResources(d.group).danmeps, d.namespace, d.name, ctx.signal);
+    return !ep || ep.metadata.uid !== d.uid;
+  }
+  const net = await readNetwork(kube, d.group, d.networkType, d.namespace, d.name, ctx.signal);
+  const pool = net ? (d.family === 4 ? net.v4 : net.v6) : undefined;
+  return !net || net.uid !== d.uid || !pool || !pool.bitmap.isSet(d.index);
+}
+
+export const danmEndpoints: TwopassFunction<KubeReader, KubeClient> = {
+  name: NAME,
+  description: 'DanmEps whose Pod (by UID) is gone, the IPs they held, and leaked bits in DANM network bitmaps',
+  defaults: {
+    schedule: '*/5 * * * *',
+    graceMs: 5 * MIN,
+    kindGraceMs: { DanmBit: 10 * MIN },
+    maxDeletions: 50,
+    maxDeletionPercent: 20,
+    maxEvidenceDropPercent: 30,
+  },
+  observe,
+  recheck,
+  remove,
+  confirmGone,
+};
+
+export default danmEndpoints;

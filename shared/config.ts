@@ -1,0 +1,224 @@
+/**
+ * Configuration: one YAML file validated with zod, then environment, then CLI
+ * flags (flags win). Parsed once into a frozen object; errors say which key,
+ * what was expected and what was found.
+ */
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { formatDuration, parseDuration } from './engine/duration.ts';
+import type { Policy } from './engine/types.ts';
+import { ConfigError } from './runtime/errors.ts';
+import type { FunctionDefaults } from './runtime/function.ts';
+
+function describeValue(v: unknown): string {
+  if (typeof v === 'string') return `\`${v}\` (string)`;
+  if (v === null) return '`null`';
+  if (Array.isArray(v)) return 'an array';
+  if (typeof v === 'object') return 'an object';
+  return `\`${String(v)}\` (${typeof v})`;
+}
+
+const duration = z.unknown().transform((v, ctx) => {
+  const ms = typeof v === 'string' ? parseDuration(v) : undefined;
+  if (ms === undefined) {
+    ctx.addIssue({ code: 'custom', message: `expected a duration like \`15m\`, got ${describeValue(v)}` });
+    return z.NEVER;
+  }
+  return ms;
+});
+
+const percent = z.number({ error: (i) => `expected a percentage (0-100), got ${describeValue(i.input)}` }).min(0).max(100);
+const count = z.number({ error: (i) => `expected a whole number, got ${describeValue(i.input)}` }).int().min(0);
+
+const functionSchema = z
+  .object({
+    enabled: z.boolean().optional(),
+    apply: z.boolean().optional(),
+    schedule: z.string().optional(),
+    grace: duration.optional(),
+    minAge: duration.optional(),
+    kindGrace: z.record(z.string(), duration).optional(),
+    maxDeletions: count.optional(),
+    maxDeletionPercent: percent.optional(),
+    maxEvidenceDropPercent: percent.optional(),
+    settings: z.record(z.string(), z.unknown()).optional(),
+  })
+  .strict();
+
+const stateSpec = z.string().regex(/^(file:.+|configmap:[a-z0-9]([-a-z0-9]*[a-z0-9])?)$/, {
+  error: (i) => `expected \`file:DIR\` or \`configmap:NAMESPACE\`, got ${describeValue(i.input)}`,
+});
+
+export const fileSchema = z
+  .object({
+    apply: z.boolean().optional(),
+    state: stateSpec.optional(),
+    kubeconfig: z.string().optional(),
+    context: z.string().optional(),
+    output: z.enum(['json', 'table']).optional(),
+    deadline: duration.optional(),
+    callTimeout: duration.optional(),
+    concurrency: z.number().int().min(1).max(64).optional(),
+    pageSize: z.number().int().min(1).max(10000).optional(),
+    leaseDuration: duration.optional(),
+    metricsPort: z.number().int().min(0).max(65535).optional(),
+    functions: z.record(z.string(), functionSchema).optional(),
+  })
+  .strict();
+
+export type FileConfig = z.infer<typeof fileSchema>;
+
+export type Overrides = Readonly<{
+  apply?: boolean;
+  state?: string;
+  kubeconfig?: string;
+  context?: string;
+  output?: 'json' | 'table';
+  grace?: string;
+  deadline?: string;
+  pageSize?: number;
+}>;
+
+export type FunctionConfig = Readonly<{
+  enabled: boolean;
+  apply: boolean;
+  schedule: string;
+  policy: Policy;
+  settings: Readonly<Record<string, unknown>>;
+}>;
+
+export type Config = Readonly<{
+  apply: boolean;
+  state: { kind: 'file'; dir: string } | { kind: 'configmap'; namespace: string };
+  kubeconfig?: string;
+  context?: string;
+  output?: 'json' | 'table';
+  deadlineMs: number;
+  callTimeoutMs: number;
+  concurrency: number;
+  pageSize: number;
+  leaseDurationSeconds: number;
+  metricsPort: number;
+  functions: Readonly<Record<string, FileConfig['functions'] extends infer F ? (F extends Record<string, infer V> ? V : never) : never>>;
+  source: string;
+}>;
+
+function issuesToMessage(where: string, error: z.ZodError): string {
+  return error.issues
+    .map((i) => {
+      const key = i.path.join('.') || '(root)';
+      let msg = i.message;
+      if (i.code === 'unrecognized_keys') msg = `unknown key(s) ${i.keys.map((k) => `\`${k}\``).join(', ')}`;
+      return `${where}: \`${key}\`: ${msg}`;
+    })
+    .join('\n');
+}
+
+export function loadConfigFile(path: string | undefined): { raw: FileConfig; source: string } {
+  if (path === undefined) return { raw: {}, source: 'defaults' };
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`config ${path}: cannot read: ${(err as Error).message}`, { cause: err });
+  }
+  return { raw: parseConfigText(text, path), source: path };
+}
+
+export function parseConfigText(text: string, where: string): FileConfig {
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (err) {
+    throw new ConfigError(`config ${where}: not valid YAML: ${(err as Error).message}`, { cause: err });
+  }
+  if (doc === null || doc === undefined) doc = {};
+  const r = fileSchema.safeParse(doc);
+  if (!r.success) throw new ConfigError(issuesToMessage(`config ${where}`, r.error));
+  return r.data;
+}
+
+/** Environment variables that map onto config keys (env over file, flags over env). */
+export function envOverrides(env: Readonly<Record<string, string | undefined>>): Overrides {
+  const out: Record<string, unknown> = {};
+  if (env.TWOPASS_APPLY !== undefined) {
+    if (!/^(true|false|1|0)$/.test(env.TWOPASS_APPLY)) throw new ConfigError(`TWOPASS_APPLY: expected true or false, got \`${env.TWOPASS_APPLY}\``);
+    out.apply = env.TWOPASS_APPLY === 'true' || env.TWOPASS_APPLY === '1';
+  }
+  if (env.TWOPASS_STATE) out.state = env.TWOPASS_STATE;
+  if (env.TWOPASS_OUTPUT) {
+    if (env.TWOPASS_OUTPUT !== 'json' && env.TWOPASS_OUTPUT !== 'table') throw new ConfigError(`TWOPASS_OUTPUT: expected json or table, got \`${env.TWOPASS_OUTPUT}\``);
+    out.output = env.TWOPASS_OUTPUT;
+  }
+  if (env.TWOPASS_GRACE) out.grace = env.TWOPASS_GRACE;
+  if (env.KUBECONFIG && !env.KUBECONFIG.includes(':')) out.kubeconfig = env.KUBECONFIG;
+  return out as Overrides;
+}
+
+export function resolveConfig(raw: FileConfig, source: string, ...layers: Overrides[]): Config {
+  const o: Record<string, unknown> = {};
+  for (const l of layers) for (const [k, v] of Object.entries(l)) if (v !== undefined) o[k] = v;
+  const stateText = (o.state as string | undefined) ?? raw.state ?? 'file:.twopass';
+  const st = stateSpec.safeParse(stateText);
+  if (!st.success) throw new ConfigError(issuesToMessage('--state', st.error));
+  const state = stateText.startsWith('file:') ? { kind: 'file' as const, dir: stateText.slice(5) } : { kind: 'configmap' as const, namespace: stateText.slice(10) };
+  const grace = o.grace as string | undefined;
+  if (grace !== undefined && parseDuration(grace) === undefined) {
+    throw new ConfigError(`--grace: expected a duration like \`15m\`, got \`${grace}\``);
+  }
+  const deadline = o.deadline as string | undefined;
+  const deadlineMs = deadline !== undefined ? parseDuration(deadline) : raw.deadline;
+  if (deadline !== undefined && deadlineMs === undefined) throw new ConfigError(`--deadline: expected a duration like \`10m\`, got \`${deadline}\``);
+  const functions: Record<string, z.infer<typeof functionSchema>> = {};
+  for (const [name, f] of Object.entries(raw.functions ?? {})) functions[name] = { ...f };
+  const cfg: Config = {
+    apply: (o.apply as boolean | undefined) ?? raw.apply ?? false,
+    state,
+    ...((o.kubeconfig ?? raw.kubeconfig) !== undefined ? { kubeconfig: (o.kubeconfig as string | undefined) ?? raw.kubeconfig! } : {}),
+    ...((o.context ?? raw.context) !== undefined ? { context: (o.context as string | undefined) ?? raw.context! } : {}),
+    ...((o.output ?? raw.output) !== undefined ? { output: ((o.output as 'json' | 'table' | undefined) ?? raw.output)! } : {}),
+    deadlineMs: deadlineMs ?? 10 * 60_000,
+    callTimeoutMs: raw.callTimeout ?? 30_000,
+    concurrency: raw.concurrency ?? 4,
+    pageSize: (o.pageSize as number | undefined) ?? raw.pageSize ?? 500,
+    leaseDurationSeconds: Math.round((raw.leaseDuration ?? 60_000) / 1000),
+    metricsPort: raw.metricsPort ?? 9464,
+    functions: grace !== undefined ? withGrace(functions, parseDuration(grace)!) : functions,
+    source,
+  };
+  return Object.freeze(cfg);
+}
+
+function withGrace(fns: Record<string, z.infer<typeof functionSchema>>, ms: number): Record<string, z.infer<typeof functionSchema>> {
+  const out: Record<string, z.infer<typeof functionSchema>> = { '*': { grace: ms } };
+  for (const [k, v] of Object.entries(fns)) out[k] = { ...v, grace: ms };
+  return out;
+}
+
+/** The effective settings of one function: its defaults, overlaid with the config. */
+export function functionConfig(cfg: Config, name: string, defaults: FunctionDefaults): FunctionConfig {
+  const f = cfg.functions[name] ?? {};
+  const star = cfg.functions['*'] ?? {};
+  const graceMs = f.grace ?? star.grace ?? defaults.graceMs;
+  const policy: Policy = {
+    graceMs,
+    ...(f.minAge !== undefined ? { minAgeMs: f.minAge } : defaults.minAgeMs !== undefined ? { minAgeMs: defaults.minAgeMs } : {}),
+    kindGraceMs: { ...(defaults.kindGraceMs ?? {}), ...(f.kindGrace ?? {}) },
+    maxDeletions: f.maxDeletions ?? defaults.maxDeletions,
+    maxDeletionPercent: f.maxDeletionPercent ?? defaults.maxDeletionPercent,
+    maxEvidenceDropPercent: f.maxEvidenceDropPercent ?? defaults.maxEvidenceDropPercent,
+  };
+  return Object.freeze({
+    enabled: f.enabled ?? true,
+    apply: f.apply ?? cfg.apply,
+    schedule: f.schedule ?? defaults.schedule,
+    policy,
+    settings: f.settings ?? {},
+  });
+}
+
+export function describePolicy(p: Policy): string {
+  const kinds = Object.entries(p.kindGraceMs ?? {}).map(([k, v]) => `${k}=${formatDuration(v)}`);
+  return `grace ${formatDuration(p.graceMs)}${kinds.length ? ` (${kinds.join(', ')})` : ''}, minAge ${p.minAgeMs !== undefined ? formatDuration(p.minAgeMs) : 'grace'}, maxDeletions ${p.maxDeletions}, maxDeletionPercent ${p.maxDeletionPercent}%, maxEvidenceDropPercent ${p.maxEvidenceDropPercent}%`;
+}
