@@ -28,8 +28,14 @@ const duration = z.unknown().transform((v, ctx) => {
   return ms;
 });
 
-const percent = z.number({ error: (i) => `expected a percentage (0-100), got ${describeValue(i.input)}` }).min(0).max(100);
-const count = z.number({ error: (i) => `expected a whole number, got ${describeValue(i.input)}` }).int().min(0);
+const percent = z
+  .number({ error: (i) => `expected a percentage (0-100), got ${describeValue(i.input)}` })
+  .min(0)
+  .max(100);
+const count = z
+  .number({ error: (i) => `expected a whole number, got ${describeValue(i.input)}` })
+  .int()
+  .min(0);
 
 const functionSchema = z
   .object({
@@ -100,7 +106,12 @@ export type Config = Readonly<{
   pageSize: number;
   leaseDurationSeconds: number;
   metricsPort: number;
-  functions: Readonly<Record<string, FileConfig['functions'] extends infer F ? (F extends Record<string, infer V> ? V : never) : never>>;
+  functions: Readonly<
+    Record<
+      string,
+      FileConfig['functions'] extends infer F ? (F extends Record<string, infer V> ? V : never) : never
+    >
+  >;
   source: string;
 }>;
 
@@ -143,12 +154,14 @@ export function parseConfigText(text: string, where: string): FileConfig {
 export function envOverrides(env: Readonly<Record<string, string | undefined>>): Overrides {
   const out: Record<string, unknown> = {};
   if (env.TWOPASS_APPLY !== undefined) {
-    if (!/^(true|false|1|0)$/.test(env.TWOPASS_APPLY)) throw new ConfigError(`TWOPASS_APPLY: expected true or false, got \`${env.TWOPASS_APPLY}\``);
+    if (!/^(true|false|1|0)$/.test(env.TWOPASS_APPLY))
+      throw new ConfigError(`TWOPASS_APPLY: expected true or false, got \`${env.TWOPASS_APPLY}\``);
     out.apply = env.TWOPASS_APPLY === 'true' || env.TWOPASS_APPLY === '1';
   }
   if (env.TWOPASS_STATE) out.state = env.TWOPASS_STATE;
   if (env.TWOPASS_OUTPUT) {
-    if (env.TWOPASS_OUTPUT !== 'json' && env.TWOPASS_OUTPUT !== 'table') throw new ConfigError(`TWOPASS_OUTPUT: expected json or table, got \`${env.TWOPASS_OUTPUT}\``);
+    if (env.TWOPASS_OUTPUT !== 'json' && env.TWOPASS_OUTPUT !== 'table')
+      throw new ConfigError(`TWOPASS_OUTPUT: expected json or table, got \`${env.TWOPASS_OUTPUT}\``);
     out.output = env.TWOPASS_OUTPUT;
   }
   if (env.TWOPASS_GRACE) out.grace = env.TWOPASS_GRACE;
@@ -162,22 +175,31 @@ export function resolveConfig(raw: FileConfig, source: string, ...layers: Overri
   const stateText = (o.state as string | undefined) ?? raw.state ?? 'file:.twopass';
   const st = stateSpec.safeParse(stateText);
   if (!st.success) throw new ConfigError(issuesToMessage('--state', st.error));
-  const state = stateText.startsWith('file:') ? { kind: 'file' as const, dir: stateText.slice(5) } : { kind: 'configmap' as const, namespace: stateText.slice(10) };
+  const state = stateText.startsWith('file:')
+    ? { kind: 'file' as const, dir: stateText.slice(5) }
+    : { kind: 'configmap' as const, namespace: stateText.slice(10) };
   const grace = o.grace as string | undefined;
   if (grace !== undefined && parseDuration(grace) === undefined) {
     throw new ConfigError(`--grace: expected a duration like \`15m\`, got \`${grace}\``);
   }
   const deadline = o.deadline as string | undefined;
   const deadlineMs = deadline !== undefined ? parseDuration(deadline) : raw.deadline;
-  if (deadline !== undefined && deadlineMs === undefined) throw new ConfigError(`--deadline: expected a duration like \`10m\`, got \`${deadline}\``);
+  if (deadline !== undefined && deadlineMs === undefined)
+    throw new ConfigError(`--deadline: expected a duration like \`10m\`, got \`${deadline}\``);
   const functions: Record<string, z.infer<typeof functionSchema>> = {};
   for (const [name, f] of Object.entries(raw.functions ?? {})) functions[name] = { ...f };
   const cfg: Config = {
     apply: (o.apply as boolean | undefined) ?? raw.apply ?? false,
     state,
-    ...((o.kubeconfig ?? raw.kubeconfig) !== undefined ? { kubeconfig: (o.kubeconfig as string | undefined) ?? raw.kubeconfig! } : {}),
-    ...((o.context ?? raw.context) !== undefined ? { context: (o.context as string | undefined) ?? raw.context! } : {}),
-    ...((o.output ?? raw.output) !== undefined ? { output: ((o.output as 'json' | 'table' | undefined) ?? raw.output)! } : {}),
+    ...((o.kubeconfig ?? raw.kubeconfig) !== undefined
+      ? { kubeconfig: (o.kubeconfig as string | undefined) ?? raw.kubeconfig! }
+      : {}),
+    ...((o.context ?? raw.context) !== undefined
+      ? { context: (o.context as string | undefined) ?? raw.context! }
+      : {}),
+    ...((o.output ?? raw.output) !== undefined
+      ? { output: ((o.output as 'json' | 'table' | undefined) ?? raw.output)! }
+      : {}),
     deadlineMs: deadlineMs ?? 10 * 60_000,
     callTimeoutMs: raw.callTimeout ?? 30_000,
     concurrency: raw.concurrency ?? 4,
@@ -190,7 +212,10 @@ export function resolveConfig(raw: FileConfig, source: string, ...layers: Overri
   return Object.freeze(cfg);
 }
 
-function withGrace(fns: Record<string, z.infer<typeof functionSchema>>, ms: number): Record<string, z.infer<typeof functionSchema>> {
+function withGrace(
+  fns: Record<string, z.infer<typeof functionSchema>>,
+  ms: number,
+): Record<string, z.infer<typeof functionSchema>> {
   const out: Record<string, z.infer<typeof functionSchema>> = { '*': { grace: ms } };
   for (const [k, v] of Object.entries(fns)) out[k] = { ...v, grace: ms };
   return out;
@@ -203,7 +228,11 @@ export function functionConfig(cfg: Config, name: string, defaults: FunctionDefa
   const graceMs = f.grace ?? star.grace ?? defaults.graceMs;
   const policy: Policy = {
     graceMs,
-    ...(f.minAge !== undefined ? { minAgeMs: f.minAge } : defaults.minAgeMs !== undefined ? { minAgeMs: defaults.minAgeMs } : {}),
+    ...(f.minAge !== undefined
+      ? { minAgeMs: f.minAge }
+      : defaults.minAgeMs !== undefined
+        ? { minAgeMs: defaults.minAgeMs }
+        : {}),
     kindGraceMs: { ...(defaults.kindGraceMs ?? {}), ...(f.kindGrace ?? {}) },
     maxDeletions: f.maxDeletions ?? defaults.maxDeletions,
     maxDeletionPercent: f.maxDeletionPercent ?? defaults.maxDeletionPercent,

@@ -2,14 +2,32 @@
  * danm-endpoints: reclaims DanmEps whose Pod (by UID) is gone, then the IPs they
  * held, and bits set in a DANM bitmap that no DanmEp holds.
  */
+
+import type { Indeterminate, SourceMeta, Target } from '../../shared/engine/types.ts';
 import { ConflictError } from '../../shared/kube/errors.ts';
 import { recordEvent } from '../../shared/kube/events.ts';
 import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
 import { type KubeObject, PODS, type ResourceRef } from '../../shared/kube/resources.ts';
-import type { Indeterminate, SourceMeta, Target } from '../../shared/engine/types.ts';
-import type { FunctionContext, Observation, RecheckResult, RemoveResult, TwopassFunction } from '../../shared/runtime/function.ts';
 import { formatAddress, parseAddress } from '../../shared/net/ip.ts';
-import { bitIndex, clearable, danmResources, GROUPS, type Network, type NetworkType, networkId, parseEndpoint, parseNetwork, type Pool } from './model.ts';
+import type {
+  FunctionContext,
+  Observation,
+  RecheckResult,
+  RemoveResult,
+  TwopassFunction,
+} from '../../shared/runtime/function.ts';
+import {
+  bitIndex,
+  clearable,
+  danmResources,
+  GROUPS,
+  type Network,
+  type NetworkType,
+  networkId,
+  type Pool,
+  parseEndpoint,
+  parseNetwork,
+} from './model.ts';
 
 export const NAME = 'danm-endpoints';
 const MIN = 60_000;
@@ -21,23 +39,68 @@ export class DanmNotInstalledError extends Error {
   readonly call = 'discover danm';
 }
 
-type EpData = { t: 'ep'; group: string; namespace: string; name: string; uid: string; rv: string; pod: string; podUID: string; networkType: NetworkType; network: string; v4?: string; v6?: string };
-type BitData = { t: 'bit'; group: string; networkType: NetworkType; namespace?: string; name: string; uid: string; rv: string; family: 4 | 6; index: number; address: string };
+type EpData = {
+  t: 'ep';
+  group: string;
+  namespace: string;
+  name: string;
+  uid: string;
+  rv: string;
+  pod: string;
+  podUID: string;
+  networkType: NetworkType;
+  network: string;
+  v4?: string;
+  v6?: string;
+};
+type BitData = {
+  t: 'bit';
+  group: string;
+  networkType: NetworkType;
+  namespace?: string;
+  name: string;
+  uid: string;
+  rv: string;
+  family: 4 | 6;
+  index: number;
+  address: string;
+};
 
 function settingsOf(ctx: FunctionContext): { namespaces?: Set<string>; pageSize: number; group?: string } {
   const s = ctx.settings;
   const ns = Array.isArray(s.namespaces) ? new Set(s.namespaces.map(String)) : undefined;
-  return { ...(ns ? { namespaces: ns } : {}), pageSize: typeof s.pageSize === 'number' ? s.pageSize : 500, ...(typeof s.group === 'string' ? { group: s.group } : {}) };
+  return {
+    ...(ns ? { namespaces: ns } : {}),
+    pageSize: typeof s.pageSize === 'number' ? s.pageSize : 500,
+    ...(typeof s.group === 'string' ? { group: s.group } : {}),
+  };
 }
 
-export async function detectGroup(kube: KubeReader, preferred?: string, signal?: AbortSignal): Promise<string> {
+export async function detectGroup(
+  kube: KubeReader,
+  preferred?: string,
+  signal?: AbortSignal,
+): Promise<string> {
   const groups = preferred ? [preferred] : GROUPS;
   for (const g of groups) if (await kube.serves(g, 'v1', 'danmeps', signal)) return g;
-  throw new DanmNotInstalledError(`neither ${groups.map((g) => `${g}/v1`).join(' nor ')} serves danmeps: is DANM installed, and may this identity discover it?`);
+  throw new DanmNotInstalledError(
+    `neither ${groups.map((g) => `${g}/v1`).join(' nor ')} serves danmeps: is DANM installed, and may this identity discover it?`,
+  );
 }
 
-function sourceMeta(name: string, role: SourceMeta['role'], l: { items: unknown[]; resourceVersion: string; pages: number }): SourceMeta {
-  return { name, role, count: l.items.length, listVersion: l.resourceVersion, pages: l.pages, complete: true };
+function sourceMeta(
+  name: string,
+  role: SourceMeta['role'],
+  l: { items: unknown[]; resourceVersion: string; pages: number },
+): SourceMeta {
+  return {
+    name,
+    role,
+    count: l.items.length,
+    listVersion: l.resourceVersion,
+    pages: l.pages,
+    complete: true,
+  };
 }
 
 const holderKey = (net: string, family: 4 | 6, index: number) => `${net}|${family}|${index}`;
@@ -62,7 +125,12 @@ async function observe(kube: KubeReader, ctx: FunctionContext): Promise<Observat
     for (const o of l.items) {
       const n = parseNetwork(o, type);
       networks.set(n.id, n);
-      if (n.problem) ctx.note('network.unreadable', { kind: type, name: n.namespace ? `${n.namespace}/${n.name}` : n.name, reason: n.problem });
+      if (n.problem)
+        ctx.note('network.unreadable', {
+          kind: type,
+          name: n.namespace ? `${n.namespace}/${n.name}` : n.name,
+          reason: n.problem,
+        });
     }
   }
   // 2. DanmEps: targets, and the holders of bits.
@@ -85,15 +153,30 @@ async function observe(kube: KubeReader, ctx: FunctionContext): Promise<Observat
     const parsed = parseEndpoint(o);
     if (!parsed.ok) {
       const spec = (o.spec ?? {}) as Record<string, unknown>;
-      const type = spec.apiType === 'TenantNetwork' || spec.apiType === 'ClusterNetwork' ? spec.apiType : 'DanmNet';
-      if (typeof spec.NetworkName === 'string' && spec.NetworkName !== '' && (spec.apiType === undefined || spec.apiType === '' || spec.apiType === type)) {
+      const type =
+        spec.apiType === 'TenantNetwork' || spec.apiType === 'ClusterNetwork' ? spec.apiType : 'DanmNet';
+      if (
+        typeof spec.NetworkName === 'string' &&
+        spec.NetworkName !== '' &&
+        (spec.apiType === undefined || spec.apiType === '' || spec.apiType === type)
+      ) {
         unknownHolders.add(networkId(type as NetworkType, parsed.namespace, spec.NetworkName));
       } else unknownEverywhere = true;
       if (parsed.uid && inScope(parsed.namespace)) {
-        targets.push({ key: parsed.uid, kind: 'DanmEp', fingerprint: `${parsed.uid}@${o.metadata?.resourceVersion ?? ''}`, name: `${parsed.namespace}/${parsed.name}`, keep: false });
+        targets.push({
+          key: parsed.uid,
+          kind: 'DanmEp',
+          fingerprint: `${parsed.uid}@${o.metadata?.resourceVersion ?? ''}`,
+          name: `${parsed.namespace}/${parsed.name}`,
+          keep: false,
+        });
         indeterminate.push({ key: parsed.uid, reason: parsed.reason });
       } else {
-        ctx.note('target.malformed', { kind: 'DanmEp', name: `${parsed.namespace}/${parsed.name}`, reason: parsed.reason });
+        ctx.note('target.malformed', {
+          kind: 'DanmEp',
+          name: `${parsed.namespace}/${parsed.name}`,
+          reason: parsed.reason,
+        });
       }
       continue;
     }
@@ -101,14 +184,21 @@ async function observe(kube: KubeReader, ctx: FunctionContext): Promise<Observat
     const netId = networkId(ep.networkType, ep.namespace, ep.network);
     const net = networks.get(netId);
     const problems: string[] = [];
-    for (const [family, addr] of [[4, ep.v4], [6, ep.v6]] as const) {
+    for (const [family, addr] of [
+      [4, ep.v4],
+      [6, ep.v6],
+    ] as const) {
       if (!addr) continue;
       const pool = family === 4 ? net?.v4 : net?.v6;
       const idx = pool ? bitIndex(pool, addr) : undefined;
       if (idx !== undefined) holders.set(holderKey(netId, family, idx), ep.uid);
-      else if (net && !net.problem) problems.push(`${addr.text} is outside ${ep.networkType} ${ep.network}'s IPv${family} range`);
+      else if (net && !net.problem)
+        problems.push(`${addr.text} is outside ${ep.networkType} ${ep.network}'s IPv${family} range`);
     }
-    if (!net) problems.push(`${ep.networkType} ${ep.networkType === 'ClusterNetwork' ? '' : `${ep.namespace}/`}${ep.network} cannot be read (not found)`);
+    if (!net)
+      problems.push(
+        `${ep.networkType} ${ep.networkType === 'ClusterNetwork' ? '' : `${ep.namespace}/`}${ep.network} cannot be read (not found)`,
+      );
     else if (net.problem) problems.push(`${net.type} ${ep.network} cannot be read: ${net.problem}`);
     if (!net || net.problem) unknownHolders.add(netId);
     if (!inScope(ep.namespace)) continue;
@@ -142,18 +232,40 @@ async function observe(kube: KubeReader, ctx: FunctionContext): Promise<Observat
   // Leaked bits: set, clearable, held by no DanmEp.
   for (const net of networks.values()) {
     if (net.problem || !inScope(net.namespace)) continue;
-    for (const [family, pool] of [[4, net.v4], [6, net.v6]] as const) {
+    for (const [family, pool] of [
+      [4, net.v4],
+      [6, net.v6],
+    ] as const) {
       if (!pool) continue;
       for (const i of pool.bitmap.setBits()) {
         if (!clearable(pool, i)) continue;
         const address = addressAt(pool, i);
         const key = `${net.uid}/${family}/${address}`;
-        const data: BitData = { t: 'bit', group, networkType: net.type, ...(net.namespace !== undefined ? { namespace: net.namespace } : {}), name: net.name, uid: net.uid, rv: net.resourceVersion, family, index: i, address };
+        const data: BitData = {
+          t: 'bit',
+          group,
+          networkType: net.type,
+          ...(net.namespace !== undefined ? { namespace: net.namespace } : {}),
+          name: net.name,
+          uid: net.uid,
+          rv: net.resourceVersion,
+          family,
+          index: i,
+          address,
+        };
         // The network's resourceVersion is the fingerprint: a bit freed and set again in between changes it.
-        const t: Target = { key, kind: 'DanmBit', fingerprint: `${net.uid}@${net.resourceVersion}`, name: `${net.type} ${net.namespace ? `${net.namespace}/` : ''}${net.name} ${address}`, keep: net.keep, data };
+        const t: Target = {
+          key,
+          kind: 'DanmBit',
+          fingerprint: `${net.uid}@${net.resourceVersion}`,
+          name: `${net.type} ${net.namespace ? `${net.namespace}/` : ''}${net.name} ${address}`,
+          keep: net.keep,
+          data,
+        };
         if (holders.has(holderKey(net.id, family, i))) continue; // held: not a target at all
         targets.push(t);
-        if (unknownEverywhere || unknownHolders.has(net.id)) indeterminate.push({ key, reason: 'a DanmEp that could not be parsed may hold this address' });
+        if (unknownEverywhere || unknownHolders.has(net.id))
+          indeterminate.push({ key, reason: 'a DanmEp that could not be parsed may hold this address' });
       }
     }
   }
@@ -169,14 +281,24 @@ function networkRef(group: string, type: NetworkType): ResourceRef {
 }
 
 /** A fresh full list of DanmEps: who holds address `addr` of network `netId`, other than `except`. */
-async function freshHolder(kube: KubeReader, group: string, netId: string, family: 4 | 6, index: number, pool: Pool, except: string | undefined, signal: AbortSignal): Promise<string | undefined> {
+async function freshHolder(
+  kube: KubeReader,
+  group: string,
+  netId: string,
+  family: 4 | 6,
+  index: number,
+  pool: Pool,
+  except: string | undefined,
+  signal: AbortSignal,
+): Promise<string | undefined> {
   const eps = await kube.listAll(danmResources(group).danmeps, { signal });
   for (const o of eps.items) {
     const p = parseEndpoint(o);
     if (!p.ok) {
       // An unparsable DanmEp on this network may hold the bit: treat as held.
       const spec = (o.spec ?? {}) as Record<string, unknown>;
-      if (spec.NetworkName === undefined || netId.endsWith(`/${String(spec.NetworkName)}`)) return `${p.namespace}/${p.name} (unparsable)`;
+      if (spec.NetworkName === undefined || netId.endsWith(`/${String(spec.NetworkName)}`))
+        return `${p.namespace}/${p.name} (unparsable)`;
       continue;
     }
     if (p.ep.uid === except) continue;
@@ -187,8 +309,20 @@ async function freshHolder(kube: KubeReader, group: string, netId: string, famil
   return undefined;
 }
 
-async function readNetwork(kube: KubeReader, group: string, type: NetworkType, namespace: string | undefined, name: string, signal: AbortSignal): Promise<Network | undefined> {
-  const o = await kube.get(networkRef(group, type), type === 'ClusterNetwork' ? undefined : namespace, name, signal);
+async function readNetwork(
+  kube: KubeReader,
+  group: string,
+  type: NetworkType,
+  namespace: string | undefined,
+  name: string,
+  signal: AbortSignal,
+): Promise<Network | undefined> {
+  const o = await kube.get(
+    networkRef(group, type),
+    type === 'ClusterNetwork' ? undefined : namespace,
+    name,
+    signal,
+  );
   return o ? parseNetwork(o, type) : undefined;
 }
 
@@ -198,16 +332,20 @@ async function recheck(kube: KubeReader, target: Target, ctx: FunctionContext): 
   if (d.t === 'ep') {
     const ep = await kube.get(danmResources(d.group).danmeps, d.namespace, d.name, ctx.signal);
     if (!ep) return { ok: false, reason: 'DanmEp is already gone' };
-    if (ep.metadata.uid !== d.uid || ep.metadata.resourceVersion !== d.rv) return { ok: false, reason: 'DanmEp changed since the snapshot' };
+    if (ep.metadata.uid !== d.uid || ep.metadata.resourceVersion !== d.rv)
+      return { ok: false, reason: 'DanmEp changed since the snapshot' };
     const pod = await kube.get(PODS, d.namespace, d.pod, ctx.signal);
-    if (pod && pod.metadata.uid === d.podUID) return { ok: false, reason: `Pod ${d.namespace}/${d.pod} with UID ${d.podUID} exists` };
+    if (pod && pod.metadata.uid === d.podUID)
+      return { ok: false, reason: `Pod ${d.namespace}/${d.pod} with UID ${d.podUID} exists` };
     return { ok: true };
   }
   const net = await readNetwork(kube, d.group, d.networkType, d.namespace, d.name, ctx.signal);
   if (!net) return { ok: false, reason: 'network is gone' };
-  if (net.uid !== d.uid || net.resourceVersion !== d.rv) return { ok: false, reason: 'network changed since the snapshot' };
+  if (net.uid !== d.uid || net.resourceVersion !== d.rv)
+    return { ok: false, reason: 'network changed since the snapshot' };
   const pool = d.family === 4 ? net.v4 : net.v6;
-  if (!pool || !pool.bitmap.isSet(d.index) || !clearable(pool, d.index)) return { ok: false, reason: 'bit is no longer set or clearable' };
+  if (!pool?.bitmap.isSet(d.index) || !clearable(pool, d.index))
+    return { ok: false, reason: 'bit is no longer set or clearable' };
   const holder = await freshHolder(kube, d.group, net.id, d.family, d.index, pool, undefined, ctx.signal);
   if (holder) return { ok: false, reason: `DanmEp ${holder} holds ${d.address}` };
   return { ok: true };
@@ -216,7 +354,13 @@ async function recheck(kube: KubeReader, target: Target, ctx: FunctionContext): 
 type Cleared = { address: string; outcome: string };
 
 /** Clears one address bit with resourceVersion and bounded conflict retries; every rule re-checked on the fresh read. */
-async function clearAddress(kube: KubeClient, d: EpData, family: 4 | 6, text: string, signal: AbortSignal): Promise<Cleared> {
+async function clearAddress(
+  kube: KubeClient,
+  d: EpData,
+  family: 4 | 6,
+  text: string,
+  signal: AbortSignal,
+): Promise<Cleared> {
   const addr = parseAddress(text.split('/')[0]!);
   if (!addr) return { address: text, outcome: 'unparsable, left set' };
   for (let attempt = 1; attempt <= CLEAR_ATTEMPTS; attempt++) {
@@ -225,17 +369,26 @@ async function clearAddress(kube: KubeClient, d: EpData, family: 4 | 6, text: st
     if (net.problem) return { address: text, outcome: `network unreadable (${net.problem}), left set` };
     const pool = family === 4 ? net.v4 : net.v6;
     const idx = pool ? bitIndex(pool, addr) : undefined;
-    if (!pool || idx === undefined) return { address: text, outcome: 'outside the network range, left alone' };
+    if (!pool || idx === undefined)
+      return { address: text, outcome: 'outside the network range, left alone' };
     if (!pool.bitmap.isSet(idx)) return { address: text, outcome: 'already clear' };
     if (!clearable(pool, idx)) return { address: text, outcome: 'reserved, left set' };
     const holder = await freshHolder(kube, d.group, net.id, family, idx, pool, d.uid, signal);
     if (holder) return { address: text, outcome: `held by DanmEp ${holder}, left set` };
     try {
-      await kube.replace(networkRef(d.group, d.networkType), withBitmap(net, family, pool.bitmap.with(idx, false).encode()), signal);
+      await kube.replace(
+        networkRef(d.group, d.networkType),
+        withBitmap(net, family, pool.bitmap.with(idx, false).encode()),
+        signal,
+      );
       return { address: addr.text, outcome: 'cleared' };
     } catch (err) {
       if (err instanceof ConflictError && attempt < CLEAR_ATTEMPTS) continue;
-      if (err instanceof ConflictError) return { address: text, outcome: `left set after ${CLEAR_ATTEMPTS} conflicts (a later run reclaims it as a leaked bit)` };
+      if (err instanceof ConflictError)
+        return {
+          address: text,
+          outcome: `left set after ${CLEAR_ATTEMPTS} conflicts (a later run reclaims it as a leaked bit)`,
+        };
       throw err;
     }
   }
@@ -252,35 +405,84 @@ async function remove(kube: KubeClient, target: Target, ctx: FunctionContext): P
   const d = target.data as EpData | BitData | undefined;
   if (!d) return { outcome: 'skipped', reason: 'target has no removal data' };
   if (d.t === 'ep') {
-    const out = await kube.deleteWithPreconditions(danmResources(d.group).danmeps, d.namespace, d.name, { uid: d.uid, resourceVersion: d.rv }, ctx.signal);
-    if (out === 'conflict') return { outcome: 'skipped', reason: 'precondition failed (409): the DanmEp changed' };
+    const out = await kube.deleteWithPreconditions(
+      danmResources(d.group).danmeps,
+      d.namespace,
+      d.name,
+      { uid: d.uid, resourceVersion: d.rv },
+      ctx.signal,
+    );
+    if (out === 'conflict')
+      return { outcome: 'skipped', reason: 'precondition failed (409): the DanmEp changed' };
     // Gone before us: whoever deleted it owns its bits; clearing them again could free an address twice.
-    if (out === 'gone') return { outcome: 'gone', detail: 'DanmEp was already gone; its bits are left to the next observation' };
+    if (out === 'gone')
+      return {
+        outcome: 'gone',
+        detail: 'DanmEp was already gone; its bits are left to the next observation',
+      };
     const cleared: Cleared[] = [];
     if (d.v4) cleared.push(await clearAddress(kube, d, 4, d.v4, ctx.signal));
     if (d.v6) cleared.push(await clearAddress(kube, d, 6, d.v6, ctx.signal));
     const detail = `DanmEp ${d.namespace}/${d.name} deleted; ${cleared.map((c) => `${c.address}: ${c.outcome}`).join(', ') || 'no address'}`;
-    await recordEvent(kube, d.namespace, { apiVersion: `${d.group}/v1`, kind: 'DanmEp', name: d.name, namespace: d.namespace, uid: d.uid }, 'DanmEndpointReclaimed', `twopass deleted DanmEp ${d.name} of Pod ${d.pod} (UID ${d.podUID}, gone); ${cleared.map((c) => `${c.address}: ${c.outcome}`).join(', ')}`, 'Normal', ctx.now, ctx.signal).catch((err) =>
-      ctx.note('event.failed', { kind: 'DanmEp', name: `${d.namespace}/${d.name}`, error: (err as Error).message }),
+    await recordEvent(
+      kube,
+      d.namespace,
+      { apiVersion: `${d.group}/v1`, kind: 'DanmEp', name: d.name, namespace: d.namespace, uid: d.uid },
+      'DanmEndpointReclaimed',
+      `twopass deleted DanmEp ${d.name} of Pod ${d.pod} (UID ${d.podUID}, gone); ${cleared.map((c) => `${c.address}: ${c.outcome}`).join(', ')}`,
+      'Normal',
+      ctx.now,
+      ctx.signal,
+    ).catch((err) =>
+      ctx.note('event.failed', {
+        kind: 'DanmEp',
+        name: `${d.namespace}/${d.name}`,
+        error: (err as Error).message,
+      }),
     );
     return { outcome: 'deleted', detail };
   }
   const net = await readNetwork(kube, d.group, d.networkType, d.namespace, d.name, ctx.signal);
   if (!net || net.uid !== d.uid) return { outcome: 'skipped', reason: 'network is gone' };
-  if (net.resourceVersion !== d.rv) return { outcome: 'skipped', reason: 'network changed since the re-check' };
+  if (net.resourceVersion !== d.rv)
+    return { outcome: 'skipped', reason: 'network changed since the re-check' };
   const pool = d.family === 4 ? net.v4 : net.v6;
-  if (!pool || !pool.bitmap.isSet(d.index) || !clearable(pool, d.index)) return { outcome: 'skipped', reason: 'bit is no longer set or clearable' };
+  if (!pool?.bitmap.isSet(d.index) || !clearable(pool, d.index))
+    return { outcome: 'skipped', reason: 'bit is no longer set or clearable' };
   try {
-    await kube.replace(networkRef(d.group, d.networkType), withBitmap(net, d.family, pool.bitmap.with(d.index, false).encode()), ctx.signal);
+    await kube.replace(
+      networkRef(d.group, d.networkType),
+      withBitmap(net, d.family, pool.bitmap.with(d.index, false).encode()),
+      ctx.signal,
+    );
   } catch (err) {
-    if (err instanceof ConflictError) return { outcome: 'skipped', reason: 'precondition failed (409): the network changed' };
+    if (err instanceof ConflictError)
+      return { outcome: 'skipped', reason: 'precondition failed (409): the network changed' };
     throw err;
   }
   const ns = d.namespace ?? 'default';
-  await recordEvent(kube, ns, { apiVersion: `${d.group}/v1`, kind: d.networkType, name: d.name, ...(d.namespace ? { namespace: d.namespace } : {}), uid: d.uid }, 'DanmAddressReclaimed', `twopass cleared leaked address ${d.address} (held by no DanmEp) in ${d.networkType} ${d.name}`, 'Normal', ctx.now, ctx.signal).catch((err) =>
+  await recordEvent(
+    kube,
+    ns,
+    {
+      apiVersion: `${d.group}/v1`,
+      kind: d.networkType,
+      name: d.name,
+      ...(d.namespace ? { namespace: d.namespace } : {}),
+      uid: d.uid,
+    },
+    'DanmAddressReclaimed',
+    `twopass cleared leaked address ${d.address} (held by no DanmEp) in ${d.networkType} ${d.name}`,
+    'Normal',
+    ctx.now,
+    ctx.signal,
+  ).catch((err) =>
     ctx.note('event.failed', { kind: d.networkType, name: d.name, error: (err as Error).message }),
   );
-  return { outcome: 'deleted', detail: `cleared ${d.address} in ${d.networkType} ${d.namespace ? `${d.namespace}/` : ''}${d.name}` };
+  return {
+    outcome: 'deleted',
+    detail: `cleared ${d.address} in ${d.networkType} ${d.namespace ? `${d.namespace}/` : ''}${d.name}`,
+  };
 }
 
 async function confirmGone(kube: KubeReader, target: Target, ctx: FunctionContext): Promise<boolean> {
@@ -296,7 +498,8 @@ async function confirmGone(kube: KubeReader, target: Target, ctx: FunctionContex
 
 export const danmEndpoints: TwopassFunction<KubeReader, KubeClient> = {
   name: NAME,
-  description: 'DanmEps whose Pod (by UID) is gone, the IPs they held, and leaked bits in DANM network bitmaps',
+  description:
+    'DanmEps whose Pod (by UID) is gone, the IPs they held, and leaked bits in DANM network bitmaps',
   defaults: {
     schedule: '*/5 * * * *',
     graceMs: 5 * MIN,

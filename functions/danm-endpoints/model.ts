@@ -3,7 +3,14 @@
  * Parsing never throws; a malformed object comes back with the reason.
  */
 import type { KubeObject, ResourceRef } from '../../shared/kube/resources.ts';
-import { type Address, type Cidr, contains, parseAddress, parseCidr, parseInterfaceAddress } from '../../shared/net/ip.ts';
+import {
+  type Address,
+  type Cidr,
+  contains,
+  parseAddress,
+  parseCidr,
+  parseInterfaceAddress,
+} from '../../shared/net/ip.ts';
 import { Bitmap } from './bitmap.ts';
 
 export const GROUPS = ['danm.k8s.io', 'danm.io'] as const;
@@ -12,7 +19,13 @@ export const KEEP = 'twopass.io/keep';
 export type NetworkType = 'DanmNet' | 'TenantNetwork' | 'ClusterNetwork';
 
 export function danmResources(group: string) {
-  const ref = (plural: string, kind: string, namespaced: boolean): ResourceRef => ({ group, version: 'v1', plural, kind, namespaced });
+  const ref = (plural: string, kind: string, namespaced: boolean): ResourceRef => ({
+    group,
+    version: 'v1',
+    plural,
+    kind,
+    namespaced,
+  });
   return {
     danmeps: ref('danmeps', 'DanmEp', true),
     DanmNet: ref('danmnets', 'DanmNet', true),
@@ -37,7 +50,9 @@ export type Endpoint = Readonly<{
   v6?: Address;
 }>;
 
-export type ParsedEndpoint = { ok: true; ep: Endpoint } | { ok: false; uid: string; name: string; namespace: string; reason: string };
+export type ParsedEndpoint =
+  | { ok: true; ep: Endpoint }
+  | { ok: false; uid: string; name: string; namespace: string; reason: string };
 
 export function networkId(type: NetworkType, namespace: string | undefined, name: string): string {
   return type === 'ClusterNetwork' ? `ClusterNetwork/${name}` : `${type}/${namespace}/${name}`;
@@ -55,8 +70,20 @@ function created(o: KubeObject): number | undefined {
 
 export function parseEndpoint(o: KubeObject): ParsedEndpoint {
   const md = o.metadata ?? ({} as KubeObject['metadata']);
-  const bad = (reason: string): ParsedEndpoint => ({ ok: false, uid: String(md.uid ?? ''), name: String(md.name ?? ''), namespace: String(md.namespace ?? ''), reason });
-  if (typeof md.uid !== 'string' || md.uid === '' || typeof md.name !== 'string' || typeof md.namespace !== 'string') return bad('metadata lacks uid, name or namespace');
+  const bad = (reason: string): ParsedEndpoint => ({
+    ok: false,
+    uid: String(md.uid ?? ''),
+    name: String(md.name ?? ''),
+    namespace: String(md.namespace ?? ''),
+    reason,
+  });
+  if (
+    typeof md.uid !== 'string' ||
+    md.uid === '' ||
+    typeof md.name !== 'string' ||
+    typeof md.namespace !== 'string'
+  )
+    return bad('metadata lacks uid, name or namespace');
   const spec = o.spec as Record<string, unknown> | undefined;
   if (!spec || typeof spec !== 'object') return bad('DanmEp has no spec');
   const podUID = spec.PodUID;
@@ -77,7 +104,8 @@ export function parseEndpoint(o: KubeObject): ParsedEndpoint {
   const v6 = parseInterfaceAddress(iface.AddressIPv6);
   if (v6 === undefined) return bad(`unparsable Interface.AddressIPv6 ${JSON.stringify(iface.AddressIPv6)}`);
   if (v4 !== 'none' && v4.family !== 4) return bad(`Interface.Address ${String(iface.Address)} is not IPv4`);
-  if (v6 !== 'none' && v6.family !== 6) return bad(`Interface.AddressIPv6 ${String(iface.AddressIPv6)} is not IPv6`);
+  if (v6 !== 'none' && v6.family !== 6)
+    return bad(`Interface.AddressIPv6 ${String(iface.AddressIPv6)} is not IPv6`);
   const c = created(o);
   return {
     ok: true,
@@ -99,7 +127,13 @@ export function parseEndpoint(o: KubeObject): ParsedEndpoint {
   };
 }
 
-export type Pool = Readonly<{ cidr: Cidr; bitmap: Bitmap; start?: bigint; end?: bigint; reserved: ReadonlySet<number> }>;
+export type Pool = Readonly<{
+  cidr: Cidr;
+  bitmap: Bitmap;
+  start?: bigint;
+  end?: bigint;
+  reserved: ReadonlySet<number>;
+}>;
 
 export type Network = Readonly<{
   id: string;
@@ -126,10 +160,18 @@ function gateways(routes: unknown, cidr: Cidr): number[] {
   return out;
 }
 
-function pool(cidrText: unknown, alloc: unknown, routes: unknown, range: { start?: unknown; end?: unknown } | undefined, family: 4 | 6, label: string): Pool | string | undefined {
+function pool(
+  cidrText: unknown,
+  alloc: unknown,
+  routes: unknown,
+  range: { start?: unknown; end?: unknown } | undefined,
+  family: 4 | 6,
+  label: string,
+): Pool | string | undefined {
   if (cidrText === undefined || cidrText === '' || cidrText === null) return undefined;
   const cidr = typeof cidrText === 'string' ? parseCidr(cidrText) : undefined;
-  if (!cidr || cidr.family !== family) return `${label} CIDR ${JSON.stringify(cidrText)} is not a valid IPv${family} CIDR`;
+  if (!cidr || cidr.family !== family)
+    return `${label} CIDR ${JSON.stringify(cidrText)} is not a valid IPv${family} CIDR`;
   const bitmap = Bitmap.decode(alloc, cidr);
   if (typeof bitmap === 'string') return `${label}: ${bitmap}`;
   const last = Number(cidr.size) - 1;
@@ -139,24 +181,58 @@ function pool(cidrText: unknown, alloc: unknown, routes: unknown, range: { start
   if (range && typeof range === 'object') {
     const s = typeof range.start === 'string' ? parseAddress(range.start) : undefined;
     const e = typeof range.end === 'string' ? parseAddress(range.end) : undefined;
-    if ((range.start !== undefined && range.start !== '' && (!s || !contains(cidr, s))) || (range.end !== undefined && range.end !== '' && (!e || !contains(cidr, e)))) {
+    if (
+      (range.start !== undefined && range.start !== '' && (!s || !contains(cidr, s))) ||
+      (range.end !== undefined && range.end !== '' && (!e || !contains(cidr, e)))
+    ) {
       return `${label}: allocation_pool ${JSON.stringify(range)} is not inside ${cidr.text}`;
     }
     if (s) start = s.value - cidr.network;
     if (e) end = e.value - cidr.network;
   }
-  return { cidr, bitmap, reserved, ...(start !== undefined ? { start } : {}), ...(end !== undefined ? { end } : {}) };
+  return {
+    cidr,
+    bitmap,
+    reserved,
+    ...(start !== undefined ? { start } : {}),
+    ...(end !== undefined ? { end } : {}),
+  };
 }
 
 export function parseNetwork(o: KubeObject, type: NetworkType): Network {
   const md = o.metadata;
   const id = networkId(type, md.namespace, md.name);
-  const base = { id, type, uid: md.uid, name: md.name, resourceVersion: md.resourceVersion, keep: isKept(o), raw: o, ...(md.namespace !== undefined ? { namespace: md.namespace } : {}) };
-  const opts = ((o.spec as Record<string, unknown> | undefined)?.Options ?? undefined) as Record<string, unknown> | undefined;
+  const base = {
+    id,
+    type,
+    uid: md.uid,
+    name: md.name,
+    resourceVersion: md.resourceVersion,
+    keep: isKept(o),
+    raw: o,
+    ...(md.namespace !== undefined ? { namespace: md.namespace } : {}),
+  };
+  const opts = ((o.spec as Record<string, unknown> | undefined)?.Options ?? undefined) as
+    | Record<string, unknown>
+    | undefined;
   if (!opts || typeof opts !== 'object') return { ...base, problem: 'spec.Options is missing' };
-  const v4 = pool(opts.cidr, opts.alloc, opts.routes, opts.allocation_pool as { start?: unknown; end?: unknown } | undefined, 4, 'IPv4');
+  const v4 = pool(
+    opts.cidr,
+    opts.alloc,
+    opts.routes,
+    opts.allocation_pool as { start?: unknown; end?: unknown } | undefined,
+    4,
+    'IPv4',
+  );
   const p6 = (opts.allocation_pool_v6 ?? {}) as Record<string, unknown>;
-  const v6 = pool(p6.cidr ?? opts.net6, opts.alloc6, opts.routes6, p6 as { start?: unknown; end?: unknown }, 6, 'IPv6');
+  const v6 = pool(
+    p6.cidr ?? opts.net6,
+    opts.alloc6,
+    opts.routes6,
+    p6 as { start?: unknown; end?: unknown },
+    6,
+    'IPv6',
+  );
   const problems = [v4, v6].filter((p): p is string => typeof p === 'string');
   if (problems.length > 0) return { ...base, problem: problems.join('; ') };
   return { ...base, ...(v4 ? { v4: v4 as Pool } : {}), ...(v6 ? { v6: v6 as Pool } : {}) };

@@ -54,7 +54,11 @@ function incompleteReason(snapshot: Snapshot): string {
 export function decide(previous: State, snapshot: Snapshot, policy: Policy, now: number): Decision {
   if (!isComplete(snapshot)) return abort(previous, snapshot, incompleteReason(snapshot));
   if (previous.function !== snapshot.function) {
-    return abort(previous, snapshot, `state belongs to ${previous.function}, snapshot to ${snapshot.function}`);
+    return abort(
+      previous,
+      snapshot,
+      `state belongs to ${previous.function}, snapshot to ${snapshot.function}`,
+    );
   }
   const events: DiffEvent[] = [];
   // Time that goes backwards confirms nothing: observation restarts from now.
@@ -64,7 +68,8 @@ export function decide(previous: State, snapshot: Snapshot, policy: Policy, now:
   const used = new Set(snapshot.used);
   const indeterminate = new Map<string, string>();
   for (const i of snapshot.indeterminate) if (!indeterminate.has(i.key)) indeterminate.set(i.key, i.reason);
-  const blocker = snapshot.blockers && snapshot.blockers.length > 0 ? snapshot.blockers.join('; ') : undefined;
+  const blocker =
+    snapshot.blockers && snapshot.blockers.length > 0 ? snapshot.blockers.join('; ') : undefined;
 
   const candidates: Record<string, Candidate> = {};
   const confirmed: DeleteAction[] = [];
@@ -98,7 +103,11 @@ export function decide(previous: State, snapshot: Snapshot, policy: Policy, now:
       summary.used++;
       if (prev) {
         summary.rescued++;
-        events.push({ event: 'candidate.rescued', ...base, unusedForMs: Math.max(0, now - prev.firstUnusedAt) });
+        events.push({
+          event: 'candidate.rescued',
+          ...base,
+          unusedForMs: Math.max(0, now - prev.firstUnusedAt),
+        });
       }
       continue;
     }
@@ -133,7 +142,12 @@ export function decide(previous: State, snapshot: Snapshot, policy: Policy, now:
       summary.confirmed++;
       candidates[t.key] = next;
       confirmed.push({ type: 'delete', target: t, candidate: next });
-      events.push({ event: 'candidate.confirmed', ...base, unusedForMs: unusedFor, observations: next.observations });
+      events.push({
+        event: 'candidate.confirmed',
+        ...base,
+        unusedForMs: unusedFor,
+        observations: next.observations,
+      });
     } else {
       summary.pending++;
       candidates[t.key] = next;
@@ -156,7 +170,13 @@ export function decide(previous: State, snapshot: Snapshot, policy: Policy, now:
   confirmed.sort((a, b) => (a.target.key < b.target.key ? -1 : a.target.key > b.target.key ? 1 : 0));
 
   const lastSnapshot = summarize(snapshot);
-  const refusal = guard(previous.lastSnapshot, lastSnapshot, confirmed.length, snapshot.targets.length, policy);
+  const refusal = guard(
+    previous.lastSnapshot,
+    lastSnapshot,
+    confirmed.length,
+    snapshot.targets.length,
+    policy,
+  );
   if (refusal !== undefined) {
     // The state is not advanced: a broken lister must not become the new baseline.
     events.push({ event: 'run.refused', reason: refusal });
@@ -172,7 +192,14 @@ export function decide(previous: State, snapshot: Snapshot, policy: Policy, now:
 }
 
 function firstObservation(t: Target, now: number): Candidate {
-  return { kind: t.kind, name: t.name, fingerprint: t.fingerprint, firstUnusedAt: now, lastUnusedAt: now, observations: 1 };
+  return {
+    kind: t.kind,
+    name: t.name,
+    fingerprint: t.fingerprint,
+    firstUnusedAt: now,
+    lastUnusedAt: now,
+    observations: 1,
+  };
 }
 
 export function summarize(snapshot: Snapshot): LastSnapshot {
@@ -182,7 +209,13 @@ export function summarize(snapshot: Snapshot): LastSnapshot {
     counts[s.name] = s.count;
     if (s.listVersion !== undefined) listVersions[s.name] = s.listVersion;
   }
-  return { id: snapshot.id, takenAt: snapshot.takenAt, counts, listVersions, evidenceCount: evidenceCount(snapshot) };
+  return {
+    id: snapshot.id,
+    takenAt: snapshot.takenAt,
+    counts,
+    listVersions,
+    evidenceCount: evidenceCount(snapshot),
+  };
 }
 
 /** Law 7: the blast-radius guard. Returns the reason for refusing, or undefined. */

@@ -1,4 +1,4 @@
 export { decide, graceFor, guard, summarize } from './decide.ts';
 export { diffSnapshots, type SnapshotDiff } from './diff.ts';
-export { parseDuration, formatDuration } from './duration.ts';
+export { formatDuration, parseDuration } from './duration.ts';
 export * from './types.ts';

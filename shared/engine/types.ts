@@ -92,11 +92,26 @@ export type DeleteAction = Readonly<{ type: 'delete'; target: Target; candidate:
 
 export type DiffEvent = Readonly<
   | { event: 'candidate.new'; key: string; kind: string; name: string }
-  | { event: 'candidate.pending'; key: string; kind: string; name: string; observations: number; timeLeftMs: number; waitingFor: string }
+  | {
+      event: 'candidate.pending';
+      key: string;
+      kind: string;
+      name: string;
+      observations: number;
+      timeLeftMs: number;
+      waitingFor: string;
+    }
   | { event: 'candidate.rescued'; key: string; kind: string; name: string; unusedForMs: number }
   | { event: 'candidate.reset'; key: string; kind: string; name: string; reason: string }
   | { event: 'target.indeterminate'; key: string; kind: string; name: string; reason: string }
-  | { event: 'candidate.confirmed'; key: string; kind: string; name: string; unusedForMs: number; observations: number }
+  | {
+      event: 'candidate.confirmed';
+      key: string;
+      kind: string;
+      name: string;
+      unusedForMs: number;
+      observations: number;
+    }
   | { event: 'run.refused'; reason: string }
   | { event: 'run.aborted'; reason: string }
 >;
@@ -116,7 +131,11 @@ export type DiffSummary = Readonly<{
 export type Decision = Readonly<{
   actions: readonly DeleteAction[];
   nextState: State;
-  diff: Readonly<{ events: readonly DiffEvent[]; summary: DiffSummary; outcome: 'ok' | 'aborted' | 'refused' }>;
+  diff: Readonly<{
+    events: readonly DiffEvent[];
+    summary: DiffSummary;
+    outcome: 'ok' | 'aborted' | 'refused';
+  }>;
 }>;
 
 export function emptyState(fn: string): State {

@@ -6,7 +6,15 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import { Agent, type Dispatcher, request } from 'undici';
 import { ConflictError, KubeApiError, ListIncompleteError } from './errors.ts';
-import type { DeleteOutcome, JsonPatchOp, KubeClient, ListOptions, ListResult, Preconditions } from './ports.ts';
+import type {
+  DeleteOutcome,
+  JsonPatchOp,
+  KubeClient,
+  ListOptions,
+  ListResult,
+  NewObject,
+  Preconditions,
+} from './ports.ts';
 import { collectionPath, describe, type KubeObject, objectPath, type ResourceRef } from './resources.ts';
 
 const METADATA_ACCEPT = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json';
@@ -14,7 +22,13 @@ const METADATA_ACCEPT = 'application/json;as=PartialObjectMetadataList;g=meta.k8
 export type KubeClientOptions = Readonly<{
   server: string;
   headers?: Readonly<Record<string, string>>;
-  tls?: Readonly<{ ca?: Buffer; cert?: Buffer; key?: Buffer; rejectUnauthorized?: boolean; servername?: string }>;
+  tls?: Readonly<{
+    ca?: Buffer;
+    cert?: Buffer;
+    key?: Buffer;
+    rejectUnauthorized?: boolean;
+    servername?: string;
+  }>;
   /** Per-call timeout. */
   callTimeoutMs?: number;
   /** Attempts for idempotent reads on 429/5xx/connection errors. */
@@ -43,16 +57,27 @@ type Call = {
 const defaultSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Builds client options from a kubeconfig file, $KUBECONFIG, ~/.kube/config or the in-cluster account. */
-export async function kubeOptionsFromConfig(kubeconfig?: string, context?: string): Promise<KubeClientOptions> {
+export async function kubeOptionsFromConfig(
+  kubeconfig?: string,
+  context?: string,
+): Promise<KubeClientOptions> {
   const kc = new KubeConfig();
   if (kubeconfig !== undefined) kc.loadFromFile(kubeconfig);
   else kc.loadFromDefault();
   if (context !== undefined) kc.setCurrentContext(context);
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error('kubeconfig has no current cluster');
-  const opts: { headers?: Record<string, string>; ca?: Buffer; cert?: Buffer; key?: Buffer; rejectUnauthorized?: boolean; servername?: string } = {};
+  const opts: {
+    headers?: Record<string, string>;
+    ca?: Buffer;
+    cert?: Buffer;
+    key?: Buffer;
+    rejectUnauthorized?: boolean;
+    servername?: string;
+  } = {};
   await kc.applyToHTTPSOptions(opts as never);
-  const tls: { ca?: Buffer; cert?: Buffer; key?: Buffer; rejectUnauthorized?: boolean; servername?: string } = {};
+  const tls: { ca?: Buffer; cert?: Buffer; key?: Buffer; rejectUnauthorized?: boolean; servername?: string } =
+    {};
   if (opts.ca) tls.ca = opts.ca;
   if (opts.cert) tls.cert = opts.cert;
   if (opts.key) tls.key = opts.key;
@@ -100,7 +125,10 @@ export class KubeHttpClient implements KubeClient {
       let pages = 0;
       try {
         do {
-          const page = await this.call<{ metadata?: { continue?: string; resourceVersion?: string }; items?: unknown }>({
+          const page = await this.call<{
+            metadata?: { continue?: string; resourceVersion?: string };
+            items?: unknown;
+          }>({
             method: 'GET',
             path: collectionPath(ref, options.namespace),
             query: {
@@ -122,7 +150,10 @@ export class KubeHttpClient implements KubeClient {
             throw new ListIncompleteError(what, `page ${pages} has no resourceVersion`);
           }
           if (rv !== undefined && pageRv !== rv) {
-            throw new ListIncompleteError(what, `page ${pages} has resourceVersion ${pageRv}, the list began at ${rv}`);
+            throw new ListIncompleteError(
+              what,
+              `page ${pages} has resourceVersion ${pageRv}, the list began at ${rv}`,
+            );
           }
           rv = pageRv;
           for (const item of page.items as KubeObject[]) items.push(item);
@@ -132,16 +163,27 @@ export class KubeHttpClient implements KubeClient {
         return { items, resourceVersion: rv!, pages, restarts };
       } catch (err) {
         // 410 Expired on a continue token: restart the whole list, never splice.
-        if (err instanceof KubeApiError && err.status === 410 && cont !== undefined && restarts < maxRestarts) continue;
+        if (err instanceof KubeApiError && err.status === 410 && cont !== undefined && restarts < maxRestarts)
+          continue;
         if (err instanceof ListIncompleteError) throw err;
         throw new ListIncompleteError(what, (err as Error).message, { cause: err });
       }
     }
   }
 
-  async get(ref: ResourceRef, namespace: string | undefined, name: string, signal?: AbortSignal): Promise<KubeObject | undefined> {
+  async get(
+    ref: ResourceRef,
+    namespace: string | undefined,
+    name: string,
+    signal?: AbortSignal,
+  ): Promise<KubeObject | undefined> {
     try {
-      return await this.call<KubeObject>({ method: 'GET', path: objectPath(ref, namespace, name), signal, what: `get ${describe(ref, namespace, name)}` });
+      return await this.call<KubeObject>({
+        method: 'GET',
+        path: objectPath(ref, namespace, name),
+        signal,
+        what: `get ${describe(ref, namespace, name)}`,
+      });
     } catch (err) {
       if (err instanceof KubeApiError && err.status === 404) return undefined;
       throw err;
@@ -172,17 +214,35 @@ export class KubeHttpClient implements KubeClient {
 
   // ---- writes (never retried here: the run loop re-checks before trying again) ----
 
-  create(ref: ResourceRef, obj: { metadata: Record<string, unknown> }, signal?: AbortSignal): Promise<KubeObject> {
+  create(ref: ResourceRef, obj: NewObject, signal?: AbortSignal): Promise<KubeObject> {
     const ns = obj.metadata.namespace as string | undefined;
-    return this.call({ method: 'POST', path: collectionPath(ref, ns), body: obj, signal, what: `create ${describe(ref, ns, String(obj.metadata.name ?? obj.metadata.generateName ?? ''))}` });
+    return this.call({
+      method: 'POST',
+      path: collectionPath(ref, ns),
+      body: obj,
+      signal,
+      what: `create ${describe(ref, ns, String(obj.metadata.name ?? obj.metadata.generateName ?? ''))}`,
+    });
   }
 
   replace(ref: ResourceRef, obj: KubeObject, signal?: AbortSignal): Promise<KubeObject> {
     const { name, namespace } = obj.metadata;
-    return this.call({ method: 'PUT', path: objectPath(ref, namespace, name), body: obj, signal, what: `update ${describe(ref, namespace, name)}` });
+    return this.call({
+      method: 'PUT',
+      path: objectPath(ref, namespace, name),
+      body: obj,
+      signal,
+      what: `update ${describe(ref, namespace, name)}`,
+    });
   }
 
-  jsonPatch(ref: ResourceRef, namespace: string | undefined, name: string, ops: readonly JsonPatchOp[], signal?: AbortSignal): Promise<KubeObject> {
+  jsonPatch(
+    ref: ResourceRef,
+    namespace: string | undefined,
+    name: string,
+    ops: readonly JsonPatchOp[],
+    signal?: AbortSignal,
+  ): Promise<KubeObject> {
     return this.call({
       method: 'PATCH',
       path: objectPath(ref, namespace, name),
@@ -193,7 +253,13 @@ export class KubeHttpClient implements KubeClient {
     });
   }
 
-  mergePatch(ref: ResourceRef, namespace: string | undefined, name: string, patch: unknown, signal?: AbortSignal): Promise<KubeObject> {
+  mergePatch(
+    ref: ResourceRef,
+    namespace: string | undefined,
+    name: string,
+    patch: unknown,
+    signal?: AbortSignal,
+  ): Promise<KubeObject> {
     return this.call({
       method: 'PATCH',
       path: objectPath(ref, namespace, name),
@@ -204,17 +270,50 @@ export class KubeHttpClient implements KubeClient {
     });
   }
 
-  async deleteWithPreconditions(ref: ResourceRef, namespace: string | undefined, name: string, pre: Preconditions, signal?: AbortSignal): Promise<DeleteOutcome> {
-    return this.doDelete(ref, namespace, name, { kind: 'DeleteOptions', apiVersion: 'v1', preconditions: { uid: pre.uid, resourceVersion: pre.resourceVersion } }, signal);
+  async deleteWithPreconditions(
+    ref: ResourceRef,
+    namespace: string | undefined,
+    name: string,
+    pre: Preconditions,
+    signal?: AbortSignal,
+  ): Promise<DeleteOutcome> {
+    return this.doDelete(
+      ref,
+      namespace,
+      name,
+      {
+        kind: 'DeleteOptions',
+        apiVersion: 'v1',
+        preconditions: { uid: pre.uid, resourceVersion: pre.resourceVersion },
+      },
+      signal,
+    );
   }
 
-  delete(ref: ResourceRef, namespace: string | undefined, name: string, signal?: AbortSignal): Promise<DeleteOutcome> {
+  delete(
+    ref: ResourceRef,
+    namespace: string | undefined,
+    name: string,
+    signal?: AbortSignal,
+  ): Promise<DeleteOutcome> {
     return this.doDelete(ref, namespace, name, undefined, signal);
   }
 
-  private async doDelete(ref: ResourceRef, namespace: string | undefined, name: string, body: unknown, signal?: AbortSignal): Promise<DeleteOutcome> {
+  private async doDelete(
+    ref: ResourceRef,
+    namespace: string | undefined,
+    name: string,
+    body: unknown,
+    signal?: AbortSignal,
+  ): Promise<DeleteOutcome> {
     try {
-      await this.call({ method: 'DELETE', path: objectPath(ref, namespace, name), body, signal, what: `delete ${describe(ref, namespace, name)}` });
+      await this.call({
+        method: 'DELETE',
+        path: objectPath(ref, namespace, name),
+        body,
+        signal,
+        what: `delete ${describe(ref, namespace, name)}`,
+      });
       return 'deleted';
     } catch (err) {
       if (err instanceof KubeApiError && err.status === 404) return 'gone';
@@ -231,7 +330,8 @@ export class KubeHttpClient implements KubeClient {
       try {
         return await this.once<T>(c);
       } catch (err) {
-        const retryAfter = err instanceof KubeApiError && err.retryable ? retryDelay(err, attempt) : undefined;
+        const retryAfter =
+          err instanceof KubeApiError && err.retryable ? retryDelay(err, attempt) : undefined;
         if (retryAfter === undefined || attempt >= attempts || c.signal?.aborted) throw err;
         await this.sleep(retryAfter);
       }
@@ -240,8 +340,13 @@ export class KubeHttpClient implements KubeClient {
 
   private async once<T>(c: Call): Promise<T> {
     const url = new URL(this.server + c.path);
-    if (c.query) for (const [k, v] of Object.entries(c.query)) if (v !== undefined && v !== '') url.searchParams.set(k, v);
-    const headers: Record<string, string> = { ...(this.opts.headers ?? {}), accept: c.accept ?? 'application/json' };
+    if (c.query)
+      for (const [k, v] of Object.entries(c.query))
+        if (v !== undefined && v !== '') url.searchParams.set(k, v);
+    const headers: Record<string, string> = {
+      ...(this.opts.headers ?? {}),
+      accept: c.accept ?? 'application/json',
+    };
     let body: string | undefined;
     if (c.body !== undefined) {
       body = JSON.stringify(c.body);
@@ -252,19 +357,38 @@ export class KubeHttpClient implements KubeClient {
     let res: Dispatcher.ResponseData;
     let text: string;
     try {
-      res = await request(url, { method: c.method, headers, body: body ?? null, signal, dispatcher: this.agent });
+      res = await request(url, {
+        method: c.method,
+        headers,
+        body: body ?? null,
+        signal,
+        dispatcher: this.agent,
+      });
       text = await res.body.text();
     } catch (err) {
-      const message = timeout.aborted ? `timed out after ${this.opts.callTimeoutMs ?? 30_000} ms` : (err as Error).message;
+      const message = timeout.aborted
+        ? `timed out after ${this.opts.callTimeoutMs ?? 30_000} ms`
+        : (err as Error).message;
       throw new KubeApiError(c.what, 0, 'ConnectionError', message, { cause: err });
     }
-    this.opts.onResponse?.({ method: c.method, path: c.path, status: res.statusCode, bytes: Buffer.byteLength(text) });
+    this.opts.onResponse?.({
+      method: c.method,
+      path: c.path,
+      status: res.statusCode,
+      bytes: Buffer.byteLength(text),
+    });
     if (res.statusCode >= 200 && res.statusCode < 300) {
       if (text === '') return undefined as T;
       try {
         return JSON.parse(text) as T;
       } catch (err) {
-        throw new KubeApiError(c.what, 0, 'BadBody', `response body is not JSON (${text.length} bytes; truncated?)`, { cause: err });
+        throw new KubeApiError(
+          c.what,
+          0,
+          'BadBody',
+          `response body is not JSON (${text.length} bytes; truncated?)`,
+          { cause: err },
+        );
       }
     }
     let reason = 'Unknown';
@@ -279,7 +403,8 @@ export class KubeHttpClient implements KubeClient {
     const Cls = res.statusCode === 409 ? ConflictError : KubeApiError;
     const err = new Cls(c.what, res.statusCode, reason, message);
     const ra = res.headers['retry-after'];
-    if (typeof ra === 'string') (err as KubeApiError & { retryAfterMs?: number }).retryAfterMs = Number(ra) * 1000;
+    if (typeof ra === 'string')
+      (err as KubeApiError & { retryAfterMs?: number }).retryAfterMs = Number(ra) * 1000;
     throw err;
   }
 }

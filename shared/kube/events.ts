@@ -2,7 +2,13 @@
 import type { KubeWriter } from './ports.ts';
 import { EVENTS, type KubeObject } from './resources.ts';
 
-export type InvolvedObject = Readonly<{ apiVersion: string; kind: string; name: string; namespace?: string; uid?: string }>;
+export type InvolvedObject = Readonly<{
+  apiVersion: string;
+  kind: string;
+  name: string;
+  namespace?: string;
+  uid?: string;
+}>;
 
 export async function recordEvent(
   kube: KubeWriter,
@@ -21,7 +27,10 @@ export async function recordEvent(
       apiVersion: 'v1',
       kind: 'Event',
       metadata: { generateName: 'twopass-', namespace },
-      involvedObject: { ...involved, ...(involved.namespace === undefined && involved.kind !== 'ClusterNetwork' ? {} : {}) },
+      involvedObject: {
+        ...involved,
+        ...(involved.namespace === undefined && involved.kind !== 'ClusterNetwork' ? {} : {}),
+      },
       reason,
       message: message.slice(0, 1000),
       type,

@@ -22,31 +22,66 @@ export type ListResult = Readonly<{
   restarts: number;
 }>;
 
+/** An object to create: the server fills in uid, resourceVersion and the rest. */
+export type NewObject = { metadata: Record<string, unknown>; [k: string]: unknown };
+
 export type Preconditions = Readonly<{ uid: string; resourceVersion: string }>;
 
 export type DeleteOutcome = 'deleted' | 'gone' | 'conflict';
 
-export type JsonPatchOp = Readonly<{ op: 'test' | 'add' | 'remove' | 'replace'; path: string; value?: unknown }>;
+export type JsonPatchOp = Readonly<{
+  op: 'test' | 'add' | 'remove' | 'replace';
+  path: string;
+  value?: unknown;
+}>;
 
 export interface KubeReader {
   /** Every item of a collection, all pages, one consistent resourceVersion; throws ListIncompleteError otherwise. */
   listAll(ref: ResourceRef, options?: ListOptions): Promise<ListResult>;
   /** One object, or undefined on 404. */
-  get(ref: ResourceRef, namespace: string | undefined, name: string, signal?: AbortSignal): Promise<KubeObject | undefined>;
+  get(
+    ref: ResourceRef,
+    namespace: string | undefined,
+    name: string,
+    signal?: AbortSignal,
+  ): Promise<KubeObject | undefined>;
   /** Whether the server serves this group/version/plural (discovery). */
   serves(group: string, version: string, plural: string, signal?: AbortSignal): Promise<boolean>;
 }
 
 export interface KubeWriter {
-  create(ref: ResourceRef, obj: KubeObject | Omit<KubeObject, 'metadata'> & { metadata: Record<string, unknown> }, signal?: AbortSignal): Promise<KubeObject>;
+  create(ref: ResourceRef, obj: NewObject, signal?: AbortSignal): Promise<KubeObject>;
   /** PUT with metadata.resourceVersion: a stale version throws ConflictError. */
   replace(ref: ResourceRef, obj: KubeObject, signal?: AbortSignal): Promise<KubeObject>;
-  jsonPatch(ref: ResourceRef, namespace: string | undefined, name: string, ops: readonly JsonPatchOp[], signal?: AbortSignal): Promise<KubeObject>;
-  mergePatch(ref: ResourceRef, namespace: string | undefined, name: string, patch: unknown, signal?: AbortSignal): Promise<KubeObject>;
+  jsonPatch(
+    ref: ResourceRef,
+    namespace: string | undefined,
+    name: string,
+    ops: readonly JsonPatchOp[],
+    signal?: AbortSignal,
+  ): Promise<KubeObject>;
+  mergePatch(
+    ref: ResourceRef,
+    namespace: string | undefined,
+    name: string,
+    patch: unknown,
+    signal?: AbortSignal,
+  ): Promise<KubeObject>;
   /** DELETE with preconditions {uid, resourceVersion}: 409 is 'conflict', 404 is 'gone'. */
-  deleteWithPreconditions(ref: ResourceRef, namespace: string | undefined, name: string, pre: Preconditions, signal?: AbortSignal): Promise<DeleteOutcome>;
+  deleteWithPreconditions(
+    ref: ResourceRef,
+    namespace: string | undefined,
+    name: string,
+    pre: Preconditions,
+    signal?: AbortSignal,
+  ): Promise<DeleteOutcome>;
   /** Plain DELETE (used for cleanup of the tool's own objects). */
-  delete(ref: ResourceRef, namespace: string | undefined, name: string, signal?: AbortSignal): Promise<DeleteOutcome>;
+  delete(
+    ref: ResourceRef,
+    namespace: string | undefined,
+    name: string,
+    signal?: AbortSignal,
+  ): Promise<DeleteOutcome>;
 }
 
 export type KubeClient = KubeReader & KubeWriter;

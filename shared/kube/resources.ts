@@ -28,10 +28,34 @@ export type KubeObject = {
 };
 
 export const PODS: ResourceRef = { group: '', version: 'v1', plural: 'pods', kind: 'Pod', namespaced: true };
-export const SERVICES: ResourceRef = { group: '', version: 'v1', plural: 'services', kind: 'Service', namespaced: true };
-export const CONFIGMAPS: ResourceRef = { group: '', version: 'v1', plural: 'configmaps', kind: 'ConfigMap', namespaced: true };
-export const EVENTS: ResourceRef = { group: '', version: 'v1', plural: 'events', kind: 'Event', namespaced: true };
-export const NAMESPACES: ResourceRef = { group: '', version: 'v1', plural: 'namespaces', kind: 'Namespace', namespaced: false };
+export const SERVICES: ResourceRef = {
+  group: '',
+  version: 'v1',
+  plural: 'services',
+  kind: 'Service',
+  namespaced: true,
+};
+export const CONFIGMAPS: ResourceRef = {
+  group: '',
+  version: 'v1',
+  plural: 'configmaps',
+  kind: 'ConfigMap',
+  namespaced: true,
+};
+export const EVENTS: ResourceRef = {
+  group: '',
+  version: 'v1',
+  plural: 'events',
+  kind: 'Event',
+  namespaced: true,
+};
+export const NAMESPACES: ResourceRef = {
+  group: '',
+  version: 'v1',
+  plural: 'namespaces',
+  kind: 'Namespace',
+  namespaced: false,
+};
 export const LEASES: ResourceRef = {
   group: 'coordination.k8s.io',
   version: 'v1',

@@ -49,7 +49,8 @@ export function renderRow(line: string): string | undefined {
   }
   const time = typeof e.time === 'string' ? e.time.slice(11, 19) : '';
   const event = typeof e.event === 'string' ? e.event : String(e.msg ?? '');
-  const kind = typeof e.kind === 'string' ? e.kind : typeof e.function === 'string' && !e.name ? e.function : '';
+  const kind =
+    typeof e.kind === 'string' ? e.kind : typeof e.function === 'string' && !e.name ? e.function : '';
   const name = typeof e.name === 'string' ? e.name : '';
   return `${time}  ${pad(event, WIDTH.event)} ${pad(kind, WIDTH.kind)} ${pad(name, WIDTH.name)} ${detail(e)}`.trimEnd();
 }

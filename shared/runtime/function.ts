@@ -25,7 +25,9 @@ export type Observation = Readonly<{
 export type RecheckResult = Readonly<{ ok: true } | { ok: false; reason: string }>;
 
 export type RemoveResult = Readonly<
-  { outcome: 'deleted'; detail?: string } | { outcome: 'gone'; detail?: string } | { outcome: 'skipped'; reason: string }
+  | { outcome: 'deleted'; detail?: string }
+  | { outcome: 'gone'; detail?: string }
+  | { outcome: 'skipped'; reason: string }
 >;
 
 export type FunctionDefaults = Policy & Readonly<{ schedule: string }>;

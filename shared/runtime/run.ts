@@ -69,7 +69,15 @@ export async function run<R, W>(deps: RunDeps<R, W>, req: RunRequest): Promise<R
   let log = deps.log.child({ function: fnName, runId });
   const dryRun = !req.apply;
   const deadline = AbortSignal.timeout(req.deadlineMs);
-  const base = { function: fnName, runId, dryRun, confirmed: [] as string[], deleted: [] as string[], skipped: [] as string[], failed: [] as string[] };
+  const base = {
+    function: fnName,
+    runId,
+    dryRun,
+    confirmed: [] as string[],
+    deleted: [] as string[],
+    skipped: [] as string[],
+    failed: [] as string[],
+  };
   const finish = async (r: Finish): Promise<RunResult> => {
     const result: RunResult = { ...base, ...r, durationMs: deps.clock() - started };
     log.info(
@@ -100,7 +108,10 @@ export async function run<R, W>(deps: RunDeps<R, W>, req: RunRequest): Promise<R
       log.warn({ event: 'run.aborted', reason: err.message, call: 'lock' }, 'run.aborted');
       return finish({ outcome: 'locked', exitCode: EXIT.locked, error: err.message });
     }
-    log.error({ event: 'run.aborted', reason: `cannot take the lock: ${(err as Error).message}`, call: 'lock' }, 'run.aborted');
+    log.error(
+      { event: 'run.aborted', reason: `cannot take the lock: ${(err as Error).message}`, call: 'lock' },
+      'run.aborted',
+    );
     return finish({ outcome: 'aborted', exitCode: EXIT.incomplete, error: (err as Error).message });
   }
   const signals = [deadline, handle.lost, ...(req.signal ? [req.signal] : [])];
@@ -108,11 +119,16 @@ export async function run<R, W>(deps: RunDeps<R, W>, req: RunRequest): Promise<R
   try {
     return await runLocked(deps, req, { log, signal, started, finish, setLog: (l) => (log = l), runId });
   } finally {
-    await handle.release().catch((err) => log.warn({ event: 'lock.release-failed', error: (err as Error).message }, 'lock release failed'));
+    await handle
+      .release()
+      .catch((err) =>
+        log.warn({ event: 'lock.release-failed', error: (err as Error).message }, 'lock release failed'),
+      );
   }
 }
 
-type Finish = Pick<RunResult, 'outcome' | 'exitCode'> & Partial<Omit<RunResult, 'durationMs' | 'function' | 'runId' | 'dryRun'>>;
+type Finish = Pick<RunResult, 'outcome' | 'exitCode'> &
+  Partial<Omit<RunResult, 'durationMs' | 'function' | 'runId' | 'dryRun'>>;
 
 type Inner = {
   log: Logger;
@@ -188,10 +204,22 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
   }
   const summary = decision.diff.summary;
   if (decision.diff.outcome === 'aborted') {
-    return x.finish({ outcome: 'aborted', exitCode: EXIT.incomplete, snapshotId, summary, error: 'snapshot incomplete' });
+    return x.finish({
+      outcome: 'aborted',
+      exitCode: EXIT.incomplete,
+      snapshotId,
+      summary,
+      error: 'snapshot incomplete',
+    });
   }
   if (decision.diff.outcome === 'refused') {
-    return x.finish({ outcome: 'refused', exitCode: EXIT.refused, snapshotId, summary, error: 'refused by the blast-radius guard' });
+    return x.finish({
+      outcome: 'refused',
+      exitCode: EXIT.refused,
+      snapshotId,
+      summary,
+      error: 'refused by the blast-radius guard',
+    });
   }
   const confirmed = decision.actions.map((a) => a.target.key);
 
@@ -225,7 +253,14 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
       const base = { key: t.key, kind: t.kind, name: t.name };
       if (x.signal.aborted) {
         failed.push(t.key);
-        log.error({ event: 'delete.failed', ...base, error: `not attempted: ${String((x.signal.reason as Error)?.message ?? x.signal.reason)}` }, 'delete.failed');
+        log.error(
+          {
+            event: 'delete.failed',
+            ...base,
+            error: `not attempted: ${String((x.signal.reason as Error)?.message ?? x.signal.reason)}`,
+          },
+          'delete.failed',
+        );
         continue;
       }
       try {
@@ -233,7 +268,10 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
         if (!check.ok) {
           skipped.push(t.key);
           drop.add(t.key);
-          log.warn({ event: 'delete.skipped', ...base, reason: `re-check: ${check.reason}` }, 'delete.skipped');
+          log.warn(
+            { event: 'delete.skipped', ...base, reason: `re-check: ${check.reason}` },
+            'delete.skipped',
+          );
           continue;
         }
         const res = await fn.remove(deps.writer, t, ctx);
@@ -245,12 +283,27 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
         }
         if (!(await fn.confirmGone(deps.reader, t, ctx))) {
           failed.push(t.key);
-          log.error({ event: 'delete.failed', ...base, error: `the server answered ${res.outcome} but a read still finds it` }, 'delete.failed');
+          log.error(
+            {
+              event: 'delete.failed',
+              ...base,
+              error: `the server answered ${res.outcome} but a read still finds it`,
+            },
+            'delete.failed',
+          );
           continue;
         }
         deleted.push(t.key);
         drop.add(t.key);
-        log.info({ event: 'resource.deleted', ...base, ...(res.detail ? { detail: res.detail } : {}), ...(res.outcome === 'gone' ? { alreadyGone: true } : {}) }, 'resource.deleted');
+        log.info(
+          {
+            event: 'resource.deleted',
+            ...base,
+            ...(res.detail ? { detail: res.detail } : {}),
+            ...(res.outcome === 'gone' ? { alreadyGone: true } : {}),
+          },
+          'resource.deleted',
+        );
         await deps.hooks?.deleted?.(t, res.detail);
       } catch (err) {
         failed.push(t.key);
@@ -268,9 +321,21 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
     try {
       version = await deps.store.save(fn.name, state, version, x.signal);
     } catch (err) {
-      log.warn({ event: 'state.save-failed', call: 'state.save', error: (err as Error).message }, 'state.save-failed');
+      log.warn(
+        { event: 'state.save-failed', call: 'state.save', error: (err as Error).message },
+        'state.save-failed',
+      );
     }
   }
   const exitCode = failed.length > 0 ? EXIT.error : EXIT.ok;
-  return x.finish({ outcome: failed.length > 0 ? 'failed' : 'ok', exitCode, snapshotId, summary, confirmed, deleted, skipped, failed });
+  return x.finish({
+    outcome: failed.length > 0 ? 'failed' : 'ok',
+    exitCode,
+    snapshotId,
+    summary,
+    confirmed,
+    deleted,
+    skipped,
+    failed,
+  });
 }

@@ -48,13 +48,17 @@ export class ConfigMapStateStore implements StateStore {
 
   async load(fn: string, signal?: AbortSignal): Promise<Loaded> {
     const where = `ConfigMap ${this.namespace}/${this.headName(fn)}`;
-    const head = (await this.kube.get(CONFIGMAPS, this.namespace, this.headName(fn), signal)) as ConfigMap | undefined;
+    const head = (await this.kube.get(CONFIGMAPS, this.namespace, this.headName(fn), signal)) as
+      | ConfigMap
+      | undefined;
     if (!head) return { state: emptyState(fn) };
     const ann = head.metadata.annotations ?? {};
     const shards = Number(ann[A_SHARDS] ?? '1');
     const gen = Number(ann[A_GEN] ?? '0');
     if (!Number.isInteger(shards) || shards < 1 || shards > MAX_SHARDS || !Number.isInteger(gen)) {
-      throw new StateCorruptError(`${where}: bad shard annotations (${A_SHARDS}=${ann[A_SHARDS]}, ${A_GEN}=${ann[A_GEN]})`);
+      throw new StateCorruptError(
+        `${where}: bad shard annotations (${A_SHARDS}=${ann[A_SHARDS]}, ${A_GEN}=${ann[A_GEN]})`,
+      );
     }
     const parts: Buffer[] = [];
     if (shards === 1) {
@@ -69,12 +73,16 @@ export class ConfigMapStateStore implements StateStore {
     }
     const gz = Buffer.concat(parts);
     const sha = createHash('sha256').update(gz).digest('hex');
-    if (ann[A_SHA] !== undefined && ann[A_SHA] !== sha) throw new StateCorruptError(`${where}: checksum mismatch (stored ${ann[A_SHA]}, read ${sha})`);
+    if (ann[A_SHA] !== undefined && ann[A_SHA] !== sha)
+      throw new StateCorruptError(`${where}: checksum mismatch (stored ${ann[A_SHA]}, read ${sha})`);
     let raw: unknown;
     try {
       raw = JSON.parse(gunzipSync(gz).toString('utf8'));
     } catch (err) {
-      throw new StateCorruptError(`${where}: state is not gzipped JSON; reset it with \`twopass state reset ${fn}\``, { cause: err });
+      throw new StateCorruptError(
+        `${where}: state is not gzipped JSON; reset it with \`twopass state reset ${fn}\``,
+        { cause: err },
+      );
     }
     return { state: parseState(raw, fn, where), version: head.metadata.resourceVersion };
   }
@@ -84,10 +92,17 @@ export class ConfigMapStateStore implements StateStore {
     const gz = gzipSync(JSON.stringify(state));
     const sha = createHash('sha256').update(gz).digest('hex');
     const count = Math.max(1, Math.ceil(gz.length / this.shardBytes));
-    if (count > MAX_SHARDS) throw new StateTooLargeError(`${where}: state needs ${count} shards of ${this.shardBytes} bytes (max ${MAX_SHARDS})`);
-    const existing = (await this.kube.get(CONFIGMAPS, this.namespace, this.headName(fn), signal)) as ConfigMap | undefined;
+    if (count > MAX_SHARDS)
+      throw new StateTooLargeError(
+        `${where}: state needs ${count} shards of ${this.shardBytes} bytes (max ${MAX_SHARDS})`,
+      );
+    const existing = (await this.kube.get(CONFIGMAPS, this.namespace, this.headName(fn), signal)) as
+      | ConfigMap
+      | undefined;
     if ((existing?.metadata.resourceVersion ?? undefined) !== version) {
-      throw new StateConflictError(`${where}: state changed since it was loaded (resourceVersion ${version ?? 'none'} -> ${existing?.metadata.resourceVersion ?? 'none'})`);
+      throw new StateConflictError(
+        `${where}: state changed since it was loaded (resourceVersion ${version ?? 'none'} -> ${existing?.metadata.resourceVersion ?? 'none'})`,
+      );
     }
     const oldGen = Number(existing?.metadata.annotations?.[A_GEN] ?? '0');
     const oldShards = Number(existing?.metadata.annotations?.[A_SHARDS] ?? '1');
@@ -132,7 +147,10 @@ export class ConfigMapStateStore implements StateStore {
     } catch (err) {
       if (count > 1) await this.dropShards(fn, gen, count, signal);
       if (err instanceof ConflictError || (err instanceof KubeApiError && err.status === 409)) {
-        throw new StateConflictError(`${where}: another writer saved state first; this run's state was not written`, { cause: err });
+        throw new StateConflictError(
+          `${where}: another writer saved state first; this run's state was not written`,
+          { cause: err },
+        );
       }
       throw err;
     }
@@ -142,12 +160,16 @@ export class ConfigMapStateStore implements StateStore {
 
   private async dropShards(fn: string, gen: number, count: number, signal?: AbortSignal): Promise<void> {
     for (let i = 0; i < count; i++) {
-      await this.kube.delete(CONFIGMAPS, this.namespace, this.shardName(fn, gen, i), signal).catch(() => undefined);
+      await this.kube
+        .delete(CONFIGMAPS, this.namespace, this.shardName(fn, gen, i), signal)
+        .catch(() => undefined);
     }
   }
 
   async reset(fn: string, signal?: AbortSignal): Promise<boolean> {
-    const head = (await this.kube.get(CONFIGMAPS, this.namespace, this.headName(fn), signal)) as ConfigMap | undefined;
+    const head = (await this.kube.get(CONFIGMAPS, this.namespace, this.headName(fn), signal)) as
+      | ConfigMap
+      | undefined;
     if (!head) return false;
     const gen = Number(head.metadata.annotations?.[A_GEN] ?? '0');
     const shards = Number(head.metadata.annotations?.[A_SHARDS] ?? '1');

@@ -31,16 +31,23 @@ export class FileStateStore implements StateStore {
       text = await readFile(this.path(fn), 'utf8');
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw new StateCorruptError(`${this.path(fn)}: cannot read state: ${(err as Error).message}`, { cause: err });
+      throw new StateCorruptError(`${this.path(fn)}: cannot read state: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
     let env: Envelope;
     try {
       env = JSON.parse(text) as Envelope;
     } catch (err) {
-      throw new StateCorruptError(`${this.path(fn)}: state is not valid JSON; nothing will be deleted until it is repaired or reset with \`twopass state reset ${fn}\``, { cause: err });
+      throw new StateCorruptError(
+        `${this.path(fn)}: state is not valid JSON; nothing will be deleted until it is repaired or reset with \`twopass state reset ${fn}\``,
+        { cause: err },
+      );
     }
     if (!env || typeof env !== 'object' || typeof env.revision !== 'number') {
-      throw new StateCorruptError(`${this.path(fn)}: state file has no revision; reset it with \`twopass state reset ${fn}\``);
+      throw new StateCorruptError(
+        `${this.path(fn)}: state file has no revision; reset it with \`twopass state reset ${fn}\``,
+      );
     }
     return env;
   }
@@ -59,7 +66,9 @@ export class FileStateStore implements StateStore {
     });
     const currentVersion = current ? String(current.revision) : undefined;
     if (currentVersion !== version) {
-      throw new StateConflictError(`${this.path(fn)}: state changed since it was loaded (revision ${version ?? 'none'} -> ${currentVersion ?? 'none'})`);
+      throw new StateConflictError(
+        `${this.path(fn)}: state changed since it was loaded (revision ${version ?? 'none'} -> ${currentVersion ?? 'none'})`,
+      );
     }
     const revision = (current?.revision ?? 0) + 1;
     const tmp = `${this.path(fn)}.${process.pid}.${randomUUID().slice(0, 8)}.tmp`;
@@ -104,7 +113,12 @@ export class FileLock implements Lock {
   async acquire(fn: string): Promise<LockHandle> {
     await mkdir(this.dir, { recursive: true });
     const path = join(this.dir, `${fn}.lock`);
-    const info: LockInfo = { pid: this.pid, host: hostname(), token: randomUUID(), acquiredAt: new Date().toISOString() };
+    const info: LockInfo = {
+      pid: this.pid,
+      host: hostname(),
+      token: randomUUID(),
+      acquiredAt: new Date().toISOString(),
+    };
     for (let attempt = 0; attempt < 2; attempt++) {
       try {
         const fh = await open(path, 'wx', 0o600);

@@ -64,7 +64,13 @@ export class LeaseLock implements Lock {
             apiVersion: 'coordination.k8s.io/v1',
             kind: 'Lease',
             metadata: { name, namespace: ns, labels: { 'app.kubernetes.io/managed-by': 'twopass' } },
-            spec: { holderIdentity: this.identity, leaseDurationSeconds: duration, acquireTime: microTime(nowMs), renewTime: microTime(nowMs), leaseTransitions: 0 },
+            spec: {
+              holderIdentity: this.identity,
+              leaseDurationSeconds: duration,
+              acquireTime: microTime(nowMs),
+              renewTime: microTime(nowMs),
+              leaseTransitions: 0,
+            },
           },
           signal,
         )) as Lease;
@@ -72,9 +78,12 @@ export class LeaseLock implements Lock {
         const s = existing.spec ?? {};
         const renewed = s.renewTime ? Date.parse(s.renewTime) : Number.NaN;
         const expiresAt = renewed + (s.leaseDurationSeconds ?? duration) * 1000;
-        const held = s.holderIdentity !== undefined && s.holderIdentity !== '' && s.holderIdentity !== this.identity;
+        const held =
+          s.holderIdentity !== undefined && s.holderIdentity !== '' && s.holderIdentity !== this.identity;
         if (held && !(Number.isFinite(expiresAt) && nowMs >= expiresAt)) {
-          throw new LockHeldError(`${fn}: Lease ${ns}/${name} is held by ${s.holderIdentity} until ${Number.isFinite(expiresAt) ? new Date(expiresAt).toISOString() : 'unknown'}`);
+          throw new LockHeldError(
+            `${fn}: Lease ${ns}/${name} is held by ${s.holderIdentity} until ${Number.isFinite(expiresAt) ? new Date(expiresAt).toISOString() : 'unknown'}`,
+          );
         }
         current = (await this.kube.replace(
           LEASES,
@@ -92,8 +101,13 @@ export class LeaseLock implements Lock {
         )) as Lease;
       }
     } catch (err) {
-      if (err instanceof ConflictError || (err instanceof KubeApiError && (err.status === 409 || err.reason === 'AlreadyExists'))) {
-        throw new LockHeldError(`${fn}: Lease ${ns}/${name} was taken by another run at the same time`, { cause: err });
+      if (
+        err instanceof ConflictError ||
+        (err instanceof KubeApiError && (err.status === 409 || err.reason === 'AlreadyExists'))
+      ) {
+        throw new LockHeldError(`${fn}: Lease ${ns}/${name} was taken by another run at the same time`, {
+          cause: err,
+        });
       }
       throw err;
     }
@@ -105,7 +119,10 @@ export class LeaseLock implements Lock {
       timer = setInterval(() => {
         renewing = (async () => {
           try {
-            current = (await this.kube.replace(LEASES, { ...current, spec: { ...current.spec, renewTime: microTime(this.now()) } })) as Lease;
+            current = (await this.kube.replace(LEASES, {
+              ...current,
+              spec: { ...current.spec, renewTime: microTime(this.now()) },
+            })) as Lease;
           } catch (err) {
             controller.abort(new LockHeldError(`${fn}: lost Lease ${ns}/${name}: ${(err as Error).message}`));
             clearInterval(timer);
@@ -121,7 +138,9 @@ export class LeaseLock implements Lock {
         await renewing;
         if (controller.signal.aborted) return;
         const { holderIdentity: _h, ...rest } = current.spec ?? {};
-        await this.kube.replace(LEASES, { ...current, spec: { ...rest, renewTime: microTime(this.now()) } }).catch(() => undefined);
+        await this.kube
+          .replace(LEASES, { ...current, spec: { ...rest, renewTime: microTime(this.now()) } })
+          .catch(() => undefined);
       },
     };
   }

@@ -28,7 +28,12 @@ const stateSchema = z.object({
 });
 
 export function parseState(raw: unknown, fn: string, where: string): State {
-  if (raw && typeof raw === 'object' && 'schemaVersion' in raw && (raw as { schemaVersion: unknown }).schemaVersion !== STATE_SCHEMA_VERSION) {
+  if (
+    raw &&
+    typeof raw === 'object' &&
+    'schemaVersion' in raw &&
+    (raw as { schemaVersion: unknown }).schemaVersion !== STATE_SCHEMA_VERSION
+  ) {
     throw new StateCorruptError(
       `${where}: state schemaVersion ${String((raw as { schemaVersion: unknown }).schemaVersion)} is not supported (expected ${STATE_SCHEMA_VERSION}); run \`twopass state reset ${fn}\` to start observation over`,
     );

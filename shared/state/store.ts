@@ -1,7 +1,10 @@
 /** The StateStore and Lock ports. */
 import type { State } from '../engine/types.ts';
 
-export type Loaded = Readonly<{ state: State; /** Opaque version for optimistic concurrency; undefined when nothing is stored. */ version?: string }>;
+export type Loaded = Readonly<{
+  state: State /** Opaque version for optimistic concurrency; undefined when nothing is stored. */;
+  version?: string;
+}>;
 
 export interface StateStore {
   readonly description: string;

@@ -18,14 +18,28 @@ export const ADMIN_TOKEN = 'twopass-admin-token';
 
 /** Identities mapped to the ServiceAccounts the kustomize base creates. */
 export const IDENTITIES: Record<string, { token: string; user: string; groups: string[] }> = {
-  'danm-endpoints': { token: 'twopass-danm-endpoints-token', user: 'system:serviceaccount:twopass-system:twopass-danm-endpoints', groups: ['system:serviceaccounts', 'system:serviceaccounts:twopass-system', 'system:authenticated'] },
-  'whereabouts-ips': { token: 'twopass-whereabouts-ips-token', user: 'system:serviceaccount:twopass-system:twopass-whereabouts-ips', groups: ['system:serviceaccounts', 'system:serviceaccounts:twopass-system', 'system:authenticated'] },
-  'lbaas-ports': { token: 'twopass-lbaas-ports-token', user: 'system:serviceaccount:twopass-system:twopass-lbaas-ports', groups: ['system:serviceaccounts', 'system:serviceaccounts:twopass-system', 'system:authenticated'] },
+  'danm-endpoints': {
+    token: 'twopass-danm-endpoints-token',
+    user: 'system:serviceaccount:twopass-system:twopass-danm-endpoints',
+    groups: ['system:serviceaccounts', 'system:serviceaccounts:twopass-system', 'system:authenticated'],
+  },
+  'whereabouts-ips': {
+    token: 'twopass-whereabouts-ips-token',
+    user: 'system:serviceaccount:twopass-system:twopass-whereabouts-ips',
+    groups: ['system:serviceaccounts', 'system:serviceaccounts:twopass-system', 'system:authenticated'],
+  },
+  'lbaas-ports': {
+    token: 'twopass-lbaas-ports-token',
+    user: 'system:serviceaccount:twopass-system:twopass-lbaas-ports',
+    groups: ['system:serviceaccounts', 'system:serviceaccounts:twopass-system', 'system:authenticated'],
+  },
   nobody: { token: 'twopass-nobody-token', user: 'nobody', groups: ['system:authenticated'] },
 };
 
 export type Cluster = Readonly<{
   server: string;
+  /** etcd's client URL (the contract suite compacts it to expire continue tokens). */
+  etcd: string;
   version: string;
   dir: string;
   kubeconfigPath: string;
@@ -68,10 +82,21 @@ function kubeconfigFor(server: string, token: string): string {
 
 const children = new Set<ChildProcess>();
 process.on('exit', () => {
-  for (const c of children) if (c.pid && c.exitCode === null) try { process.kill(c.pid, 'SIGKILL'); } catch { /* gone */ }
+  for (const c of children)
+    if (c.pid && c.exitCode === null)
+      try {
+        process.kill(c.pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
 });
 
-async function waitFor(what: string, timeoutMs: number, check: () => Promise<boolean>, died: () => string | undefined): Promise<void> {
+async function waitFor(
+  what: string,
+  timeoutMs: number,
+  check: () => Promise<boolean>,
+  died: () => string | undefined,
+): Promise<void> {
   const until = Date.now() + timeoutMs;
   for (;;) {
     const dead = died();
@@ -89,7 +114,8 @@ export async function startCluster(opts: { crdDir?: string } = {}): Promise<Clus
   const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
   writeFileSync(join(dir, 'sa.key'), privateKey.export({ type: 'sec1', format: 'pem' }));
   const tokens = [`${ADMIN_TOKEN},admin,admin-uid,"system:masters"`];
-  for (const [name, id] of Object.entries(IDENTITIES)) tokens.push(`${id.token},${id.user},${name}-uid,"${id.groups.join(',')}"`);
+  for (const [name, id] of Object.entries(IDENTITIES))
+    tokens.push(`${id.token},${id.user},${name}-uid,"${id.groups.join(',')}"`);
   writeFileSync(join(dir, 'tokens.csv'), `${tokens.join('\n')}\n`);
   const log = (name: string) => openSync(join(dir, `${name}.log`), 'a');
   const exits: Record<string, string> = {};
@@ -103,14 +129,21 @@ export async function startCluster(opts: { crdDir?: string } = {}): Promise<Clus
     return c;
   };
   const etcd = launch('etcd', [
-    '--data-dir', join(dir, 'etcd'),
-    '--listen-client-urls', `http://127.0.0.1:${etcdPort}`,
-    '--advertise-client-urls', `http://127.0.0.1:${etcdPort}`,
-    '--listen-peer-urls', `http://127.0.0.1:${peerPort}`,
-    '--initial-advertise-peer-urls', `http://127.0.0.1:${peerPort}`,
-    '--initial-cluster', `default=http://127.0.0.1:${peerPort}`,
+    '--data-dir',
+    join(dir, 'etcd'),
+    '--listen-client-urls',
+    `http://127.0.0.1:${etcdPort}`,
+    '--advertise-client-urls',
+    `http://127.0.0.1:${etcdPort}`,
+    '--listen-peer-urls',
+    `http://127.0.0.1:${peerPort}`,
+    '--initial-advertise-peer-urls',
+    `http://127.0.0.1:${peerPort}`,
+    '--initial-cluster',
+    `default=http://127.0.0.1:${peerPort}`,
     '--unsafe-no-fsync',
-    '--log-level', 'warn',
+    '--log-level',
+    'warn',
   ]);
   const died = () => Object.values(exits)[0];
   const stop = async () => {
@@ -118,8 +151,14 @@ export async function startCluster(opts: { crdDir?: string } = {}): Promise<Clus
       if (c?.pid && c.exitCode === null) {
         c.kill('SIGTERM');
         await new Promise<void>((r) => {
-          const t = setTimeout(() => { c.kill('SIGKILL'); r(); }, 5000);
-          c.once('exit', () => { clearTimeout(t); r(); });
+          const t = setTimeout(() => {
+            c.kill('SIGKILL');
+            r();
+          }, 5000);
+          c.once('exit', () => {
+            clearTimeout(t);
+            r();
+          });
         });
       }
     }
@@ -143,20 +182,41 @@ export async function startCluster(opts: { crdDir?: string } = {}): Promise<Clus
       '--authorization-mode=RBAC',
       '--disable-admission-plugins=ServiceAccount',
       '--enable-priority-and-fairness=false',
+      // Compact often, so that the contract suite sees continue tokens expire (410) within seconds.
+      '--etcd-compaction-interval=10s',
       '--v=1',
     ]);
     const server = `https://127.0.0.1:${apiPort}`;
     const kubeconfigPath = join(dir, 'kubeconfig');
     writeFileSync(kubeconfigPath, kubeconfigFor(server, ADMIN_TOKEN));
-    const admin = new KubeHttpClient({ server, headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, tls: { rejectUnauthorized: false }, readAttempts: 1, callTimeoutMs: 5000 });
+    const admin = new KubeHttpClient({
+      server,
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      tls: { rejectUnauthorized: false },
+      readAttempts: 1,
+      callTimeoutMs: 5000,
+    });
     try {
-      await waitFor('kube-apiserver /readyz', 120_000, async () => {
-        const r = await fetchInsecure(`${server}/readyz`);
-        return r === 200;
-      }, died);
+      await waitFor(
+        'kube-apiserver /readyz',
+        120_000,
+        async () => {
+          const r = await fetchInsecure(`${server}/readyz`);
+          return r === 200;
+        },
+        died,
+      );
       const version = execFileSync(join(bin, 'kube-apiserver'), ['--version'], { encoding: 'utf8' }).trim();
       await installCrds(admin, opts.crdDir ?? new URL('../fixtures/crds/', import.meta.url).pathname);
-      return { server, version, dir, kubeconfigPath, kubeconfig: (token = ADMIN_TOKEN) => kubeconfigFor(server, token), stop };
+      return {
+        server,
+        etcd: `http://127.0.0.1:${etcdPort}`,
+        version,
+        dir,
+        kubeconfigPath,
+        kubeconfig: (token = ADMIN_TOKEN) => kubeconfigFor(server, token),
+        stop,
+      };
     } finally {
       await admin.close();
     }
@@ -180,24 +240,44 @@ async function fetchInsecure(url: string): Promise<number> {
 
 export async function installCrds(kube: KubeHttpClient, dir: string): Promise<void> {
   const { readdirSync } = await import('node:fs');
-  const CRDS = { group: 'apiextensions.k8s.io', version: 'v1', plural: 'customresourcedefinitions', kind: 'CustomResourceDefinition', namespaced: false };
+  const CRDS = {
+    group: 'apiextensions.k8s.io',
+    version: 'v1',
+    plural: 'customresourcedefinitions',
+    kind: 'CustomResourceDefinition',
+    namespaced: false,
+  };
   const wanted: { group: string; version: string; plural: string }[] = [];
-  for (const f of readdirSync(dir).filter((n) => n.endsWith('.yaml')).sort()) {
+  for (const f of readdirSync(dir)
+    .filter((n) => n.endsWith('.yaml'))
+    .sort()) {
     for (const doc of parseAllDocuments(readFileSync(join(dir, f), 'utf8'))) {
-      const crd = doc.toJS() as { metadata: { name: string }; spec: { group: string; names: { plural: string }; versions: { name: string }[] } };
+      const crd = doc.toJS() as {
+        metadata: { name: string };
+        spec: { group: string; names: { plural: string }; versions: { name: string }[] };
+      };
       if (!crd) continue;
       try {
         await kube.create(CRDS, crd as never);
       } catch (err) {
         if (!String((err as Error).message).includes('AlreadyExists')) throw err;
       }
-      wanted.push({ group: crd.spec.group, version: crd.spec.versions[0]!.name, plural: crd.spec.names.plural });
+      wanted.push({
+        group: crd.spec.group,
+        version: crd.spec.versions[0]!.name,
+        plural: crd.spec.names.plural,
+      });
     }
   }
   const until = Date.now() + 60_000;
   for (const w of wanted) {
     for (;;) {
-      const fresh = new KubeHttpClient({ server: kube.server, headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, tls: { rejectUnauthorized: false }, readAttempts: 1 });
+      const fresh = new KubeHttpClient({
+        server: kube.server,
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+        tls: { rejectUnauthorized: false },
+        readAttempts: 1,
+      });
       const ok = await fresh.serves(w.group, w.version, w.plural).catch(() => false);
       await fresh.close();
       if (ok) break;
@@ -212,7 +292,9 @@ let shared: Promise<Cluster | undefined> | undefined;
 export function realCluster(): Promise<Cluster | undefined> {
   shared ??= (async () => {
     if (process.env.TWOPASS_NO_REAL_CLUSTER === '1') {
-      console.error('\n!!! TWOPASS_NO_REAL_CLUSTER=1: tests against the real kube-apiserver are SKIPPED !!!\n');
+      console.error(
+        '\n!!! TWOPASS_NO_REAL_CLUSTER=1: tests against the real kube-apiserver are SKIPPED !!!\n',
+      );
       return undefined;
     }
     const path = process.env.TWOPASS_TEST_KUBECONFIG;
@@ -220,7 +302,15 @@ export function realCluster(): Promise<Cluster | undefined> {
       const text = readFileSync(path, 'utf8');
       const server = /server: "([^"]+)"/.exec(text)?.[1];
       if (!server) throw new Error(`${path}: no server`);
-      return { server, version: process.env.TWOPASS_TEST_KUBE_VERSION ?? KUBE_VERSION, dir: '', kubeconfigPath: path, kubeconfig: (token = ADMIN_TOKEN) => kubeconfigFor(server, token), stop: async () => {} };
+      return {
+        server,
+        etcd: process.env.TWOPASS_TEST_ETCD ?? '',
+        version: process.env.TWOPASS_TEST_KUBE_VERSION ?? KUBE_VERSION,
+        dir: '',
+        kubeconfigPath: path,
+        kubeconfig: (token = ADMIN_TOKEN) => kubeconfigFor(server, token),
+        stop: async () => {},
+      };
     }
     const c = await startCluster();
     process.once('beforeExit', () => void c.stop());
@@ -230,5 +320,10 @@ export function realCluster(): Promise<Cluster | undefined> {
 }
 
 export function adminClient(c: Cluster, token = ADMIN_TOKEN): KubeHttpClient {
-  return new KubeHttpClient({ server: c.server, headers: { authorization: `Bearer ${token}` }, tls: { rejectUnauthorized: false }, sleep: async () => {} });
+  return new KubeHttpClient({
+    server: c.server,
+    headers: { authorization: `Bearer ${token}` },
+    tls: { rejectUnauthorized: false },
+    sleep: async () => {},
+  });
 }

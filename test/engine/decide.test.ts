@@ -20,7 +20,10 @@ test('a second observation after grace confirms; before grace it is pending', ()
   const pending = early.diff.events.find((e) => e.event === 'candidate.pending');
   assert.ok(pending && pending.event === 'candidate.pending' && pending.timeLeftMs === 5 * MIN);
   const late = decide(early.nextState, snapshot(T0 + 10 * MIN, [target('a')]), policy(), T0 + 10 * MIN);
-  assert.equal(late.actions.map((a) => a.target.key), ['a']);
+  assert.equal(
+    late.actions.map((a) => a.target.key),
+    ['a'],
+  );
   assert.is(late.actions[0]?.candidate.observations, 3);
 });
 
@@ -36,7 +39,12 @@ test('use in between rescues and restarts observation', () => {
 
 test('indeterminate targets are never candidates and reset existing ones', () => {
   const s = decide(state(), snapshot(T0, [target('a')]), policy(), T0).nextState;
-  const d = decide(s, snapshot(T0 + 20 * MIN, [target('a')], [], { indeterminate: [{ key: 'a', reason: 'empty PodUID' }] }), policy(), T0 + 20 * MIN);
+  const d = decide(
+    s,
+    snapshot(T0 + 20 * MIN, [target('a')], [], { indeterminate: [{ key: 'a', reason: 'empty PodUID' }] }),
+    policy(),
+    T0 + 20 * MIN,
+  );
   assert.equal(d.actions.length, 0);
   assert.not.ok(d.nextState.candidates.a);
   assert.ok(d.diff.events.some((e) => e.event === 'target.indeterminate' && e.reason === 'empty PodUID'));
@@ -44,7 +52,12 @@ test('indeterminate targets are never candidates and reset existing ones', () =>
 
 test('a snapshot-wide blocker makes every target indeterminate', () => {
   const s = decide(state(), snapshot(T0, [target('a')]), policy(), T0).nextState;
-  const d = decide(s, snapshot(T0 + 20 * MIN, [target('a')], [], { blockers: ['Service x is being placed'] }), policy(), T0 + 20 * MIN);
+  const d = decide(
+    s,
+    snapshot(T0 + 20 * MIN, [target('a')], [], { blockers: ['Service x is being placed'] }),
+    policy(),
+    T0 + 20 * MIN,
+  );
   assert.equal(d.actions.length, 0);
   assert.is(d.diff.summary.indeterminate, 1);
 });
@@ -52,7 +65,10 @@ test('a snapshot-wide blocker makes every target indeterminate', () => {
 test('incomplete snapshot: no actions, state unchanged, aborted', () => {
   const s = decide(state(), snapshot(T0, [target('a')]), policy(), T0).nextState;
   const snap = snapshot(T0 + 20 * MIN, [target('a')]);
-  const bad = { ...snap, sources: [snap.sources[0]!, { ...snap.sources[1]!, complete: false, reason: '403' }] };
+  const bad = {
+    ...snap,
+    sources: [snap.sources[0]!, { ...snap.sources[1]!, complete: false, reason: '403' }],
+  };
   const d = decide(s, bad, policy(), T0 + 20 * MIN);
   assert.equal(d.actions.length, 0);
   assert.is(d.nextState, s);
@@ -66,7 +82,12 @@ test('a snapshot without sources cannot be proven complete', () => {
 
 test('fingerprint change resets the candidate', () => {
   const s = decide(state(), snapshot(T0, [target('a')]), policy(), T0).nextState;
-  const d = decide(s, snapshot(T0 + 20 * MIN, [target('a', { fingerprint: 'a@2' })]), policy(), T0 + 20 * MIN);
+  const d = decide(
+    s,
+    snapshot(T0 + 20 * MIN, [target('a', { fingerprint: 'a@2' })]),
+    policy(),
+    T0 + 20 * MIN,
+  );
   assert.equal(d.actions.length, 0);
   assert.is(d.nextState.candidates.a?.firstUnusedAt, T0 + 20 * MIN);
   assert.ok(d.diff.events.some((e) => e.event === 'candidate.reset' && e.reason === 'fingerprint changed'));
@@ -103,7 +124,10 @@ test('per-kind grace', () => {
   const ts = [target('a'), target('b', { kind: 'Bit' })];
   const s = decide(state(), snapshot(T0, ts), p, T0).nextState;
   const d = decide(s, snapshot(T0 + 5 * MIN, ts), p, T0 + 5 * MIN);
-  assert.equal(d.actions.map((a) => a.target.key), ['b']);
+  assert.equal(
+    d.actions.map((a) => a.target.key),
+    ['b'],
+  );
 });
 
 test('guard: too many deletions refuses all and keeps the state', () => {
@@ -134,7 +158,12 @@ test('guard: evidence that shrank sharply refuses and does not become the baseli
   const ts = [target('a')];
   const p = policy({ maxEvidenceDropPercent: 50 });
   const s = decide(state(), snapshot(T0, ts, ['a']), p, T0).nextState; // evidence 101
-  const broken = snapshot(T0 + 20 * MIN, ts, [], { sources: [{ name: 'things', role: 'target', count: 1, complete: true }, { name: 'users', role: 'evidence', count: 0, complete: true }] });
+  const broken = snapshot(T0 + 20 * MIN, ts, [], {
+    sources: [
+      { name: 'things', role: 'target', count: 1, complete: true },
+      { name: 'users', role: 'evidence', count: 0, complete: true },
+    ],
+  });
   const d = decide(s, broken, p, T0 + 20 * MIN);
   assert.is(d.diff.outcome, 'refused');
   assert.is(d.nextState, s);

@@ -17,9 +17,17 @@ const mutants: [string, string, string][] = [
   ['use ignored', 'if (used.has(t.key)) {', 'if (false) {'],
   ['indeterminate ignored', 'if (why !== undefined) {', 'if (false) {'],
   ['guard off', 'const refusal = guard(', 'const refusal = undefined && guard('],
-  ['input mutated', 'const used = new Set(snapshot.used);', 'const used = new Set((snapshot.used as string[]).sort());'],
+  [
+    'input mutated',
+    'const used = new Set(snapshot.used);',
+    'const used = new Set((snapshot.used as string[]).sort());',
+  ],
   ['never confirms', 'summary.confirmed++;', 'summary.confirmed++; continue;'],
-  ['clock going back ignored', 'const backwards = prev !== undefined && (clockWentBack || now < prev.lastUnusedAt);', 'const backwards = false;'],
+  [
+    'clock going back ignored',
+    'const backwards = prev !== undefined && (clockWentBack || now < prev.lastUnusedAt);',
+    'const backwards = false;',
+  ],
 ];
 let survived = 0;
 try {
@@ -33,7 +41,9 @@ try {
     const r = spawnSync('npx', ['uvu', 'test', '(decide|properties)\\.test\\.ts$'], { encoding: 'utf8' });
     const fails = (r.stdout.match(/FAIL/g) ?? []).length;
     if (r.status === 0) survived++;
-    console.log(`${r.status === 0 ? 'SURVIVED' : 'killed  '}  ${name}${fails ? ` (${fails} failing tests)` : ''}`);
+    console.log(
+      `${r.status === 0 ? 'SURVIVED' : 'killed  '}  ${name}${fails ? ` (${fails} failing tests)` : ''}`,
+    );
   }
 } finally {
   writeFileSync(file, original);

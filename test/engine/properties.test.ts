@@ -33,18 +33,25 @@ const worldArb = fc.record({
 });
 type World = typeof worldArb extends fc.Arbitrary<infer W> ? W : never;
 
-const policyArb: fc.Arbitrary<Policy> = fc.record({
-  graceMs: fc.integer({ min: 1, max: 30 }).map((m) => m * MIN),
-  kindGraceMs: fc.option(fc.record({ Bit: fc.integer({ min: 1, max: 30 }).map((m) => m * MIN) }), { nil: undefined }),
-  minAgeMs: fc.option(fc.integer({ min: 0, max: 60 }).map((m) => m * MIN), { nil: undefined }),
-  maxDeletions: fc.integer({ min: 0, max: 6 }),
-  maxDeletionPercent: fc.integer({ min: 0, max: 100 }),
-  maxEvidenceDropPercent: fc.integer({ min: 0, max: 100 }),
-}).map((p) => {
-  const out: Record<string, unknown> = { ...p };
-  for (const k of Object.keys(out)) if (out[k] === undefined) delete out[k];
-  return JSON.parse(JSON.stringify(out)) as Policy;
-});
+const policyArb: fc.Arbitrary<Policy> = fc
+  .record({
+    graceMs: fc.integer({ min: 1, max: 30 }).map((m) => m * MIN),
+    kindGraceMs: fc.option(fc.record({ Bit: fc.integer({ min: 1, max: 30 }).map((m) => m * MIN) }), {
+      nil: undefined,
+    }),
+    minAgeMs: fc.option(
+      fc.integer({ min: 0, max: 60 }).map((m) => m * MIN),
+      { nil: undefined },
+    ),
+    maxDeletions: fc.integer({ min: 0, max: 6 }),
+    maxDeletionPercent: fc.integer({ min: 0, max: 100 }),
+    maxEvidenceDropPercent: fc.integer({ min: 0, max: 100 }),
+  })
+  .map((p) => {
+    const out: Record<string, unknown> = { ...p };
+    for (const k of Object.keys(out)) if (out[k] === undefined) delete out[k];
+    return JSON.parse(JSON.stringify(out)) as Policy;
+  });
 
 function toSnapshot(w: World, at: number): Snapshot {
   const targets: Target[] = w.targets.map((t) => ({
@@ -117,10 +124,12 @@ test('every confirmation rests on two complete observations with the same finger
         const seen = new Set<string>();
         for (const t of snap.targets) {
           seen.add(t.key);
-          const unused = !t.keep && !snap.used.includes(t.key) && !snap.indeterminate.some((i) => i.key === t.key);
+          const unused =
+            !t.keep && !snap.used.includes(t.key) && !snap.indeterminate.some((i) => i.key === t.key);
           const h = history.get(t.key);
           if (!unused) history.delete(t.key);
-          else if (!h || h.fp !== t.fingerprint) history.set(t.key, { first: at, fp: t.fingerprint, count: 1 });
+          else if (!h || h.fp !== t.fingerprint)
+            history.set(t.key, { first: at, fp: t.fingerprint, count: 1 });
           else h.count++;
         }
         for (const k of [...history.keys()]) if (!seen.has(k)) history.delete(k);
@@ -165,10 +174,38 @@ test('a fingerprint change resets the candidate', () => {
   fc.assert(
     fc.property(policyArb, fc.integer({ min: 1, max: 100 }), (p, later) => {
       const t: Target = { key: 'a', kind: 'Thing', fingerprint: 'v1', name: 'a', keep: false };
-      const s1 = decide(state(), { id: '1', function: FN, takenAt: T0, sources: sources(1, 1), targets: [t], used: [], indeterminate: [] }, p, T0).nextState;
+      const s1 = decide(
+        state(),
+        {
+          id: '1',
+          function: FN,
+          takenAt: T0,
+          sources: sources(1, 1),
+          targets: [t],
+          used: [],
+          indeterminate: [],
+        },
+        p,
+        T0,
+      ).nextState;
       const at = T0 + later * MIN;
-      const d = decide(s1, { id: '2', function: FN, takenAt: at, sources: sources(1, 1), targets: [{ ...t, fingerprint: 'v2' }], used: [], indeterminate: [] }, p, at);
-      return d.actions.length === 0 && (d.diff.outcome !== 'ok' || d.nextState.candidates.a?.firstUnusedAt === at);
+      const d = decide(
+        s1,
+        {
+          id: '2',
+          function: FN,
+          takenAt: at,
+          sources: sources(1, 1),
+          targets: [{ ...t, fingerprint: 'v2' }],
+          used: [],
+          indeterminate: [],
+        },
+        p,
+        at,
+      );
+      return (
+        d.actions.length === 0 && (d.diff.outcome !== 'ok' || d.nextState.candidates.a?.firstUnusedAt === at)
+      );
     }),
     { numRuns: RUNS },
   );
@@ -226,12 +263,36 @@ test('liveness: unused in every snapshot for longer than grace + one interval is
       fc.integer({ min: 1, max: 20 }),
       fc.uniqueArray(keyArb, { minLength: 1 }),
       (graceMin, intervalMin, keys) => {
-        const p: Policy = { graceMs: graceMin * MIN, maxDeletions: 100, maxDeletionPercent: 100, maxEvidenceDropPercent: 100 };
-        const targets: Target[] = keys.map((key) => ({ key, kind: 'Thing', fingerprint: 'v1', name: key, keep: false }));
+        const p: Policy = {
+          graceMs: graceMin * MIN,
+          maxDeletions: 100,
+          maxDeletionPercent: 100,
+          maxEvidenceDropPercent: 100,
+        };
+        const targets: Target[] = keys.map((key) => ({
+          key,
+          kind: 'Thing',
+          fingerprint: 'v1',
+          name: key,
+          keep: false,
+        }));
         let s: State = state();
         const confirmed = new Set<string>();
         for (let at = T0; at <= T0 + (graceMin + intervalMin) * MIN; at += intervalMin * MIN) {
-          const d = decide(s, { id: String(at), function: FN, takenAt: at, sources: sources(targets.length, 5), targets, used: [], indeterminate: [] }, p, at);
+          const d = decide(
+            s,
+            {
+              id: String(at),
+              function: FN,
+              takenAt: at,
+              sources: sources(targets.length, 5),
+              targets,
+              used: [],
+              indeterminate: [],
+            },
+            p,
+            at,
+          );
           for (const a of d.actions) confirmed.add(a.target.key);
           s = d.nextState;
         }

@@ -10,17 +10,34 @@ export function target(key: string, over: Partial<Target> = {}): Target {
 }
 
 export function policy(over: Partial<Policy> = {}): Policy {
-  return { graceMs: 10 * MIN, maxDeletions: 1000, maxDeletionPercent: 100, maxEvidenceDropPercent: 100, ...over };
+  return {
+    graceMs: 10 * MIN,
+    maxDeletions: 1000,
+    maxDeletionPercent: 100,
+    maxEvidenceDropPercent: 100,
+    ...over,
+  };
 }
 
 export function sources(targets: number, evidence: number, complete = true): SourceMeta[] {
   return [
     { name: 'things', role: 'target', count: targets, complete: true },
-    { name: 'users', role: 'evidence', count: evidence, complete, ...(complete ? {} : { reason: 'injected' }) },
+    {
+      name: 'users',
+      role: 'evidence',
+      count: evidence,
+      complete,
+      ...(complete ? {} : { reason: 'injected' }),
+    },
   ];
 }
 
-export function snapshot(at: number, targets: Target[], used: string[] = [], over: Partial<Snapshot> = {}): Snapshot {
+export function snapshot(
+  at: number,
+  targets: Target[],
+  used: string[] = [],
+  over: Partial<Snapshot> = {},
+): Snapshot {
   return {
     id: `snap-${at}`,
     function: FN,

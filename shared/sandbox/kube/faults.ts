@@ -26,7 +26,15 @@ export type Fault = Readonly<{
   expireContinue?: boolean;
 }>;
 
-export type RequestRecord = Readonly<{ seq: number; method: string; path: string; query: string; status: number; fault?: string; bytes: number }>;
+export type RequestRecord = Readonly<{
+  seq: number;
+  method: string;
+  path: string;
+  query: string;
+  status: number;
+  fault?: string;
+  bytes: number;
+}>;
 
 type Armed = { fault: Fault; seen: number; fired: number };
 

@@ -80,7 +80,10 @@ export class FakeKubeServer {
   }
 
   requestCount(filter?: { method?: string; path?: string }): number {
-    return this.requests.filter((r) => (!filter?.method || r.method === filter.method) && (!filter?.path || r.path.includes(filter.path))).length;
+    return this.requests.filter(
+      (r) =>
+        (!filter?.method || r.method === filter.method) && (!filter?.path || r.path.includes(filter.path)),
+    ).length;
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -89,7 +92,15 @@ export class FakeKubeServer {
     const body = await readBody(req);
     const fault = this.faults.match(method, url.pathname + url.search);
     const record = (status: number, bytes: number, f?: string) =>
-      this.requests.push({ seq: ++this.seq, method, path: url.pathname, query: url.search, status, bytes, ...(f ? { fault: f } : {}) });
+      this.requests.push({
+        seq: ++this.seq,
+        method,
+        path: url.pathname,
+        query: url.search,
+        status,
+        bytes,
+        ...(f ? { fault: f } : {}),
+      });
     if (fault?.delayMs) await new Promise((r) => setTimeout(r, fault.delayMs));
     if (fault?.reset) {
       record(0, 0, 'reset');
@@ -100,14 +111,25 @@ export class FakeKubeServer {
       const headers: Record<string, string> = {};
       if (fault.retryAfterSeconds !== undefined) headers['retry-after'] = String(fault.retryAfterSeconds);
       const reason = fault.reason ?? reasonFor(fault.status);
-      const n = this.status(res, new FakeApiError(fault.status, reason, `injected fault: ${fault.status} ${reason}`), headers);
+      const n = this.status(
+        res,
+        new FakeApiError(fault.status, reason, `injected fault: ${fault.status} ${reason}`),
+        headers,
+      );
       record(fault.status, n, describeFault(fault));
       return;
     }
     let status = 200;
     let payload: unknown;
     try {
-      [status, payload] = this.route(method, url, req.headers.accept ?? '', req.headers['content-type'] ?? '', body, fault);
+      [status, payload] = this.route(
+        method,
+        url,
+        req.headers.accept ?? '',
+        req.headers['content-type'] ?? '',
+        body,
+        fault,
+      );
     } catch (err) {
       const e = err instanceof FakeApiError ? err : new FakeApiError(500, 'InternalError', String(err));
       record(e.code, this.status(res, e), fault ? describeFault(fault) : undefined);
@@ -115,7 +137,10 @@ export class FakeKubeServer {
     }
     const text = JSON.stringify(payload);
     if (fault?.truncate) {
-      res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+      res.writeHead(status, {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(text),
+      });
       res.write(text.slice(0, Math.floor(text.length / 2)));
       record(status, text.length / 2, 'truncated');
       res.socket?.destroy();
@@ -137,15 +162,27 @@ export class FakeKubeServer {
       ...(Object.keys(e.details).length ? { details: e.details } : {}),
       code: e.code,
     });
-    res.writeHead(e.code, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+    res.writeHead(e.code, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(text),
+      ...headers,
+    });
     res.end(text);
     return Buffer.byteLength(text);
   }
 
-  private route(method: string, url: URL, accept: string, contentType: string, raw: string, fault: Fault | undefined): [number, unknown] {
+  private route(
+    method: string,
+    url: URL,
+    accept: string,
+    contentType: string,
+    raw: string,
+    fault: Fault | undefined,
+  ): [number, unknown] {
     const p = url.pathname;
     if (p === '/readyz' || p === '/healthz' || p === '/livez') return [200, 'ok'];
-    if (p === '/version') return [200, { major: '1', minor: '36', gitVersion: 'v1.36.0-twopass-fake', platform: 'fake' }];
+    if (p === '/version')
+      return [200, { major: '1', minor: '36', gitVersion: 'v1.36.0-twopass-fake', platform: 'fake' }];
     if (p === '/api') return [200, { kind: 'APIVersions', versions: ['v1'] }];
     if (p === '/apis') return [200, this.groupList()];
     const disc = /^\/(?:api\/(v1)|apis\/([^/]+)\/([^/]+))\/?$/.exec(p);
@@ -165,12 +202,22 @@ export class FakeKubeServer {
       case 'PUT':
         return [200, this.store.update(ref, namespace, name, body)];
       case 'PATCH': {
-        if (contentType.includes('json-patch')) return [200, this.store.jsonPatch(ref, namespace, name, body)];
+        if (contentType.includes('json-patch'))
+          return [200, this.store.jsonPatch(ref, namespace, name, body)];
         return [200, this.store.mergePatch(ref, namespace, name, body)];
       }
       case 'DELETE': {
         const gone = this.store.delete(ref, namespace, name, body);
-        return [200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, group: ref.group, kind: ref.plural, uid: gone.metadata.uid } }];
+        return [
+          200,
+          {
+            kind: 'Status',
+            apiVersion: 'v1',
+            metadata: {},
+            status: 'Success',
+            details: { name, group: ref.group, kind: ref.plural, uid: gone.metadata.uid },
+          },
+        ];
       }
       default:
         throw new FakeApiError(405, 'MethodNotAllowed', `${method} is not supported`);
@@ -178,7 +225,8 @@ export class FakeKubeServer {
   }
 
   private parse(p: string): ParsedPath {
-    const m = /^\/(?:api\/(v1)|apis\/([^/]+)\/([^/]+))(?:\/namespaces\/([^/]+))?\/([^/]+)(?:\/([^/]+))?\/?$/.exec(p);
+    const m =
+      /^\/(?:api\/(v1)|apis\/([^/]+)\/([^/]+))(?:\/namespaces\/([^/]+))?\/([^/]+)(?:\/([^/]+))?\/?$/.exec(p);
     if (!m) return undefined;
     const group = m[2] ?? '';
     const version = m[1] ?? m[3]!;
@@ -189,7 +237,13 @@ export class FakeKubeServer {
     if (group === '' && namespace === undefined && plural === 'namespaces') {
       return { ref: this.store.find('', 'v1', 'namespaces')!, ...(name !== undefined ? { name } : {}) };
     }
-    if (group === '' && m[4] !== undefined && m[5] !== undefined && m[6] === undefined && this.store.find('', 'v1', m[5]) === undefined) {
+    if (
+      group === '' &&
+      m[4] !== undefined &&
+      m[5] !== undefined &&
+      m[6] === undefined &&
+      this.store.find('', 'v1', m[5]) === undefined
+    ) {
       // /api/v1/namespaces/{ns}/{unknown}
       return undefined;
     }
@@ -200,10 +254,20 @@ export class FakeKubeServer {
     plural = ref.plural;
     name = name === '' ? undefined : name;
     namespace = ref.namespaced ? namespace : undefined;
-    return { ref, ...(namespace !== undefined ? { namespace } : {}), ...(name !== undefined ? { name } : {}) };
+    return {
+      ref,
+      ...(namespace !== undefined ? { namespace } : {}),
+      ...(name !== undefined ? { name } : {}),
+    };
   }
 
-  private list(ref: ResourceRef, ns: string | undefined, q: URLSearchParams, accept: string, fault: Fault | undefined): unknown {
+  private list(
+    ref: ResourceRef,
+    ns: string | undefined,
+    q: URLSearchParams,
+    accept: string,
+    fault: Fault | undefined,
+  ): unknown {
     const limit = Number(q.get('limit') ?? '0');
     const cont = q.get('continue');
     let entry: Continuation;
@@ -246,7 +310,11 @@ export class FakeKubeServer {
     }
     const metadataOnly = accept.includes('as=PartialObjectMetadataList');
     const listKind = metadataOnly ? 'PartialObjectMetadataList' : `${ref.kind}List`;
-    const apiVersion = metadataOnly ? 'meta.k8s.io/v1' : ref.group === '' ? ref.version : `${ref.group}/${ref.version}`;
+    const apiVersion = metadataOnly
+      ? 'meta.k8s.io/v1'
+      : ref.group === ''
+        ? ref.version
+        : `${ref.group}/${ref.version}`;
     const metadata: Record<string, unknown> = { resourceVersion: entry.rv };
     if (next !== undefined) {
       metadata.continue = next;
@@ -257,7 +325,11 @@ export class FakeKubeServer {
       apiVersion,
       metadata,
       items: metadataOnly
-        ? pageItems.map((o) => ({ kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: o.metadata }))
+        ? pageItems.map((o) => ({
+            kind: 'PartialObjectMetadata',
+            apiVersion: 'meta.k8s.io/v1',
+            metadata: o.metadata,
+          }))
         : pageItems.map((o) => {
             const { apiVersion: _a, kind: _k, ...rest } = o as KubeObject;
             return rest;
@@ -284,8 +356,11 @@ export class FakeKubeServer {
   }
 
   private resourceList(group: string, version: string): unknown {
-    const resources = [...this.store.resources.values()].filter((r) => r.group === group && r.version === version);
-    if (resources.length === 0) throw new FakeApiError(404, 'NotFound', 'the server could not find the requested resource');
+    const resources = [...this.store.resources.values()].filter(
+      (r) => r.group === group && r.version === version,
+    );
+    if (resources.length === 0)
+      throw new FakeApiError(404, 'NotFound', 'the server could not find the requested resource');
     return {
       kind: 'APIResourceList',
       apiVersion: 'v1',
@@ -303,7 +378,20 @@ export class FakeKubeServer {
 
 function reasonFor(status: number): string {
   return (
-    ({ 400: 'BadRequest', 401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound', 409: 'Conflict', 410: 'Expired', 429: 'TooManyRequests', 500: 'InternalError', 503: 'ServiceUnavailable', 504: 'Timeout' } as Record<number, string>)[status] ?? 'Unknown'
+    (
+      {
+        400: 'BadRequest',
+        401: 'Unauthorized',
+        403: 'Forbidden',
+        404: 'NotFound',
+        409: 'Conflict',
+        410: 'Expired',
+        429: 'TooManyRequests',
+        500: 'InternalError',
+        503: 'ServiceUnavailable',
+        504: 'Timeout',
+      } as Record<number, string>
+    )[status] ?? 'Unknown'
   );
 }
 
@@ -322,7 +410,9 @@ function encodeToken(id: string, offset: number): string {
 function decodeToken(t: string): { id: string; offset: number } | undefined {
   try {
     const v = JSON.parse(Buffer.from(t, 'base64url').toString()) as { id?: unknown; offset?: unknown };
-    return typeof v.id === 'string' && typeof v.offset === 'number' ? { id: v.id, offset: v.offset } : undefined;
+    return typeof v.id === 'string' && typeof v.offset === 'number'
+      ? { id: v.id, offset: v.offset }
+      : undefined;
   } catch {
     return undefined;
   }
@@ -340,7 +430,10 @@ function readBody(req: IncomingMessage): Promise<string> {
 /** Equality-based label selectors (`a=b`, `a!=b`, `a`, `!a`) and metadata field selectors. */
 export function selector(labels: string | null, fields: string | null): (o: StoredObject) => boolean {
   const tests: ((o: StoredObject) => boolean)[] = [];
-  for (const term of (labels ?? '').split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const term of (labels ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const m = /^(!?)([^=!]+?)(?:\s*(==|=|!=)\s*(.*))?$/.exec(term);
     if (!m) throw new FakeApiError(400, 'BadRequest', `unable to parse requirement: ${term}`);
     const [, not, key, op, value] = m;
@@ -350,13 +443,17 @@ export function selector(labels: string | null, fields: string | null): (o: Stor
       return op === '!=' ? v !== value : v === value;
     });
   }
-  for (const term of (fields ?? '').split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const term of (fields ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const m = /^([^=!]+?)\s*(==|=|!=)\s*(.*)$/.exec(term);
     if (!m) throw new FakeApiError(400, 'BadRequest', `invalid field selector: ${term}`);
     const [, path, op, value] = m;
     tests.push((o) => {
       let v: unknown = o;
-      for (const part of path!.split('.')) v = v && typeof v === 'object' ? (v as Record<string, unknown>)[part] : undefined;
+      for (const part of path!.split('.'))
+        v = v && typeof v === 'object' ? (v as Record<string, unknown>)[part] : undefined;
       const s = v === undefined ? '' : String(v);
       return op === '!=' ? s !== value : s === value;
     });

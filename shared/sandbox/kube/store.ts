@@ -126,33 +126,55 @@ export class FakeStore {
     if (ref.namespaced) {
       const target = md.namespace ?? ns;
       if (ns !== undefined && md.namespace !== undefined && md.namespace !== ns) {
-        throw new FakeApiError(400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request');
+        throw new FakeApiError(
+          400,
+          'BadRequest',
+          'the namespace of the provided object does not match the namespace sent on the request',
+        );
       }
       if (target === undefined) throw new FakeApiError(400, 'BadRequest', 'namespace required');
       md.namespace = target;
       if (!this.tryGet(this.resources.get(refKey('', 'v1', 'namespaces'))!, undefined, target)) {
-        throw new FakeApiError(404, 'NotFound', `namespaces "${target}" not found`, { name: target, kind: 'namespaces' });
+        throw new FakeApiError(404, 'NotFound', `namespaces "${target}" not found`, {
+          name: target,
+          kind: 'namespaces',
+        });
       }
     } else {
       delete md.namespace;
     }
     if (!md.name && md.generateName) md.name = `${md.generateName}${randomUUID().slice(0, 5)}`;
     if (!md.name || typeof md.name !== 'string') {
-      throw new FakeApiError(422, 'Invalid', `${ref.kind} is invalid: metadata.name: Required value: name or generateName is required`);
+      throw new FakeApiError(
+        422,
+        'Invalid',
+        `${ref.kind} is invalid: metadata.name: Required value: name or generateName is required`,
+      );
     }
     const id = this.id(ref, md.namespace, md.name);
     if (this.bucket(ref).has(id)) {
-      throw new FakeApiError(409, 'AlreadyExists', `${ref.plural}${ref.group ? `.${ref.group}` : ''} "${md.name}" already exists`, {
-        name: md.name,
-        group: ref.group,
-        kind: ref.plural,
-      });
+      throw new FakeApiError(
+        409,
+        'AlreadyExists',
+        `${ref.plural}${ref.group ? `.${ref.group}` : ''} "${md.name}" already exists`,
+        {
+          name: md.name,
+          group: ref.group,
+          kind: ref.plural,
+        },
+      );
     }
     if (md.resourceVersion) {
-      throw new FakeApiError(500, 'InternalError', 'resourceVersion should not be set on objects to be created');
+      throw new FakeApiError(
+        500,
+        'InternalError',
+        'resourceVersion should not be set on objects to be created',
+      );
     }
     md.uid = randomUUID();
-    md.creationTimestamp ??= this.now().toISOString().replace(/\.\d{3}Z$/, 'Z');
+    md.creationTimestamp ??= this.now()
+      .toISOString()
+      .replace(/\.\d{3}Z$/, 'Z');
     md.resourceVersion = this.nextRv();
     obj.apiVersion = ref.group === '' ? ref.version : `${ref.group}/${ref.version}`;
     obj.kind = ref.kind;
@@ -167,7 +189,8 @@ export class FakeStore {
     const current = this.get(ref, ns, name);
     const obj = structuredClone(body) as KubeObject;
     if (!obj?.metadata) throw new FakeApiError(400, 'BadRequest', 'object has no metadata');
-    if (obj.metadata.name !== name) throw new FakeApiError(400, 'BadRequest', 'the name of the object does not match the name on the URL');
+    if (obj.metadata.name !== name)
+      throw new FakeApiError(400, 'BadRequest', 'the name of the object does not match the name on the URL');
     const rv = obj.metadata.resourceVersion;
     if (rv !== undefined && rv !== '' && rv !== current.metadata.resourceVersion) throw conflict(ref, name);
     return this.put(ref, current, obj);
@@ -178,9 +201,13 @@ export class FakeStore {
     obj.metadata.name = current.metadata.name;
     if (current.metadata.namespace !== undefined) obj.metadata.namespace = current.metadata.namespace;
     else delete obj.metadata.namespace;
-    if (current.metadata.creationTimestamp !== undefined) obj.metadata.creationTimestamp = current.metadata.creationTimestamp;
+    if (current.metadata.creationTimestamp !== undefined)
+      obj.metadata.creationTimestamp = current.metadata.creationTimestamp;
     obj.apiVersion = current.apiVersion!;
     obj.kind = current.kind!;
+    obj.metadata.resourceVersion = current.metadata.resourceVersion;
+    // Like the real server, an update that changes nothing keeps the resourceVersion.
+    if (JSON.stringify(sortKeys(obj)) === JSON.stringify(sortKeys(current))) return current;
     obj.metadata.resourceVersion = this.nextRv();
     const stored = deepFreeze(obj);
     this.bucket(ref).set(this.id(ref, current.metadata.namespace, current.metadata.name), stored);
@@ -197,15 +224,18 @@ export class FakeStore {
 
   jsonPatch(ref: ResourceRef, ns: string | undefined, name: string, ops: unknown): StoredObject {
     const current = this.get(ref, ns, name);
-    if (!Array.isArray(ops)) throw new FakeApiError(400, 'BadRequest', 'json patch must be an array of operations');
+    if (!Array.isArray(ops))
+      throw new FakeApiError(400, 'BadRequest', 'json patch must be an array of operations');
     let doc = structuredClone(current) as unknown;
-    for (const op of ops as { op: string; path: string; value?: unknown }[]) doc = applyJsonPatchOp(doc, op, ref, name);
+    for (const op of ops as { op: string; path: string; value?: unknown }[])
+      doc = applyJsonPatchOp(doc, op, ref, name);
     return this.put(ref, current, doc as KubeObject);
   }
 
   delete(ref: ResourceRef, ns: string | undefined, name: string, options: unknown): StoredObject {
     const current = this.get(ref, ns, name);
-    const pre = (options as { preconditions?: { uid?: string; resourceVersion?: string } } | undefined)?.preconditions;
+    const pre = (options as { preconditions?: { uid?: string; resourceVersion?: string } } | undefined)
+      ?.preconditions;
     if (pre?.uid !== undefined && pre.uid !== current.metadata.uid) {
       throw new FakeApiError(
         409,
@@ -222,6 +252,18 @@ export class FakeStore {
         { name, group: ref.group, kind: ref.plural },
       );
     }
+    const grace = (options as { gracePeriodSeconds?: number } | undefined)?.gracePeriodSeconds;
+    const nodeName = (current as { spec?: { nodeName?: string } }).spec?.nodeName;
+    if (ref.group === '' && ref.plural === 'pods' && nodeName && grace !== 0) {
+      // A scheduled pod is deleted gracefully: it stays, Terminating, until its kubelet confirms.
+      if (current.metadata.deletionTimestamp) return current;
+      const obj = structuredClone(current) as KubeObject;
+      obj.metadata.deletionTimestamp = this.now()
+        .toISOString()
+        .replace(/\.\d{3}Z$/, 'Z');
+      obj.metadata.deletionGracePeriodSeconds = grace ?? 30;
+      return this.put(ref, current, obj);
+    }
     this.bucket(ref).delete(this.id(ref, current.metadata.namespace, name));
     this.nextRv();
     return current;
@@ -233,18 +275,47 @@ export class FakeStore {
   }
 
   private registerCrd(crd: StoredObject): void {
-    const spec = (crd as unknown as { spec?: { group?: string; names?: { plural?: string; kind?: string }; scope?: string; versions?: { name: string; served?: boolean }[] } }).spec;
+    const spec = (
+      crd as unknown as {
+        spec?: {
+          group?: string;
+          names?: { plural?: string; kind?: string };
+          scope?: string;
+          versions?: { name: string; served?: boolean }[];
+        };
+      }
+    ).spec;
     if (!spec?.group || !spec.names?.plural || !spec.names.kind) return;
     for (const v of spec.versions ?? []) {
       if (v.served === false) continue;
-      this.register({ group: spec.group, version: v.name, plural: spec.names.plural, kind: spec.names.kind, namespaced: spec.scope !== 'Cluster' });
+      this.register({
+        group: spec.group,
+        version: v.name,
+        plural: spec.names.plural,
+        kind: spec.names.kind,
+        namespaced: spec.scope !== 'Cluster',
+      });
     }
   }
 }
 
+function sortKeys(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(sortKeys);
+  if (v && typeof v === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const k of Object.keys(v).sort()) out[k] = sortKeys((v as Record<string, unknown>)[k]);
+    return out;
+  }
+  return v;
+}
+
 function notFound(ref: ResourceRef, name: string): FakeApiError {
   const kind = ref.group ? `${ref.plural}.${ref.group}` : ref.plural;
-  return new FakeApiError(404, 'NotFound', `${kind} "${name}" not found`, { name, group: ref.group, kind: ref.plural });
+  return new FakeApiError(404, 'NotFound', `${kind} "${name}" not found`, {
+    name,
+    group: ref.group,
+    kind: ref.plural,
+  });
 }
 
 function conflict(ref: ResourceRef, name: string): FakeApiError {
@@ -259,7 +330,10 @@ function conflict(ref: ResourceRef, name: string): FakeApiError {
 
 export function applyMergePatch(target: unknown, patch: unknown): unknown {
   if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
-  const out: Record<string, unknown> = target && typeof target === 'object' && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
+  const out: Record<string, unknown> =
+    target && typeof target === 'object' && !Array.isArray(target)
+      ? { ...(target as Record<string, unknown>) }
+      : {};
   for (const [k, v] of Object.entries(patch as Record<string, unknown>)) {
     if (v === null) delete out[k];
     else out[k] = applyMergePatch(out[k], v);
@@ -271,15 +345,25 @@ function unescapePointer(s: string): string {
   return s.replace(/~1/g, '/').replace(/~0/g, '~');
 }
 
-function applyJsonPatchOp(doc: unknown, op: { op: string; path: string; value?: unknown }, ref: ResourceRef, name: string): unknown {
-  if (!op || typeof op.path !== 'string') throw new FakeApiError(400, 'BadRequest', 'json patch operation has no path');
+function applyJsonPatchOp(
+  doc: unknown,
+  op: { op: string; path: string; value?: unknown },
+  ref: ResourceRef,
+  name: string,
+): unknown {
+  if (!op || typeof op.path !== 'string')
+    throw new FakeApiError(400, 'BadRequest', 'json patch operation has no path');
   const parts = op.path === '' ? [] : op.path.split('/').slice(1).map(unescapePointer);
   if (parts.length === 0) throw new FakeApiError(422, 'Invalid', 'json patch on the root is not supported');
   let parent = doc as Record<string, unknown> | unknown[];
   for (const p of parts.slice(0, -1)) {
     const next = Array.isArray(parent) ? parent[Number(p)] : (parent as Record<string, unknown>)[p];
     if (next === undefined || next === null || typeof next !== 'object') {
-      throw new FakeApiError(422, 'Invalid', `the server rejected our request due to an error in our request: doc is missing path: "${op.path}"`);
+      throw new FakeApiError(
+        422,
+        'Invalid',
+        `the server rejected our request due to an error in our request: doc is missing path: "${op.path}"`,
+      );
     }
     parent = next as Record<string, unknown>;
   }
@@ -290,14 +374,23 @@ function applyJsonPatchOp(doc: unknown, op: { op: string; path: string; value?: 
       const actual = Array.isArray(parent) ? parent[Number(last)] : container[last];
       if (JSON.stringify(actual) !== JSON.stringify(op.value)) {
         const kind = ref.group ? `${ref.plural}.${ref.group}` : ref.plural;
-        throw new FakeApiError(422, 'Invalid', `the server rejected our request due to an error in our request: testing value ${op.path} failed on ${kind} ${name}`);
+        throw new FakeApiError(
+          422,
+          'Invalid',
+          `the server rejected our request due to an error in our request: testing value ${op.path} failed on ${kind} ${name}`,
+        );
       }
       return doc;
     }
     case 'remove':
       if (Array.isArray(parent)) parent.splice(Number(last), 1);
       else {
-        if (!(last in container)) throw new FakeApiError(422, 'Invalid', `the server rejected our request due to an error in our request: doc is missing path: "${op.path}"`);
+        if (!(last in container))
+          throw new FakeApiError(
+            422,
+            'Invalid',
+            `the server rejected our request due to an error in our request: doc is missing path: "${op.path}"`,
+          );
         delete container[last];
       }
       return doc;
@@ -309,7 +402,11 @@ function applyJsonPatchOp(doc: unknown, op: { op: string; path: string; value?: 
         else parent[Number(last)] = op.value;
       } else {
         if (op.op === 'replace' && !(last in container)) {
-          throw new FakeApiError(422, 'Invalid', `the server rejected our request due to an error in our request: doc is missing key: "${op.path}"`);
+          throw new FakeApiError(
+            422,
+            'Invalid',
+            `the server rejected our request due to an error in our request: doc is missing key: "${op.path}"`,
+          );
         }
         container[last] = op.value;
       }

@@ -1,0 +1,513 @@
+/**
+ * One contract for the Kubernetes API as twopass relies on it. The same tests
+ * run against the fake (fake.test.ts) and a real kube-apiserver (real.test.ts);
+ * a divergence fails one of them.
+ */
+import { randomUUID } from 'node:crypto';
+import { request } from 'undici';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { emptyState } from '../../shared/engine/types.ts';
+import type { KubeHttpClient } from '../../shared/kube/client.ts';
+import { ConflictError, type KubeApiError } from '../../shared/kube/errors.ts';
+import { recordEvent } from '../../shared/kube/events.ts';
+import {
+  CONFIGMAPS,
+  EVENTS,
+  type KubeObject,
+  LEASES,
+  NAMESPACES,
+  PODS,
+  type ResourceRef,
+} from '../../shared/kube/resources.ts';
+import { ConfigMapStateStore } from '../../shared/state/configmap.ts';
+import { LockHeldError, StateConflictError } from '../../shared/state/errors.ts';
+import { LeaseLock } from '../../shared/state/lease.ts';
+
+export type ContractTarget = Readonly<{
+  name: string;
+  client: () => KubeHttpClient;
+  /** Raw GET with the target's credentials (to look at bodies the client hides). */
+  raw: (
+    path: string,
+    headers?: Record<string, string>,
+  ) => Promise<{ status: number; body: Record<string, unknown> }>;
+  /** Makes continue tokens handed out so far expire; `probe` answers the status of using one. */
+  expireContinueTokens: (probe: () => Promise<number>) => Promise<void>;
+  close: () => Promise<void>;
+}>;
+
+export const DANMEPS: ResourceRef = {
+  group: 'danm.k8s.io',
+  version: 'v1',
+  plural: 'danmeps',
+  kind: 'DanmEp',
+  namespaced: true,
+};
+export const CLUSTERNETWORKS: ResourceRef = {
+  group: 'danm.k8s.io',
+  version: 'v1',
+  plural: 'clusternetworks',
+  kind: 'ClusterNetwork',
+  namespaced: false,
+};
+
+const cm = (
+  ns: string,
+  name: string,
+  data: Record<string, string> = {},
+  labels: Record<string, string> = {},
+) => ({
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: { name, namespace: ns, labels },
+  data,
+});
+
+async function rejects(p: Promise<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (err) {
+    return err;
+  }
+  throw new Error('expected a rejection');
+}
+
+export function kubeContract(getTarget: () => Promise<ContractTarget | undefined>): void {
+  const test = suite<{ t?: ContractTarget; kube?: KubeHttpClient; ns: string }>('kube contract', { ns: '' });
+  let skip = false;
+
+  test.before(async (ctx) => {
+    const t = await getTarget();
+    if (!t) {
+      skip = true;
+      return;
+    }
+    ctx.t = t;
+    ctx.kube = t.client();
+    ctx.ns = `contract-${randomUUID().slice(0, 8)}`;
+    await ctx.kube.create(NAMESPACES, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ctx.ns } });
+  });
+  test.after(async (ctx) => {
+    await ctx.kube?.close();
+    await ctx.t?.close();
+  });
+  const it = (
+    name: string,
+    fn: (ctx: { t: ContractTarget; kube: KubeHttpClient; ns: string }) => Promise<void>,
+  ) =>
+    test(name, async (ctx) => {
+      if (skip) return;
+      await fn(ctx as { t: ContractTarget; kube: KubeHttpClient; ns: string });
+    });
+
+  it('paginated list is one consistent snapshot', async ({ kube, ns }) => {
+    for (let i = 0; i < 25; i++) await kube.create(CONFIGMAPS, cm(ns, `page-${String(i).padStart(2, '0')}`));
+    const pages: KubeObject[][] = [];
+    let rv: string | undefined;
+    let cont: string | undefined;
+    const raw = kube as unknown as { listAll: KubeHttpClient['listAll'] };
+    void raw;
+    // page by page by hand, writing in between
+    const first = await rawList(kube, `/api/v1/namespaces/${ns}/configmaps?limit=10`);
+    pages.push(first.items);
+    rv = first.metadata.resourceVersion;
+    cont = first.metadata.continue;
+    assert.ok(cont, 'a continue token on a partial page');
+    assert.is(first.metadata.remainingItemCount, 15);
+    await kube.create(CONFIGMAPS, cm(ns, 'page-00a-late'));
+    while (cont) {
+      const p = await rawList(
+        kube,
+        `/api/v1/namespaces/${ns}/configmaps?limit=10&continue=${encodeURIComponent(cont)}`,
+      );
+      assert.is(p.metadata.resourceVersion, rv, 'every page carries the first page resourceVersion');
+      pages.push(p.items);
+      cont = p.metadata.continue;
+    }
+    const names = pages.flat().map((o) => o.metadata.name);
+    assert.is(pages.length, 3);
+    assert.is(names.length, 25);
+    assert.not.ok(
+      names.includes('page-00a-late'),
+      'an object created after the first page is not in the list',
+    );
+    const all = await kube.listAll(CONFIGMAPS, { namespace: ns, pageSize: 7 });
+    assert.ok(
+      all.items.some((o) => o.metadata.name === 'page-00a-late'),
+      'a new list sees it',
+    );
+    assert.is(all.pages, Math.ceil(all.items.length / 7));
+  });
+
+  it('an expired continue token is 410 Expired; listAll restarts the list', async ({ t, kube, ns }) => {
+    for (let i = 0; i < 6; i++) await kube.create(CONFIGMAPS, cm(ns, `exp-${i}`, {}, { set: 'exp' }));
+    const first = await rawList(kube, `/api/v1/namespaces/${ns}/configmaps?limit=2&labelSelector=set%3Dexp`);
+    await kube.create(CONFIGMAPS, cm(ns, 'exp-bump')); // a write, so that compaction has something to drop
+    const next = `/api/v1/namespaces/${ns}/configmaps?limit=2&labelSelector=set%3Dexp&continue=${encodeURIComponent(first.metadata.continue!)}`;
+    await t.expireContinueTokens(async () => (await t.raw(next)).status);
+    const r = await t.raw(next);
+    assert.is(r.status, 410);
+    assert.is(r.body.kind, 'Status');
+    assert.is(r.body.reason, 'Expired');
+    assert.is(r.body.code, 410);
+  });
+
+  it('label and field selectors', async ({ kube, ns }) => {
+    await kube.create(CONFIGMAPS, cm(ns, 'sel-a', {}, { app: 'x', tier: 'web' }));
+    await kube.create(CONFIGMAPS, cm(ns, 'sel-b', {}, { app: 'x' }));
+    await kube.create(CONFIGMAPS, cm(ns, 'sel-c', {}, { app: 'y' }));
+    const x = await kube.listAll(CONFIGMAPS, { namespace: ns, labelSelector: 'app=x' });
+    assert.equal(x.items.map((o) => o.metadata.name).sort(), ['sel-a', 'sel-b']);
+    const notWeb = await kube.listAll(CONFIGMAPS, { namespace: ns, labelSelector: 'app=x,tier!=web' });
+    assert.equal(
+      notWeb.items.map((o) => o.metadata.name),
+      ['sel-b'],
+    );
+    const hasTier = await kube.listAll(CONFIGMAPS, { namespace: ns, labelSelector: 'tier' });
+    assert.equal(
+      hasTier.items.map((o) => o.metadata.name),
+      ['sel-a'],
+    );
+    const byName = await kube.listAll(CONFIGMAPS, { namespace: ns, fieldSelector: 'metadata.name=sel-c' });
+    assert.equal(
+      byName.items.map((o) => o.metadata.name),
+      ['sel-c'],
+    );
+  });
+
+  it('metadata-only lists carry only metadata', async ({ kube, ns }) => {
+    await kube.create(CONFIGMAPS, cm(ns, 'meta-1', { big: 'x'.repeat(1000) }));
+    const r = await rawList(
+      kube,
+      `/api/v1/namespaces/${ns}/configmaps?limit=500`,
+      'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1',
+    );
+    assert.is(r.kind, 'PartialObjectMetadataList');
+    assert.is(r.apiVersion, 'meta.k8s.io/v1');
+    const item = r.items.find((o) => o.metadata.name === 'meta-1')!;
+    assert.ok(item.metadata.uid);
+    assert.is((item as Record<string, unknown>).data, undefined);
+    const viaClient = await kube.listAll(CONFIGMAPS, { namespace: ns, metadataOnly: true });
+    assert.ok(viaClient.items.every((o) => (o as Record<string, unknown>).data === undefined));
+  });
+
+  it('get: 404 is undefined, and error bodies are Status objects', async ({ t, kube, ns }) => {
+    assert.is(await kube.get(CONFIGMAPS, ns, 'nope'), undefined);
+    const r = await t.raw(`/api/v1/namespaces/${ns}/configmaps/nope`);
+    assert.is(r.status, 404);
+    assert.is(r.body.kind, 'Status');
+    assert.is(r.body.status, 'Failure');
+    assert.is(r.body.reason, 'NotFound');
+    assert.is(r.body.code, 404);
+    assert.is((r.body.details as { name?: string }).name, 'nope');
+  });
+
+  it('create: the server sets uid, resourceVersion and creationTimestamp; a duplicate is 409 AlreadyExists', async ({
+    kube,
+    ns,
+  }) => {
+    const o = await kube.create(CONFIGMAPS, cm(ns, 'dup'));
+    assert.ok(o.metadata.uid && o.metadata.resourceVersion && o.metadata.creationTimestamp);
+    const err = (await rejects(kube.create(CONFIGMAPS, cm(ns, 'dup')))) as KubeApiError;
+    assert.is(err.status, 409);
+    assert.is(err.reason, 'AlreadyExists');
+    const noNs = (await rejects(
+      kube.create(CONFIGMAPS, cm(`missing-${randomUUID().slice(0, 6)}`, 'x')),
+    )) as KubeApiError;
+    assert.is(noNs.status, 404, 'creating in a namespace that does not exist');
+  });
+
+  it('update with a stale resourceVersion is 409 Conflict', async ({ kube, ns }) => {
+    const o = await kube.create(CONFIGMAPS, cm(ns, 'occ', { v: '1' }));
+    const u = await kube.replace(CONFIGMAPS, { ...o, data: { v: '2' } } as KubeObject);
+    assert.is.not(u.metadata.resourceVersion, o.metadata.resourceVersion);
+    assert.is(u.metadata.uid, o.metadata.uid);
+    const err = await rejects(kube.replace(CONFIGMAPS, { ...o, data: { v: '3' } } as KubeObject));
+    assert.ok(err instanceof ConflictError);
+    assert.is((err as ConflictError).reason, 'Conflict');
+  });
+
+  it('delete with preconditions: a wrong uid or resourceVersion is 409, the right ones delete', async ({
+    kube,
+    ns,
+  }) => {
+    const o = await kube.create(CONFIGMAPS, cm(ns, 'pre'));
+    assert.is(
+      await kube.deleteWithPreconditions(CONFIGMAPS, ns, 'pre', {
+        uid: randomUUID(),
+        resourceVersion: o.metadata.resourceVersion,
+      }),
+      'conflict',
+    );
+    assert.is(
+      await kube.deleteWithPreconditions(CONFIGMAPS, ns, 'pre', {
+        uid: o.metadata.uid,
+        resourceVersion: '1',
+      }),
+      'conflict',
+    );
+    assert.ok(await kube.get(CONFIGMAPS, ns, 'pre'), 'still there after failed preconditions');
+    assert.is(
+      await kube.deleteWithPreconditions(CONFIGMAPS, ns, 'pre', {
+        uid: o.metadata.uid,
+        resourceVersion: o.metadata.resourceVersion,
+      }),
+      'deleted',
+    );
+    assert.is(await kube.get(CONFIGMAPS, ns, 'pre'), undefined);
+    assert.is(
+      await kube.deleteWithPreconditions(CONFIGMAPS, ns, 'pre', {
+        uid: o.metadata.uid,
+        resourceVersion: o.metadata.resourceVersion,
+      }),
+      'gone',
+    );
+  });
+
+  it('a re-created object has a new uid: an old uid precondition cannot delete it', async ({ kube, ns }) => {
+    const old = await kube.create(CONFIGMAPS, cm(ns, 'reuse'));
+    await kube.delete(CONFIGMAPS, ns, 'reuse');
+    const fresh = await kube.create(CONFIGMAPS, cm(ns, 'reuse'));
+    assert.is.not(fresh.metadata.uid, old.metadata.uid);
+    assert.is(
+      await kube.deleteWithPreconditions(CONFIGMAPS, ns, 'reuse', {
+        uid: old.metadata.uid,
+        resourceVersion: fresh.metadata.resourceVersion,
+      }),
+      'conflict',
+    );
+  });
+
+  it('merge patch, and JSON patch with a test op', async ({ kube, ns }) => {
+    const o = await kube.create(CONFIGMAPS, cm(ns, 'patch', { a: '1', b: '2' }));
+    const m = await kube.mergePatch(CONFIGMAPS, ns, 'patch', { data: { a: null, c: '3' } });
+    assert.equal((m as unknown as { data: Record<string, string> }).data, { b: '2', c: '3' });
+    const j = await kube.jsonPatch(CONFIGMAPS, ns, 'patch', [
+      { op: 'test', path: '/metadata/resourceVersion', value: m.metadata.resourceVersion },
+      { op: 'remove', path: '/data/b' },
+    ]);
+    assert.equal((j as unknown as { data: Record<string, string> }).data, { c: '3' });
+    const err = (await rejects(
+      kube.jsonPatch(CONFIGMAPS, ns, 'patch', [
+        { op: 'test', path: '/metadata/resourceVersion', value: o.metadata.resourceVersion },
+        { op: 'remove', path: '/data/c' },
+      ]),
+    )) as KubeApiError;
+    assert.is(err.status, 422, 'a failed test op is 422 Invalid');
+    const after = await kube.get(CONFIGMAPS, ns, 'patch');
+    assert.equal((after as unknown as { data: Record<string, string> }).data, { c: '3' }, 'nothing applied');
+  });
+
+  it('pods: a scheduled pod stays Terminating after delete; grace 0 removes it', async ({ kube, ns }) => {
+    const spec = { containers: [{ name: 'c', image: 'x' }] };
+    await kube.create(PODS, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'unscheduled', namespace: ns },
+      spec,
+    });
+    await kube.delete(PODS, ns, 'unscheduled');
+    assert.is(await kube.get(PODS, ns, 'unscheduled'), undefined, 'an unscheduled pod goes at once');
+    await kube.create(PODS, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'term', namespace: ns },
+      spec: { ...spec, nodeName: 'node-1' },
+    });
+    await kube.delete(PODS, ns, 'term');
+    const t = await kube.get(PODS, ns, 'term');
+    assert.ok(t?.metadata.deletionTimestamp, 'Terminating');
+    const list = await kube.listAll(PODS, { namespace: ns, metadataOnly: true });
+    assert.ok(
+      list.items.some((p) => p.metadata.name === 'term'),
+      'a Terminating pod is still listed',
+    );
+    await kube.mergePatch(PODS, ns, 'term', {}); // no-op patch is allowed
+    const force = await rawDelete(kube, `/api/v1/namespaces/${ns}/pods/term`, { gracePeriodSeconds: 0 });
+    assert.ok(force < 300);
+    assert.is(await kube.get(PODS, ns, 'term'), undefined);
+  });
+
+  it('custom resources: namespaced and cluster-scoped, discovery', async ({ kube, ns }) => {
+    assert.ok(await kube.serves('danm.k8s.io', 'v1', 'danmeps'));
+    assert.not.ok(await kube.serves('danm.io', 'v1', 'danmeps'));
+    assert.not.ok(await kube.serves('danm.k8s.io', 'v1', 'nothings'));
+    const ep = await kube.create(DANMEPS, {
+      apiVersion: 'danm.k8s.io/v1',
+      kind: 'DanmEp',
+      metadata: { name: randomUUID(), namespace: ns },
+      spec: { Pod: 'p', PodUID: 'u', NetworkName: 'n', Interface: { Address: '10.0.0.5/24' } },
+    });
+    assert.is((ep.spec as { Interface: { Address: string } }).Interface.Address, '10.0.0.5/24');
+    const list = await kube.listAll(DANMEPS, { namespace: ns });
+    assert.is(list.items.length, 1);
+    const name = `cn-${randomUUID().slice(0, 6)}`;
+    const cn = await kube.create(CLUSTERNETWORKS, {
+      apiVersion: 'danm.k8s.io/v1',
+      kind: 'ClusterNetwork',
+      metadata: { name },
+      spec: { Options: { cidr: '10.9.0.0/24' } },
+    });
+    assert.is(cn.metadata.namespace, undefined);
+    assert.ok(await kube.get(CLUSTERNETWORKS, undefined, name));
+    assert.is(
+      await kube.deleteWithPreconditions(CLUSTERNETWORKS, undefined, name, {
+        uid: cn.metadata.uid,
+        resourceVersion: cn.metadata.resourceVersion,
+      }),
+      'deleted',
+    );
+  });
+
+  it('leases: MicroTime fields, stale replace is 409, LeaseLock excludes a second holder', async ({
+    kube,
+    ns,
+  }) => {
+    let now = Date.parse('2026-12-02T10:00:00Z');
+    const a = new LeaseLock(kube, {
+      namespace: ns,
+      identity: 'run-a',
+      durationSeconds: 60,
+      now: () => now,
+      renewEveryMs: 0,
+    });
+    const b = new LeaseLock(kube, {
+      namespace: ns,
+      identity: 'run-b',
+      durationSeconds: 60,
+      now: () => now,
+      renewEveryMs: 0,
+    });
+    const h = await a.acquire('contract');
+    const lease = await kube.get(LEASES, ns, 'twopass-contract');
+    const spec = lease?.spec as { holderIdentity: string; renewTime: string };
+    assert.is(spec.holderIdentity, 'run-a');
+    assert.match(spec.renewTime, /^2026-12-02T10:00:00\.000000Z$/);
+    assert.ok((await rejects(b.acquire('contract'))) instanceof LockHeldError);
+    await h.release();
+    const hb = await b.acquire('contract');
+    // run-b dies holding it; run-a may take over only after expiry
+    now += 30_000;
+    assert.ok((await rejects(a.acquire('contract'))) instanceof LockHeldError, 'not before expiry');
+    now += 31_000;
+    const ha = await a.acquire('contract');
+    void hb;
+    await ha.release();
+    const stale = await kube.get(LEASES, ns, 'twopass-contract');
+    const same = await kube.replace(LEASES, stale!);
+    assert.is(
+      same.metadata.resourceVersion,
+      stale!.metadata.resourceVersion,
+      'a no-op update keeps the resourceVersion',
+    );
+    await kube.replace(LEASES, {
+      ...stale!,
+      spec: { ...(stale!.spec as object), holderIdentity: 'someone' },
+    } as KubeObject);
+    assert.ok((await rejects(kube.replace(LEASES, stale!))) instanceof ConflictError);
+  });
+
+  it('ConfigMapStateStore: round trip, shards, conflicts', async ({ kube, ns }) => {
+    const store = new ConfigMapStateStore(kube, ns, 2048);
+    const empty = await store.load('contract-fn');
+    assert.is(empty.version, undefined);
+    const candidates: Record<
+      string,
+      {
+        kind: string;
+        name: string;
+        fingerprint: string;
+        firstUnusedAt: number;
+        lastUnusedAt: number;
+        observations: number;
+      }
+    > = {};
+    for (let i = 0; i < 400; i++)
+      candidates[randomUUID()] = {
+        kind: 'DanmEp',
+        name: randomUUID(),
+        fingerprint: randomUUID(),
+        firstUnusedAt: i,
+        lastUnusedAt: i,
+        observations: 1,
+      };
+    const state = { ...emptyState('contract-fn'), candidates };
+    const v1 = await store.save('contract-fn', state, undefined);
+    const shards = await kube.listAll(CONFIGMAPS, {
+      namespace: ns,
+      labelSelector: 'twopass.io/function=contract-fn',
+    });
+    assert.ok(shards.items.length > 2, `sharded over ${shards.items.length} ConfigMaps`);
+    const back = await store.load('contract-fn');
+    assert.equal(back.state, state);
+    assert.is(back.version, v1);
+    const small = { ...emptyState('contract-fn') };
+    const v2 = await store.save('contract-fn', small, v1);
+    const after = await kube.listAll(CONFIGMAPS, {
+      namespace: ns,
+      labelSelector: 'twopass.io/function=contract-fn',
+    });
+    assert.is(after.items.length, 1, 'old shards are removed');
+    assert.ok(
+      (await rejects(store.save('contract-fn', state, v1))) instanceof StateConflictError,
+      'a stale writer loses',
+    );
+    assert.equal((await store.load('contract-fn')).state, small);
+    assert.is((await store.load('contract-fn')).version, v2);
+    assert.ok(await store.reset('contract-fn'));
+    assert.is((await store.load('contract-fn')).version, undefined);
+  });
+
+  it('events attach to an object', async ({ kube, ns }) => {
+    const o = await kube.create(CONFIGMAPS, cm(ns, 'evented'));
+    const e = await recordEvent(
+      kube,
+      ns,
+      { apiVersion: 'v1', kind: 'ConfigMap', name: 'evented', namespace: ns, uid: o.metadata.uid },
+      'TestReason',
+      'a message',
+      'Normal',
+      Date.now(),
+    );
+    assert.ok(e.metadata.name.startsWith('twopass-'));
+    const list = await kube.listAll(EVENTS, { namespace: ns });
+    assert.ok(list.items.some((x) => (x as { reason?: string }).reason === 'TestReason'));
+  });
+
+  test.run();
+}
+
+type RawList = {
+  kind?: string;
+  apiVersion?: string;
+  metadata: { resourceVersion: string; continue?: string; remainingItemCount?: number };
+  items: KubeObject[];
+};
+
+async function rawList(kube: KubeHttpClient, path: string, accept = 'application/json'): Promise<RawList> {
+  const c = kube as unknown as { call: (c: unknown) => Promise<RawList> };
+  const [p, q] = path.split('?');
+  const query = Object.fromEntries(new URLSearchParams(q ?? ''));
+  return c.call({ method: 'GET', path: p, query, accept, what: `raw ${path}` });
+}
+
+async function rawDelete(kube: KubeHttpClient, path: string, body: unknown): Promise<number> {
+  const c = kube as unknown as { call: (c: unknown) => Promise<unknown> };
+  await c.call({ method: 'DELETE', path, body, what: `raw delete ${path}` });
+  return 200;
+}
+
+export async function rawGet(
+  server: string,
+  path: string,
+  headers: Record<string, string>,
+  dispatcher?: import('undici').Dispatcher,
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const r = await request(server + path, {
+    headers: { accept: 'application/json', ...headers },
+    ...(dispatcher ? { dispatcher } : {}),
+  });
+  const text = await r.body.text();
+  return { status: r.statusCode, body: JSON.parse(text) as Record<string, unknown> };
+}
