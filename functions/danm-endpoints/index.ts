@@ -262,9 +262,9 @@ async function observe(kube: KubeReader, ctx: FunctionContext): Promise<Observat
           keep: net.keep,
           data,
         };
-        if (holders.has(holderKey(net.id, family, i))) continue; // held: not a target at all
         targets.push(t);
-        if (unknownEverywhere || unknownHolders.has(net.id))
+        if (holders.has(holderKey(net.id, family, i))) used.push(key);
+        else if (unknownEverywhere || unknownHolders.has(net.id))
           indeterminate.push({ key, reason: 'a DanmEp that could not be parsed may hold this address' });
       }
     }

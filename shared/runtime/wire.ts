@@ -1,0 +1,114 @@
+/**
+ * Builds a run's dependencies from the parsed configuration: clients, state
+ * store, lock, logger. Entry points (CLI, scheduler, FaaS handler) call this
+ * once and then `run()`; nothing below reads the environment or the clock.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { type Config, functionConfig } from '../config.ts';
+import type { Snapshot } from '../engine/types.ts';
+import { type KubeClientOptions, KubeHttpClient, kubeOptionsFromConfig } from '../kube/client.ts';
+import type { Logger } from '../log/logger.ts';
+import { ConfigMapStateStore } from '../state/configmap.ts';
+import { FileLock, FileStateStore } from '../state/file.ts';
+import { LeaseLock } from '../state/lease.ts';
+import type { Lock, StateStore } from '../state/store.ts';
+import { ConfigError } from './errors.ts';
+import type { AnyFunction } from './function.ts';
+import { type RunHooks, type RunRequest, type RunResult, run } from './run.ts';
+
+export type Clients = { kube?: KubeHttpClient };
+
+export type Environment = Readonly<{
+  clock: () => number;
+  log: Logger;
+  /** Overrides the kubeconfig (tests and the sandbox). */
+  kubeOptions?: KubeClientOptions;
+  hooks?: RunHooks;
+}>;
+
+export async function connectKube(cfg: Config, env: Environment): Promise<KubeHttpClient> {
+  let opts: KubeClientOptions;
+  if (env.kubeOptions) opts = env.kubeOptions;
+  else {
+    try {
+      opts = await kubeOptionsFromConfig(cfg.kubeconfig, cfg.context);
+    } catch (err) {
+      throw new ConfigError(
+        `kubeconfig${cfg.kubeconfig ? ` ${cfg.kubeconfig}` : ''}: ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
+  }
+  return new KubeHttpClient({ ...opts, callTimeoutMs: cfg.callTimeoutMs, pageSize: cfg.pageSize });
+}
+
+export function stateFor(cfg: Config, kube: KubeHttpClient | undefined): { store: StateStore; lock: Lock } {
+  if (cfg.state.kind === 'file')
+    return { store: new FileStateStore(cfg.state.dir), lock: new FileLock(cfg.state.dir) };
+  if (!kube) throw new ConfigError('--state configmap:NAMESPACE needs a Kubernetes connection');
+  return {
+    store: new ConfigMapStateStore(kube, cfg.state.namespace),
+    lock: new LeaseLock(kube, { namespace: cfg.state.namespace, durationSeconds: cfg.leaseDurationSeconds }),
+  };
+}
+
+export type RunOptions = Readonly<{
+  apply?: boolean;
+  record?: boolean;
+  saveSnapshotDir?: string;
+  signal?: AbortSignal;
+}>;
+
+/** Runs one function end to end with clients built from the config. */
+export async function runFunction(
+  fn: AnyFunction,
+  cfg: Config,
+  env: Environment,
+  options: RunOptions = {},
+): Promise<RunResult> {
+  const fc = functionConfig(cfg, fn.name, fn.defaults);
+  const kube = await connectKube(cfg, env);
+  try {
+    const { store, lock } = stateFor(cfg, kube);
+    const request: RunRequest = {
+      apply: options.apply ?? fc.apply,
+      record: options.record ?? false,
+      policy: fc.policy,
+      settings: { pageSize: cfg.pageSize, ...fc.settings },
+      deadlineMs: cfg.deadlineMs,
+      concurrency: cfg.concurrency,
+      ...(options.signal ? { signal: options.signal } : {}),
+    };
+    return await run(
+      {
+        fn,
+        reader: kube,
+        writer: kube,
+        store,
+        lock,
+        clock: env.clock,
+        log: env.log,
+        newId: randomUUID,
+        ...(options.saveSnapshotDir
+          ? { saveSnapshot: (s: Snapshot) => saveSnapshot(options.saveSnapshotDir!, s) }
+          : {}),
+        ...(env.hooks ? { hooks: env.hooks } : {}),
+      },
+      request,
+    );
+  } finally {
+    await kube.close();
+  }
+}
+
+export async function saveSnapshot(dir: string, s: Snapshot): Promise<string> {
+  await mkdir(dir, { recursive: true });
+  const path = join(
+    dir,
+    `${s.function}-${new Date(s.takenAt).toISOString().replace(/[:.]/g, '-')}-${s.id.slice(0, 8)}.json`,
+  );
+  await writeFile(path, `${JSON.stringify(s, null, 1)}\n`);
+  return path;
+}
