@@ -1,0 +1,230 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { Policy } from '../../shared/engine/types.ts';
+import { EXIT } from '../../shared/runtime/errors.ts';
+import { type RunDeps, type RunRequest, run } from '../../shared/runtime/run.ts';
+import { StateConflictError } from '../../shared/state/errors.ts';
+import { FileLock, FileStateStore } from '../../shared/state/file.ts';
+import type { StateStore } from '../../shared/state/store.ts';
+import { captureLog, MEM, memFunction, type World, world } from '../helpers/memfn.ts';
+
+const MIN = 60_000;
+const T0 = Date.parse('2026-12-02T10:00:00Z');
+const test = suite<{ dir: string }>('run loop', { dir: '' });
+test.before.each((ctx) => {
+  ctx.dir = mkdtempSync(join(tmpdir(), 'twopass-run-'));
+});
+test.after.each((ctx) => rmSync(ctx.dir, { recursive: true, force: true }));
+
+const policy: Policy = { graceMs: 10 * MIN, maxDeletions: 100, maxDeletionPercent: 100, maxEvidenceDropPercent: 100 };
+
+function setup(dir: string, w: World, opts: { store?: StateStore; lockPid?: number } = {}) {
+  let now = T0;
+  const clock = () => now;
+  const cap = captureLog(clock);
+  let n = 0;
+  const deps: RunDeps<World, World> = {
+    fn: memFunction(),
+    reader: w,
+    writer: w,
+    store: opts.store ?? new FileStateStore(dir),
+    lock: new FileLock(dir, opts.lockPid),
+    clock,
+    log: cap.log,
+    newId: () => `id-${++n}`,
+  };
+  const req = (over: Partial<RunRequest> = {}): RunRequest => ({ apply: true, record: false, policy, deadlineMs: 60_000, concurrency: 2, ...over });
+  return { deps, req, cap, advance: (ms: number) => (now += ms) };
+}
+
+test('dry run is the default: nothing removed, no state unless --record', async ({ dir }) => {
+  const w = world(['a']);
+  const s = setup(dir, w);
+  const r1 = await run(s.deps, s.req({ apply: false }));
+  assert.is(r1.exitCode, EXIT.ok);
+  assert.throws(() => readFileSync(join(dir, `${MEM}.json`)), /ENOENT/);
+  await run(s.deps, s.req({ apply: false, record: true }));
+  s.advance(11 * MIN);
+  const r3 = await run(s.deps, s.req({ apply: false, record: true }));
+  assert.equal(r3.confirmed, ['a']);
+  assert.equal(w.writes, []);
+  assert.ok(w.things.has('a'));
+  const confirmed = s.cap.events('candidate.confirmed');
+  assert.is(confirmed[0]?.dryRun, true);
+});
+
+test('apply: two observations a grace window apart, re-check, delete, confirm by a read', async ({ dir }) => {
+  const w = world(['a', 'b'], { u1: 'b' });
+  const s = setup(dir, w);
+  const r1 = await run(s.deps, s.req());
+  assert.equal(r1.deleted, []);
+  s.advance(10 * MIN);
+  const r2 = await run(s.deps, s.req());
+  assert.equal(r2.deleted, ['a']);
+  assert.equal(w.writes, ['delete a']);
+  assert.ok(w.things.has('b'));
+  const del = s.cap.events('resource.deleted');
+  assert.is(del.length, 1);
+  for (const e of s.cap.lines) {
+    assert.is(e.function, MEM);
+    assert.ok(e.runId);
+  }
+  assert.ok(s.cap.events('candidate.new').every((e) => e.snapshotId), 'diff events carry the snapshot id');
+  const stored = JSON.parse(readFileSync(join(dir, `${MEM}.json`), 'utf8'));
+  assert.equal(Object.keys(stored.state.candidates), [], 'deleted candidates leave the state');
+});
+
+test('a re-check that finds use skips and resets; not a run failure', async ({ dir }) => {
+  const w = world(['a']);
+  const s = setup(dir, w);
+  await run(s.deps, s.req());
+  s.advance(10 * MIN);
+  w.between = () => {}; // nothing in between observe lists
+  const fn = s.deps.fn;
+  const recheck = fn.recheck.bind(fn);
+  (s.deps as { fn: typeof fn }).fn = { ...fn, recheck: async (r, t, c) => { w.users.set('late', 'a'); return recheck(r, t, c); } };
+  const r = await run(s.deps, s.req());
+  assert.is(r.exitCode, EXIT.ok);
+  assert.equal(r.skipped, ['a']);
+  assert.equal(w.writes, []);
+  assert.match(String(s.cap.events('delete.skipped')[0]?.reason), /in use/);
+  const stored = JSON.parse(readFileSync(join(dir, `${MEM}.json`), 'utf8'));
+  assert.not.ok(stored.state.candidates.a, 'the candidate starts over');
+});
+
+test('a failed precondition is delete.skipped', async ({ dir }) => {
+  const w = world(['a']);
+  const s = setup(dir, w);
+  await run(s.deps, s.req());
+  s.advance(10 * MIN);
+  w.faults.remove = () => {
+    w.things.get('a')!.version = 2; // changed between re-check and delete
+  };
+  const r = await run(s.deps, s.req());
+  assert.equal(r.skipped, ['a']);
+  assert.ok(w.things.has('a'));
+  assert.match(String(s.cap.events('delete.skipped')[0]?.reason), /precondition/);
+});
+
+test('a delete that reports success but a read still finds is delete.failed (exit 1)', async ({ dir }) => {
+  const w = world(['a']);
+  w.lyingDelete = true;
+  const s = setup(dir, w);
+  await run(s.deps, s.req());
+  s.advance(10 * MIN);
+  const r = await run(s.deps, s.req());
+  assert.is(r.exitCode, EXIT.error);
+  assert.equal(r.failed, ['a']);
+  assert.equal(s.cap.events('resource.deleted'), []);
+  assert.is(s.cap.events('delete.failed').length, 1);
+});
+
+test('an observation that fails aborts with exit 3: nothing deleted, state intact', async ({ dir }) => {
+  const w = world(['a']);
+  const s = setup(dir, w);
+  await run(s.deps, s.req());
+  const before = readFileSync(join(dir, `${MEM}.json`), 'utf8');
+  s.advance(10 * MIN);
+  w.faults.observe = () => {
+    throw Object.assign(new Error('list users: 403 Forbidden'), { call: 'list users' });
+  };
+  const r = await run(s.deps, s.req());
+  assert.is(r.exitCode, EXIT.incomplete);
+  assert.equal(w.writes, []);
+  assert.is(readFileSync(join(dir, `${MEM}.json`), 'utf8'), before);
+  const ab = s.cap.events('run.aborted')[0];
+  assert.is(ab?.call, 'list users');
+  assert.match(String(ab?.reason), /403/);
+});
+
+test('the guard refuses with exit 4 and deletes nothing', async ({ dir }) => {
+  const w = world(['a', 'b', 'c']);
+  const s = setup(dir, w);
+  await run(s.deps, s.req({ policy: { ...policy, maxDeletions: 2 } }));
+  s.advance(10 * MIN);
+  const r = await run(s.deps, s.req({ policy: { ...policy, maxDeletions: 2 } }));
+  assert.is(r.exitCode, EXIT.refused);
+  assert.equal(w.writes, []);
+  assert.match(String(s.cap.events('run.refused')[0]?.reason), /maxDeletions 2/);
+});
+
+test('a second run while the lock is held exits 5 and writes nothing', async ({ dir }) => {
+  const w = world(['a']);
+  const s = setup(dir, w);
+  const holder = await new FileLock(dir).acquire(MEM);
+  const r = await run(s.deps, s.req());
+  assert.is(r.exitCode, EXIT.locked);
+  assert.throws(() => readFileSync(join(dir, `${MEM}.json`)), /ENOENT/);
+  await holder.release();
+  assert.is((await run(s.deps, s.req())).exitCode, EXIT.ok);
+});
+
+test('a lock left by a dead process is taken over', async ({ dir }) => {
+  writeFileSync(join(dir, `${MEM}.lock`), JSON.stringify({ pid: 2 ** 22 + 12345, host: (await import('node:os')).hostname(), token: 'x', acquiredAt: 'then' }));
+  const s = setup(dir, world(['a']));
+  assert.is((await run(s.deps, s.req())).exitCode, EXIT.ok);
+});
+
+test('corrupt state: a clear error, exit 1, nothing deleted', async ({ dir }) => {
+  const w = world(['a']);
+  const s = setup(dir, w);
+  writeFileSync(join(dir, `${MEM}.json`), '{"revision": 3, "state": {"schemaVersion": 1, "function": "mem-things", "candidates": {"a": {"kind": 5}}}}');
+  const r = await run(s.deps, s.req());
+  assert.is(r.exitCode, EXIT.error);
+  assert.match(String(r.error), /state reset mem-things/);
+  assert.equal(w.writes, []);
+  writeFileSync(join(dir, `${MEM}.json`), '{not json');
+  assert.is((await run(s.deps, s.req())).exitCode, EXIT.error);
+  writeFileSync(join(dir, `${MEM}.json`), '{"revision": 1, "state": {"schemaVersion": 99, "function": "mem-things", "candidates": {}}}');
+  const r3 = await run(s.deps, s.req());
+  assert.match(String(r3.error), /schemaVersion 99/);
+});
+
+test('a state write that lost the race aborts before any deletion (exit 3)', async ({ dir }) => {
+  const w = world(['a']);
+  const inner = new FileStateStore(dir);
+  let saves = 0;
+  const racing: StateStore = {
+    description: 'racing',
+    load: (fn) => inner.load(fn),
+    save: async (fn, st, v) => {
+      saves++;
+      if (saves === 2) throw new StateConflictError('another writer saved state first');
+      return inner.save(fn, st, v);
+    },
+    reset: (fn) => inner.reset(fn),
+  };
+  const s = setup(dir, w, { store: racing });
+  await run(s.deps, s.req());
+  s.advance(10 * MIN);
+  const r = await run(s.deps, s.req());
+  assert.is(r.exitCode, EXIT.incomplete);
+  assert.equal(w.writes, []);
+  assert.is(s.cap.events('run.aborted')[0]?.call, 'state.save');
+});
+
+test('the file store refuses a stale writer', async ({ dir }) => {
+  const store = new FileStateStore(dir);
+  const { state } = await store.load('x');
+  const v1 = await store.save('x', state, undefined);
+  await store.save('x', state, v1);
+  try {
+    await store.save('x', state, v1);
+    assert.unreachable('stale save accepted');
+  } catch (err) {
+    assert.instance(err, StateConflictError);
+  }
+});
+
+test('secrets are redacted in logs', async () => {
+  const cap = captureLog(() => T0);
+  cap.log.info({ event: 'x', auth: { password: 'hunter2', token: 'abc' }, headers: { authorization: 'Bearer abc' } }, 'x');
+  const text = JSON.stringify(cap.lines);
+  assert.not.ok(text.includes('hunter2'));
+  assert.not.ok(text.includes('Bearer abc'));
+});
+
+test.run();
