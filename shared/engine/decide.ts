@@ -205,8 +205,10 @@ function firstObservation(t: Target, now: number): Candidate {
 export function summarize(snapshot: Snapshot): LastSnapshot {
   const counts: Record<string, number> = {};
   const listVersions: Record<string, string> = {};
+  const evidence: Record<string, true> = {};
   for (const s of snapshot.sources) {
     counts[s.name] = s.count;
+    if (s.role !== 'target') evidence[s.name] = true;
     if (s.listVersion !== undefined) listVersions[s.name] = s.listVersion;
   }
   return {
@@ -214,6 +216,7 @@ export function summarize(snapshot: Snapshot): LastSnapshot {
     takenAt: snapshot.takenAt,
     counts,
     listVersions,
+    evidence,
     evidenceCount: evidenceCount(snapshot),
   };
 }
@@ -227,12 +230,18 @@ export function guard(
   policy: Policy,
 ): string | undefined {
   const reasons: string[] = [];
-  if (before !== undefined && before.evidenceCount > 0) {
-    const dropPercent = ((before.evidenceCount - now.evidenceCount) / before.evidenceCount) * 100;
-    if (dropPercent > policy.maxEvidenceDropPercent) {
-      reasons.push(
-        `evidence shrank from ${before.evidenceCount} to ${now.evidenceCount} (${dropPercent.toFixed(1)}% > maxEvidenceDropPercent ${policy.maxEvidenceDropPercent}%)`,
-      );
+  if (before !== undefined) {
+    // Per evidence source: one lister that broke must not hide behind the others.
+    for (const [name, now_] of Object.entries(now.counts)) {
+      if (!Object.hasOwn(now.evidence ?? {}, name)) continue;
+      const was = before.counts[name];
+      if (was === undefined || was === 0) continue;
+      const dropPercent = ((was - now_) / was) * 100;
+      if (dropPercent > policy.maxEvidenceDropPercent) {
+        reasons.push(
+          `evidence ${name} shrank from ${was} to ${now_} (${dropPercent.toFixed(1)}% > maxEvidenceDropPercent ${policy.maxEvidenceDropPercent}%)`,
+        );
+      }
     }
   }
   if (confirmed > 0) {

@@ -63,6 +63,8 @@ export type LastSnapshot = Readonly<{
   takenAt: number;
   counts: Readonly<Record<string, number>>;
   listVersions: Readonly<Record<string, string>>;
+  /** Names of the sources that are evidence (their counts are guarded against sharp drops). */
+  evidence?: Readonly<Record<string, true>>;
   evidenceCount: number;
 }>;
 

@@ -21,6 +21,7 @@ const stateSchema = z.object({
       takenAt: z.number().finite(),
       counts: z.record(z.string(), z.number()),
       listVersions: z.record(z.string(), z.string()),
+      evidence: z.record(z.string(), z.literal(true)).optional(),
       evidenceCount: z.number(),
     })
     .optional(),

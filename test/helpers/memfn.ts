@@ -6,7 +6,13 @@
 import { Writable } from 'node:stream';
 import type { Target } from '../../shared/engine/types.ts';
 import { createLogger } from '../../shared/log/logger.ts';
-import type { FunctionContext, Observation, RecheckResult, RemoveResult, TwopassFunction } from '../../shared/runtime/function.ts';
+import type {
+  FunctionContext,
+  Observation,
+  RecheckResult,
+  RemoveResult,
+  TwopassFunction,
+} from '../../shared/runtime/function.ts';
 
 export type Thing = { id: string; version: number; createdAt?: number; keep?: boolean };
 export type World = {
@@ -35,7 +41,13 @@ export function memFunction(): TwopassFunction<World, World> {
   return {
     name: MEM,
     description: 'test-only things',
-    defaults: { schedule: '* * * * *', graceMs: 10 * 60_000, maxDeletions: 100, maxDeletionPercent: 100, maxEvidenceDropPercent: 100 },
+    defaults: {
+      schedule: '* * * * *',
+      graceMs: 10 * 60_000,
+      maxDeletions: 100,
+      maxDeletionPercent: 100,
+      maxEvidenceDropPercent: 100,
+    },
     async observe(w: World, _ctx: FunctionContext): Promise<Observation> {
       w.faults.observe?.();
       const targets: Target[] = [...w.things.values()].map((t) => ({
@@ -70,7 +82,8 @@ export function memFunction(): TwopassFunction<World, World> {
       w.faults.remove?.();
       const thing = w.things.get(t.key);
       if (!thing) return { outcome: 'gone' };
-      if (thing.version !== (t.data as { version: number }).version) return { outcome: 'skipped', reason: 'precondition failed (409)' };
+      if (thing.version !== (t.data as { version: number }).version)
+        return { outcome: 'skipped', reason: 'precondition failed (409)' };
       w.writes.push(`delete ${t.key}`);
       if (!w.lyingDelete) w.things.delete(t.key);
       return { outcome: 'deleted' };
@@ -86,7 +99,8 @@ export function captureLog(clock: () => number) {
   const lines: Record<string, unknown>[] = [];
   const stream = new Writable({
     write(chunk: Buffer, _e, cb) {
-      for (const l of chunk.toString().split('\n')) if (l) lines.push(JSON.parse(l) as Record<string, unknown>);
+      for (const l of chunk.toString().split('\n'))
+        if (l) lines.push(JSON.parse(l) as Record<string, unknown>);
       cb();
     },
   });

@@ -19,7 +19,12 @@ test.before.each((ctx) => {
 });
 test.after.each((ctx) => rmSync(ctx.dir, { recursive: true, force: true }));
 
-const policy: Policy = { graceMs: 10 * MIN, maxDeletions: 100, maxDeletionPercent: 100, maxEvidenceDropPercent: 100 };
+const policy: Policy = {
+  graceMs: 10 * MIN,
+  maxDeletions: 100,
+  maxDeletionPercent: 100,
+  maxEvidenceDropPercent: 100,
+};
 
 function setup(dir: string, w: World, opts: { store?: StateStore; lockPid?: number } = {}) {
   let now = T0;
@@ -36,7 +41,14 @@ function setup(dir: string, w: World, opts: { store?: StateStore; lockPid?: numb
     log: cap.log,
     newId: () => `id-${++n}`,
   };
-  const req = (over: Partial<RunRequest> = {}): RunRequest => ({ apply: true, record: false, policy, deadlineMs: 60_000, concurrency: 2, ...over });
+  const req = (over: Partial<RunRequest> = {}): RunRequest => ({
+    apply: true,
+    record: false,
+    policy,
+    deadlineMs: 60_000,
+    concurrency: 2,
+    ...over,
+  });
   return { deps, req, cap, advance: (ms: number) => (now += ms) };
 }
 
@@ -72,7 +84,10 @@ test('apply: two observations a grace window apart, re-check, delete, confirm by
     assert.is(e.function, MEM);
     assert.ok(e.runId);
   }
-  assert.ok(s.cap.events('candidate.new').every((e) => e.snapshotId), 'diff events carry the snapshot id');
+  assert.ok(
+    s.cap.events('candidate.new').every((e) => e.snapshotId),
+    'diff events carry the snapshot id',
+  );
   const stored = JSON.parse(readFileSync(join(dir, `${MEM}.json`), 'utf8'));
   assert.equal(Object.keys(stored.state.candidates), [], 'deleted candidates leave the state');
 });
@@ -85,7 +100,13 @@ test('a re-check that finds use skips and resets; not a run failure', async ({ d
   w.between = () => {}; // nothing in between observe lists
   const fn = s.deps.fn;
   const recheck = fn.recheck.bind(fn);
-  (s.deps as { fn: typeof fn }).fn = { ...fn, recheck: async (r, t, c) => { w.users.set('late', 'a'); return recheck(r, t, c); } };
+  (s.deps as { fn: typeof fn }).fn = {
+    ...fn,
+    recheck: async (r, t, c) => {
+      w.users.set('late', 'a');
+      return recheck(r, t, c);
+    },
+  };
   const r = await run(s.deps, s.req());
   assert.is(r.exitCode, EXIT.ok);
   assert.equal(r.skipped, ['a']);
@@ -163,7 +184,15 @@ test('a second run while the lock is held exits 5 and writes nothing', async ({ 
 });
 
 test('a lock left by a dead process is taken over', async ({ dir }) => {
-  writeFileSync(join(dir, `${MEM}.lock`), JSON.stringify({ pid: 2 ** 22 + 12345, host: (await import('node:os')).hostname(), token: 'x', acquiredAt: 'then' }));
+  writeFileSync(
+    join(dir, `${MEM}.lock`),
+    JSON.stringify({
+      pid: 2 ** 22 + 12345,
+      host: (await import('node:os')).hostname(),
+      token: 'x',
+      acquiredAt: 'then',
+    }),
+  );
   const s = setup(dir, world(['a']));
   assert.is((await run(s.deps, s.req())).exitCode, EXIT.ok);
 });
@@ -171,14 +200,20 @@ test('a lock left by a dead process is taken over', async ({ dir }) => {
 test('corrupt state: a clear error, exit 1, nothing deleted', async ({ dir }) => {
   const w = world(['a']);
   const s = setup(dir, w);
-  writeFileSync(join(dir, `${MEM}.json`), '{"revision": 3, "state": {"schemaVersion": 1, "function": "mem-things", "candidates": {"a": {"kind": 5}}}}');
+  writeFileSync(
+    join(dir, `${MEM}.json`),
+    '{"revision": 3, "state": {"schemaVersion": 1, "function": "mem-things", "candidates": {"a": {"kind": 5}}}}',
+  );
   const r = await run(s.deps, s.req());
   assert.is(r.exitCode, EXIT.error);
   assert.match(String(r.error), /state reset mem-things/);
   assert.equal(w.writes, []);
   writeFileSync(join(dir, `${MEM}.json`), '{not json');
   assert.is((await run(s.deps, s.req())).exitCode, EXIT.error);
-  writeFileSync(join(dir, `${MEM}.json`), '{"revision": 1, "state": {"schemaVersion": 99, "function": "mem-things", "candidates": {}}}');
+  writeFileSync(
+    join(dir, `${MEM}.json`),
+    '{"revision": 1, "state": {"schemaVersion": 99, "function": "mem-things", "candidates": {}}}',
+  );
   const r3 = await run(s.deps, s.req());
   assert.match(String(r3.error), /schemaVersion 99/);
 });
@@ -221,7 +256,10 @@ test('the file store refuses a stale writer', async ({ dir }) => {
 
 test('secrets are redacted in logs', async () => {
   const cap = captureLog(() => T0);
-  cap.log.info({ event: 'x', auth: { password: 'hunter2', token: 'abc' }, headers: { authorization: 'Bearer abc' } }, 'x');
+  cap.log.info(
+    { event: 'x', auth: { password: 'hunter2', token: 'abc' }, headers: { authorization: 'Bearer abc' } },
+    'x',
+  );
   const text = JSON.stringify(cap.lines);
   assert.not.ok(text.includes('hunter2'));
   assert.not.ok(text.includes('Bearer abc'));

@@ -1,0 +1,338 @@
+/**
+ * danm-endpoints end to end: the founding incident and the incidents that apply,
+ * run against a KubeTarget (the real API server in danm-endpoints.real.test.ts,
+ * the fake in danm-endpoints.fake.test.ts).
+ */
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { KubeHttpClient } from '../../shared/kube/client.ts';
+import { EVENTS, type KubeObject, PODS } from '../../shared/kube/resources.ts';
+import { EXIT } from '../../shared/runtime/errors.ts';
+import {
+  allocated,
+  bitmapWith,
+  createEndpoint,
+  createNetwork,
+  createPod,
+  forceDeletePod,
+  R,
+  seedIncident,
+  setBits,
+} from '../../shared/sandbox/scenarios/danm.ts';
+import { danmRunner } from '../helpers/danm.ts';
+import type { KubeTarget } from '../helpers/kube-target.ts';
+
+const MIN = 60_000;
+
+export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget | undefined>): void {
+  const test = suite<{ t?: KubeTarget; kube?: KubeHttpClient }>(`danm-endpoints (${label})`);
+  let skip = false;
+  test.before(async (ctx) => {
+    const t = await getTarget();
+    if (!t) {
+      skip = true;
+      return;
+    }
+    ctx.t = t;
+    ctx.kube = t.client();
+  });
+  test.after(async (ctx) => {
+    await ctx.kube?.close();
+    await ctx.t?.close();
+  });
+  const it = (name: string, fn: (t: KubeTarget, kube: KubeHttpClient) => Promise<void>) =>
+    test(name, async (ctx) => {
+      if (skip) return;
+      await fn(ctx.t!, ctx.kube!);
+    });
+
+  const epExists = async (kube: KubeHttpClient, ep: KubeObject) =>
+    (await kube.get(R.danmeps, ep.metadata.namespace, ep.metadata.name))?.metadata.uid === ep.metadata.uid;
+  const bits = async (kube: KubeHttpClient, ns: string, net = 'test-net1') =>
+    allocated((await kube.get(R.DanmNet, ns, net))!);
+
+  it('the founding incident: the new ss-cinfo-0 keeps its DanmEp and IP; the old endpoints go after two observations', async (t, kube) => {
+    const ns = await t.namespace();
+    const w = await seedIncident.before(kube, ns);
+    const r = danmRunner(t.options, [ns], Date.now());
+    const check = async (when: string) => {
+      assert.ok(
+        (await bits(kube, ns)).includes('10.10.10.15') || when === 'before',
+        `${when}: .15 stays allocated`,
+      );
+      if (w.newEps['ss-cinfo-0'])
+        assert.ok(
+          await epExists(kube, w.newEps['ss-cinfo-0']),
+          `${when}: the new ss-cinfo-0 DanmEp survives`,
+        );
+    };
+    assert.is((await r.run()).deleted.length, 0);
+    await seedIncident.nodeLost(kube, w);
+    r.now += MIN;
+    const between = await r.run(); // between the new pod and its DanmEp
+    assert.equal(between.deleted, []);
+    await check('between the new pod and its DanmEp');
+    assert.is(
+      r.events('candidate.new').length,
+      3,
+      'two old DanmEps and the in-flight bit are first observations',
+    );
+    await seedIncident.cniDone(kube, w);
+    r.now += MIN;
+    const m = r.mark();
+    const after = await r.run();
+    assert.equal(after.deleted, []);
+    await check('after CNI ADD');
+    assert.ok(
+      r.events('candidate.rescued', m).some((e) => String(e.name).endsWith('10.10.10.15')),
+      'the in-flight bit is rescued',
+    );
+    assert.ok(
+      await epExists(kube, w.oldEps['ss-cinfo-0']!),
+      'old endpoints are only pending before the grace window',
+    );
+    r.now += 3 * MIN; // 4 min after the first observation: still inside the 5 min grace
+    assert.equal((await r.run()).deleted, []);
+    r.now += 2 * MIN;
+    const final = await r.run();
+    assert.is(final.exitCode, EXIT.ok);
+    assert.equal(
+      [...final.deleted].sort(),
+      [w.oldEps['ss-cinfo-0']!.metadata.uid, w.oldEps['ss-cinfo-4']!.metadata.uid].sort(),
+    );
+    await check('after reclamation');
+    assert.not.ok(await epExists(kube, w.oldEps['ss-cinfo-0']!));
+    assert.not.ok(await epExists(kube, w.oldEps['ss-cinfo-4']!));
+    assert.equal(await bits(kube, ns), [
+      '10.10.10.0',
+      '10.10.10.11',
+      '10.10.10.12',
+      '10.10.10.13',
+      '10.10.10.15',
+      '10.10.10.16',
+      '10.10.10.255',
+    ]);
+    const events = await kube.listAll(EVENTS, { namespace: ns });
+    assert.is(
+      events.items.filter((e) => (e as { reason?: string }).reason === 'DanmEndpointReclaimed').length,
+      2,
+    );
+    r.now += 10 * MIN;
+    const quiet = await r.run();
+    assert.equal(quiet.deleted, [], 'nothing more to reclaim');
+    assert.equal(await bits(kube, ns), [
+      '10.10.10.0',
+      '10.10.10.11',
+      '10.10.10.12',
+      '10.10.10.13',
+      '10.10.10.15',
+      '10.10.10.16',
+      '10.10.10.255',
+    ]);
+  });
+
+  it('dry run plans but deletes nothing', async (t, kube) => {
+    const ns = await t.namespace();
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.30']);
+    const pod = await createPod(kube, ns, 'gone-0');
+    const ep = await createEndpoint(kube, pod, 'test-net1', '10.10.10.30/24');
+    await forceDeletePod(kube, ns, 'gone-0');
+    const r = danmRunner(t.options, [ns], Date.now() + MIN);
+    await r.run(false, true); // --record: a dry run that still keeps its observations
+    r.now += 6 * MIN;
+    const res = await r.run(false, true);
+    assert.is(res.deleted.length, 0);
+    assert.ok(await epExists(kube, ep));
+    assert.is(r.events('candidate.confirmed')[0]?.dryRun, true);
+  });
+
+  it('long Terminating: a DanmEp whose pod is Terminating is in use', async (t, kube) => {
+    const ns = await t.namespace();
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.40']);
+    const pod = await createPod(kube, ns, 'slow-0', 'node-1');
+    const ep = await createEndpoint(kube, pod, 'test-net1', '10.10.10.40/24');
+    await kube.delete(PODS, ns, 'slow-0'); // graceful: stays Terminating (no kubelet)
+    assert.ok((await kube.get(PODS, ns, 'slow-0'))?.metadata.deletionTimestamp);
+    const r = danmRunner(t.options, [ns], Date.now() + MIN);
+    for (let i = 0; i < 4; i++) {
+      await r.run();
+      r.now += 20 * MIN;
+    }
+    assert.ok(await epExists(kube, ep));
+    assert.ok((await bits(kube, ns)).includes('10.10.10.40'));
+    assert.is(r.events('candidate.new').length, 0);
+  });
+
+  it('name reuse without a DanmEp yet: the old DanmEp goes, the address re-assigned to a live DanmEp stays set', async (t, kube) => {
+    const ns = await t.namespace();
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.50']);
+    const old = await createPod(kube, ns, 'web-0');
+    const oldEp = await createEndpoint(kube, old, 'test-net1', '10.10.10.50/24');
+    await forceDeletePod(kube, ns, 'web-0');
+    const fresh = await createPod(kube, ns, 'web-0'); // same name, new UID
+    const freshEp = await createEndpoint(kube, fresh, 'test-net1', '10.10.10.50/24'); // the address re-assigned
+    const r = danmRunner(t.options, [ns], Date.now() + MIN);
+    await r.run();
+    r.now += 6 * MIN;
+    const res = await r.run();
+    assert.equal(res.deleted, [oldEp.metadata.uid]);
+    assert.ok(await epExists(kube, freshEp));
+    assert.ok((await bits(kube, ns)).includes('10.10.10.50'), 'not freed while another live owner holds it');
+    assert.match(String(r.events('resource.deleted')[0]?.detail), /held by DanmEp/);
+  });
+
+  it('leaked bits: set, held by no DanmEp, reclaimed after their own grace; reserved bits never', async (t, kube) => {
+    const ns = await t.namespace();
+    await createNetwork(
+      kube,
+      ns,
+      'test-net1',
+      '10.10.10.0/24',
+      ['10.10.10.1', '10.10.10.60', '10.10.10.61'],
+      {
+        routes: { '10.20.0.0/16': '10.10.10.1' },
+        allocation_pool: { start: '10.10.10.2', end: '10.10.10.254' },
+      },
+    );
+    const pod = await createPod(kube, ns, 'live-0');
+    await createEndpoint(kube, pod, 'test-net1', '10.10.10.61/24');
+    const r = danmRunner(t.options, [ns], Date.now() + MIN);
+    await r.run();
+    r.now += 6 * MIN;
+    assert.equal((await r.run()).deleted, [], 'DanmBit grace is 10 min');
+    r.now += 5 * MIN;
+    const res = await r.run();
+    assert.is(res.deleted.length, 1);
+    assert.equal(await bits(kube, ns), ['10.10.10.0', '10.10.10.1', '10.10.10.61', '10.10.10.255']);
+    const ev = await kube.listAll(EVENTS, { namespace: ns });
+    assert.ok(ev.items.some((e) => (e as { reason?: string }).reason === 'DanmAddressReclaimed'));
+  });
+
+  it('a leaked bit that is re-allocated between the observations is not freed', async (t, kube) => {
+    const ns = await t.namespace();
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.70']);
+    const r = danmRunner(t.options, [ns], Date.now() + MIN);
+    await r.run();
+    // freed by DANM, then handed to a new pod whose CNI ADD is still in flight
+    await setBits(kube, ns, 'test-net1', ['10.10.10.70'], false);
+    await setBits(kube, ns, 'test-net1', ['10.10.10.70'], true);
+    r.now += 11 * MIN;
+    assert.equal((await r.run()).deleted, []);
+    assert.ok((await bits(kube, ns)).includes('10.10.10.70'));
+    assert.ok(r.events('candidate.reset').some((e) => e.reason === 'fingerprint changed'));
+  });
+
+  it('bad input: malformed DanmEps and networks are indeterminate; the rest of the run still works', async (t, kube) => {
+    const ns = await t.namespace();
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.80']);
+    await kube.create(R.DanmNet, {
+      apiVersion: 'danm.k8s.io/v1',
+      kind: 'DanmNet',
+      metadata: { name: 'bad-b64', namespace: ns },
+      spec: { Options: { cidr: '10.11.0.0/24', alloc: '!!!notbase64' } },
+    });
+    await kube.create(R.DanmNet, {
+      apiVersion: 'danm.k8s.io/v1',
+      kind: 'DanmNet',
+      metadata: { name: 'short', namespace: ns },
+      spec: { Options: { cidr: '10.12.0.0/24', alloc: bitmapWith('10.12.0.0/25', ['10.12.0.9']) } },
+    });
+    const ghost = await createPod(kube, ns, 'ghost-0');
+    const orphan = await createEndpoint(kube, ghost, 'test-net1', '10.10.10.80/24');
+    const mk = (name: string, spec: Record<string, unknown>) =>
+      kube.create(R.danmeps, {
+        apiVersion: 'danm.k8s.io/v1',
+        kind: 'DanmEp',
+        metadata: { name, namespace: ns },
+        spec: {
+          NetworkName: 'test-net1',
+          Pod: 'p',
+          PodUID: 'uid-x',
+          Interface: { Name: 'eth0', Address: '10.10.10.90/24' },
+          ...spec,
+        },
+      });
+    await mk('empty-uid', { PodUID: '' });
+    await mk('bad-addr', { Interface: { Name: 'eth0', Address: '10.10.10.300/24' } });
+    await mk('bad-type', { apiType: 'NoSuchNetwork' });
+    await mk('on-bad-net', { NetworkName: 'bad-b64', Interface: { Address: '10.11.0.5/24' } });
+    await mk('on-short-net', { NetworkName: 'short', Interface: { Address: '10.12.0.9/24' } });
+    await forceDeletePod(kube, ns, 'ghost-0');
+    const r = danmRunner(t.options, [ns], Date.now() + MIN);
+    await r.run();
+    r.now += 11 * MIN;
+    const res = await r.run();
+    assert.is(res.exitCode, EXIT.ok);
+    assert.equal(res.deleted, [orphan.metadata.uid], 'only the well-formed orphan is reclaimed');
+    const reasons = r.events('target.indeterminate').map((e) => String(e.reason));
+    assert.ok(reasons.some((x) => x.includes('empty PodUID')));
+    assert.ok(reasons.some((x) => x.includes('unparsable Interface.Address')));
+    assert.ok(reasons.some((x) => x.includes('unknown apiType')));
+    assert.ok(reasons.some((x) => x.includes('not valid base64')));
+    assert.ok(reasons.some((x) => /has 16 bytes, 10\.12\.0\.0\/24 needs 32/.test(x)));
+    assert.ok(r.events('network.unreadable').length >= 2);
+    const left = await kube.listAll(R.danmeps, { namespace: ns });
+    assert.is(left.items.length, 5, 'every malformed DanmEp is still there');
+    assert.ok((await bits(kube, ns)).includes('10.10.10.90') === false);
+  });
+
+  it('evidence lister broke: pods vanish wholesale, the guard refuses (exit 4) and deletes nothing', async (t, kube) => {
+    const ns = await t.namespace();
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', []);
+    const eps: KubeObject[] = [];
+    for (let i = 0; i < 6; i++) {
+      const pod = await createPod(kube, ns, `many-${i}`);
+      eps.push(await createEndpoint(kube, pod, 'test-net1', `10.10.10.${100 + i}/24`));
+    }
+    await setBits(
+      kube,
+      ns,
+      'test-net1',
+      eps.map((_, i) => `10.10.10.${100 + i}`),
+    );
+    // the guard is cluster-wide: set its limit to half of the drop this test causes
+    const total = (await kube.listAll(PODS, {})).items.length;
+    const limit = Math.floor((6 / total) * 50);
+    const r = danmRunner(t.options, [ns], Date.now() + MIN, {
+      'danm-endpoints': {
+        settings: { namespaces: [ns] },
+        maxDeletionPercent: 100,
+        maxEvidenceDropPercent: limit,
+      },
+    });
+    await r.run();
+    // a broken evidence source looks like this: every pod of the namespace gone at once
+    for (let i = 0; i < 6; i++) await forceDeletePod(kube, ns, `many-${i}`);
+    r.now += 6 * MIN;
+    const res = await r.run();
+    assert.is(res.exitCode, EXIT.refused);
+    assert.match(String(r.events('run.refused')[0]?.reason), /evidence pods shrank/);
+    r.now += 6 * MIN;
+    const again = await r.run();
+    assert.equal(again.deleted, [], 'the broken snapshot never became the baseline');
+    for (const ep of eps) assert.ok(await epExists(kube, ep));
+  });
+
+  it('a lost permission aborts the run (exit 3) and deletes nothing', async (t, kube) => {
+    const ns = await t.namespace();
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.95']);
+    const pod = await createPod(kube, ns, 'gone-1');
+    const ep = await createEndpoint(kube, pod, 'test-net1', '10.10.10.95/24');
+    await forceDeletePod(kube, ns, 'gone-1');
+    const r = danmRunner(t.options, [ns], Date.now() + MIN);
+    await r.run();
+    r.now += 6 * MIN;
+    if (t.fake) t.fake.faults.add({ method: 'GET', path: '/api/v1/pods', status: 403 });
+    const forbidden =
+      t.name === 'real'
+        ? danmRunner({ ...t.options, headers: { authorization: 'Bearer twopass-nobody-token' } }, [ns], r.now)
+        : r;
+    const res = await forbidden.run();
+    assert.is(res.exitCode, EXIT.incomplete);
+    assert.ok(await epExists(kube, ep));
+    assert.match(String(forbidden.events('run.aborted')[0]?.reason), /403/);
+    t.fake?.faults.clear();
+  });
+
+  test.run();
+}
