@@ -142,7 +142,13 @@ export class KubeHttpClient implements KubeClient {
             what: `${what} page ${pages + 1}`,
           });
           pages++;
-          if (!page || typeof page !== 'object' || !Array.isArray(page.items) || !page.metadata) {
+          // An empty PartialObjectMetadataList comes back with `items: null` from the real server.
+          if (
+            !page ||
+            typeof page !== 'object' ||
+            !page.metadata ||
+            !(Array.isArray(page.items) || page.items === null)
+          ) {
             throw new ListIncompleteError(what, `page ${pages} is not a list`);
           }
           const pageRv = page.metadata.resourceVersion;
@@ -156,7 +162,7 @@ export class KubeHttpClient implements KubeClient {
             );
           }
           rv = pageRv;
-          for (const item of page.items as KubeObject[]) items.push(item);
+          for (const item of (page.items ?? []) as KubeObject[]) items.push(item);
           const next = page.metadata.continue;
           cont = typeof next === 'string' && next !== '' ? next : undefined;
         } while (cont !== undefined);

@@ -192,6 +192,19 @@ export function kubeContract(getTarget: () => Promise<ContractTarget | undefined
     assert.ok(viaClient.items.every((o) => (o as Record<string, unknown>).data === undefined));
   });
 
+  it('empty lists are complete: items [] (full) and null (metadata-only)', async ({ kube, ns }) => {
+    const full = await rawList(kube, `/api/v1/namespaces/${ns}/pods?limit=10`);
+    assert.equal(full.items, []);
+    const meta = await rawList(
+      kube,
+      `/api/v1/namespaces/${ns}/pods?limit=10`,
+      'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1',
+    );
+    assert.is(meta.items, null);
+    const viaClient = await kube.listAll(PODS, { namespace: ns, metadataOnly: true });
+    assert.equal(viaClient.items, []);
+  });
+
   it('get: 404 is undefined, and error bodies are Status objects', async ({ t, kube, ns }) => {
     assert.is(await kube.get(CONFIGMAPS, ns, 'nope'), undefined);
     const r = await t.raw(`/api/v1/namespaces/${ns}/configmaps/nope`);

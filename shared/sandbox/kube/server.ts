@@ -324,12 +324,15 @@ export class FakeKubeServer {
       kind: listKind,
       apiVersion,
       metadata,
+      // Like the real server: an empty metadata-only list has `items: null`.
       items: metadataOnly
-        ? pageItems.map((o) => ({
-            kind: 'PartialObjectMetadata',
-            apiVersion: 'meta.k8s.io/v1',
-            metadata: o.metadata,
-          }))
+        ? pageItems.length === 0
+          ? null
+          : pageItems.map((o) => ({
+              kind: 'PartialObjectMetadata',
+              apiVersion: 'meta.k8s.io/v1',
+              metadata: o.metadata,
+            }))
         : pageItems.map((o) => {
             const { apiVersion: _a, kind: _k, ...rest } = o as KubeObject;
             return rest;

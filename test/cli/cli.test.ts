@@ -1,0 +1,212 @@
+/** The `twopass` command as a user runs it: a real child process. */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import {
+  createEndpoint,
+  createNetwork,
+  createPod,
+  forceDeletePod,
+  R,
+} from '../../shared/sandbox/scenarios/danm.ts';
+import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
+
+const CLI = new URL('../../bin/twopass.js', import.meta.url).pathname;
+
+export function twopass(args: string[], env: Record<string, string> = {}, cwd?: string) {
+  const r = spawnSync(process.execPath, [CLI, ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, TWOPASS_OUTPUT: '', ...env },
+    ...(cwd ? { cwd } : {}),
+    timeout: 120_000,
+  });
+  return {
+    code: r.status,
+    out: r.stdout,
+    err: r.stderr,
+    json: () =>
+      r.stdout
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
+  };
+}
+
+const test = suite('twopass CLI');
+
+test('--help, --version and per-command help', () => {
+  const h = twopass(['--help']);
+  assert.is(h.code, 0);
+  for (const word of ['run', 'functions', 'state show', 'explain', 'diff', 'demo', 'Exit codes'])
+    assert.ok(h.out.includes(word), word);
+  assert.match(twopass(['--version']).out, /^twopass \d+\.\d+\.\d+/);
+  for (const c of ['run', 'functions', 'state', 'explain', 'diff', 'demo']) {
+    const r = twopass([c, '--help']);
+    assert.is(r.code, 0, c);
+    assert.match(r.out, /Usage: twopass/);
+  }
+});
+
+test('bad arguments and config exit 2 with a message that names the key', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'twopass-cli-'));
+  assert.is(twopass(['frobnicate']).code, 2);
+  assert.is(twopass(['run', '--bogus']).code, 2);
+  const unknown = twopass(['run', 'nope']);
+  assert.is(unknown.code, 2);
+  assert.match(unknown.err, /unknown function `nope`; known: danm-endpoints/);
+  writeFileSync(join(dir, 'c.yaml'), 'functions:\n  danm-endpoints:\n    grace: 15\n');
+  const grace = twopass(['functions', '--config', join(dir, 'c.yaml')]);
+  assert.is(grace.code, 2);
+  assert.match(
+    grace.err,
+    /`functions\.danm-endpoints\.grace`: expected a duration like `15m`, got `15` \(number\)/,
+  );
+  writeFileSync(join(dir, 'd.yaml'), 'apply: yes please\n');
+  assert.match(twopass(['functions', '--config', join(dir, 'd.yaml')]).err, /`apply`/);
+  writeFileSync(join(dir, 'e.yaml'), 'graceWindow: 5m\n');
+  assert.match(twopass(['functions', '--config', join(dir, 'e.yaml')]).err, /unknown key\(s\) `graceWindow`/);
+  assert.match(twopass(['functions', '--config', join(dir, 'missing.yaml')]).err, /cannot read/);
+  assert.match(
+    twopass(['run', 'danm-endpoints', '--state', 'redis:x']).err,
+    /expected `file:DIR` or `configmap:NAMESPACE`/,
+  );
+  assert.match(twopass(['run', 'danm-endpoints', '--grace', 'soon']).err, /--grace: expected a duration/);
+  assert.match(twopass(['run', 'danm-endpoints', '--output', 'xml']).err, /--output/);
+  assert.match(twopass(['functions'], { TWOPASS_APPLY: 'maybe' }).err, /TWOPASS_APPLY/);
+});
+
+test('functions lists defaults; config overrides them', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'twopass-cli-'));
+  const r = twopass(['functions']);
+  assert.is(r.code, 0);
+  assert.match(r.out, /danm-endpoints\n/);
+  assert.match(r.out, /grace 5m \(DanmBit=10m\)/);
+  writeFileSync(join(dir, 'c.yaml'), 'functions:\n  danm-endpoints:\n    grace: 20m\n    maxDeletions: 3\n');
+  assert.match(twopass(['functions', '--config', join(dir, 'c.yaml')]).out, /grace 20m .*maxDeletions 3/);
+  assert.match(
+    twopass(['functions', '--config', join(dir, 'c.yaml'), '--grace', '1h']).out,
+    /grace 1h/,
+    'flags over the file',
+  );
+});
+
+test('state show and reset on an empty store; diff of two snapshots', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'twopass-cli-'));
+  const show = twopass(['state', 'show', 'danm-endpoints', '--state', `file:${dir}`]);
+  assert.is(show.code, 0);
+  assert.match(show.out, /nothing stored yet/);
+  assert.match(twopass(['state', 'reset', 'danm-endpoints', '--state', `file:${dir}`]).out, /no state/);
+  const snap = (id: string, targets: unknown[], used: string[]) => ({
+    id,
+    function: 'danm-endpoints',
+    takenAt: 0,
+    sources: [],
+    targets,
+    used,
+    indeterminate: [],
+  });
+  const t = (key: string, fp: string) => ({ key, kind: 'DanmEp', fingerprint: fp, name: key, keep: false });
+  writeFileSync(join(dir, 'a.json'), JSON.stringify(snap('a', [t('x', '1'), t('y', '1')], ['x'])));
+  writeFileSync(join(dir, 'b.json'), JSON.stringify(snap('b', [t('y', '2'), t('z', '1')], ['y'])));
+  const d = twopass(['diff', join(dir, 'a.json'), join(dir, 'b.json')]);
+  assert.is(d.code, 0);
+  assert.match(d.out, /\+ appeared {5}DanmEp z/);
+  assert.match(d.out, /- vanished {5}DanmEp x/);
+  assert.match(d.out, /~ changed {6}DanmEp y: 1 -> 2/);
+  assert.match(d.out, /now used {5}y/);
+  assert.is(twopass(['diff', join(dir, 'a.json')]).code, 2);
+});
+
+test('demo (npm start) shows the incident and ends OK', () => {
+  const r = twopass(['demo']);
+  assert.is(r.code, 0, r.err);
+  assert.match(r.out, /candidate\.rescued +DanmBit +DanmNet default\/test-net1 10\.10\.10\.15/);
+  assert.match(r.out, /resource\.deleted +DanmEp +default\/ss-cinfo-0/);
+  assert.match(r.out, /sandbox: OK/);
+  const j = twopass(['demo', '--output', 'json']);
+  const events = j.json().map((e) => e.event);
+  assert.ok(events.includes('candidate.rescued') && events.includes('resource.deleted'));
+});
+
+const real = suite<{ t?: KubeTarget }>('twopass CLI on the real test cluster');
+real.before(async (ctx) => {
+  const t = await realTarget();
+  if (t) ctx.t = t;
+});
+real.after(async (ctx) => ctx.t?.close());
+
+real('run danm-endpoints: dry run, --save-snapshot, explain, state show, then --apply', async (ctx) => {
+  if (!ctx.t) return;
+  const t = ctx.t;
+  const kube = t.client();
+  const ns = await t.namespace();
+  await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.7']);
+  const pod = await createPod(kube, ns, 'cli-0');
+  const ep = await createEndpoint(kube, pod, 'test-net1', '10.10.10.7/24');
+  await forceDeletePod(kube, ns, 'cli-0');
+  const dir = mkdtempSync(join(tmpdir(), 'twopass-cli-'));
+  writeFileSync(join(dir, 'kubeconfig'), t.kubeconfig());
+  writeFileSync(
+    join(dir, 'config.yaml'),
+    `functions:\n  danm-endpoints:\n    minAge: 0s\n    maxDeletionPercent: 100\n    settings:\n      namespaces: [${ns}]\n`,
+  );
+  const base = [
+    '--kubeconfig',
+    join(dir, 'kubeconfig'),
+    '--config',
+    join(dir, 'config.yaml'),
+    '--state',
+    `file:${join(dir, 'state')}`,
+    '--grace',
+    '0s',
+  ];
+  const dry1 = twopass(['run', 'danm-endpoints', ...base, '--record', '--save-snapshot', join(dir, 'snaps')]);
+  assert.is(dry1.code, 0, dry1.err + dry1.out);
+  assert.ok(dry1.json().some((e) => e.event === 'candidate.new' && e.key === ep.metadata.uid));
+  const show = twopass(['state', 'show', 'danm-endpoints', ...base]);
+  assert.match(show.out, /1 candidate\(s\)/);
+  const dry2 = twopass(['run', 'danm-endpoints', ...base, '--record', '--save-snapshot', join(dir, 'snaps')]);
+  assert.is(dry2.code, 0);
+  const confirmed = dry2.json().find((e) => e.event === 'candidate.confirmed');
+  assert.is(confirmed?.dryRun, true);
+  assert.ok(await kube.get(R.danmeps, ns, ep.metadata.name), 'a dry run deletes nothing');
+  const snaps = readdirSync(join(dir, 'snaps')).sort();
+  assert.is(snaps.length, 2);
+  const diff = twopass(['diff', join(dir, 'snaps', snaps[0]!), join(dir, 'snaps', snaps[1]!)]);
+  assert.is(diff.code, 0);
+  const explain = twopass(['explain', 'danm-endpoints', ep.metadata.uid, ...base]);
+  assert.is(explain.code, 0, explain.err);
+  assert.match(explain.out, /candidate\.confirmed/);
+  const apply = twopass(['run', 'danm-endpoints', ...base, '--apply']);
+  assert.is(apply.code, 0, apply.err);
+  assert.ok(apply.json().some((e) => e.event === 'resource.deleted' && e.key === ep.metadata.uid));
+  assert.is(await kube.get(R.danmeps, ns, ep.metadata.name), undefined);
+  const reset = twopass(['state', 'reset', 'danm-endpoints', ...base]);
+  assert.match(reset.out, /observation starts over/);
+  await kube.close();
+});
+
+real('a run against an unreachable server aborts with exit 3', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'twopass-cli-'));
+  writeFileSync(
+    join(dir, 'kubeconfig'),
+    readFileSync(new URL('../fixtures/unreachable.kubeconfig', import.meta.url), 'utf8'),
+  );
+  const r = twopass([
+    'run',
+    'danm-endpoints',
+    '--kubeconfig',
+    join(dir, 'kubeconfig'),
+    '--state',
+    `file:${dir}`,
+    '--apply',
+  ]);
+  assert.is(r.code, 3);
+  assert.ok(r.json().some((e) => e.event === 'run.aborted'));
+});
+
+test.run();
+real.run();
