@@ -420,9 +420,21 @@ async function remove(kube: KubeClient, target: Target, ctx: FunctionContext): P
         outcome: 'gone',
         detail: 'DanmEp was already gone; its bits are left to the next observation',
       };
+    // The DanmEp is gone now: a failure to clear an address leaks it (a later run reclaims it as a
+    // leaked bit); it does not make the deletion fail.
     const cleared: Cleared[] = [];
-    if (d.v4) cleared.push(await clearAddress(kube, d, 4, d.v4, ctx.signal));
-    if (d.v6) cleared.push(await clearAddress(kube, d, 6, d.v6, ctx.signal));
+    for (const [family, text] of [
+      [4, d.v4],
+      [6, d.v6],
+    ] as const) {
+      if (!text) continue;
+      cleared.push(
+        await clearAddress(kube, d, family, text, ctx.signal).catch((err: Error) => ({
+          address: text,
+          outcome: `left set: ${err.message}`,
+        })),
+      );
+    }
     const detail = `DanmEp ${d.namespace}/${d.name} deleted; ${cleared.map((c) => `${c.address}: ${c.outcome}`).join(', ') || 'no address'}`;
     await recordEvent(
       kube,

@@ -50,6 +50,11 @@ export class FaultPlan {
     this.armed = [];
   }
 
+  /** How many times the armed faults fired. */
+  fired(): number {
+    return this.armed.reduce((n, a) => n + a.fired, 0);
+  }
+
   /** The fault to apply to this request, if any (counts matches as a side effect). */
   match(method: string, target: string): Fault | undefined {
     let hit: Fault | undefined;

@@ -301,9 +301,9 @@ export class FakeKubeServer {
         this.continuations.set(token, entry);
       }
       next = encodeToken(token, end);
-    } else if (token) {
-      this.continuations.delete(token);
     }
+    // Like the real server's, tokens stay usable (a retried page works) until they expire.
+    this.dropExpired();
     if (fault?.emptyPage && next !== undefined) {
       pageItems = [];
       next = encodeToken(token!, offset);
@@ -338,6 +338,12 @@ export class FakeKubeServer {
             return rest;
           }),
     };
+  }
+
+  private dropExpired(): void {
+    const ttl = this.opts.continueTtlMs ?? 300_000;
+    const now = Date.now();
+    for (const [id, c] of this.continuations) if (now - c.createdAt > ttl) this.continuations.delete(id);
   }
 
   private groupList(): unknown {
