@@ -140,7 +140,7 @@ export function loadConfigFile(path: string | undefined): { raw: FileConfig; sou
 export function parseConfigText(text: string, where: string): FileConfig {
   let doc: unknown;
   try {
-    doc = parseYaml(text);
+    doc = parseYaml(text, { logLevel: 'error' });
   } catch (err) {
     throw new ConfigError(`config ${where}: not valid YAML: ${(err as Error).message}`, { cause: err });
   }
