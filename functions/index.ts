@@ -1,6 +1,7 @@
 /** The function registry: every function twopass can run. */
 import type { AnyFunction } from '../shared/runtime/function.ts';
 import { danmEndpoints } from './danm-endpoints/index.ts';
+import { whereaboutsIps } from './whereabouts-ips/index.ts';
 
 export type FunctionEntry = Readonly<{
   fn: AnyFunction;
@@ -8,7 +9,10 @@ export type FunctionEntry = Readonly<{
   needs: readonly ('kube' | 'openstack')[];
 }>;
 
-export const FUNCTIONS: readonly FunctionEntry[] = [{ fn: danmEndpoints, needs: ['kube'] }];
+export const FUNCTIONS: readonly FunctionEntry[] = [
+  { fn: danmEndpoints, needs: ['kube'] },
+  { fn: whereaboutsIps, needs: ['kube'] },
+];
 
 export function findFunction(name: string): FunctionEntry | undefined {
   return FUNCTIONS.find((e) => e.fn.name === name);

@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { type Cluster, startCluster } from './cluster/cluster.ts';
 
 const root = new URL('..', import.meta.url).pathname;
-const pattern = process.argv[2] ?? '\\.test\\.ts$';
+const only = process.argv[2];
+const pattern = only ? `^(?=.*(?:${only})).*\\.test\\.ts$` : '\\.test\\.ts$';
 let cluster: Cluster | undefined;
 const env: Record<string, string | undefined> = { ...process.env };
 

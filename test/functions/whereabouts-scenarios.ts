@@ -1,0 +1,230 @@
+/** whereabouts-ips end to end, against the real API server and the fake. */
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { whereaboutsIps } from '../../functions/whereabouts-ips/index.ts';
+import { IPPOOLS, RESERVATIONS } from '../../functions/whereabouts-ips/model.ts';
+import type { KubeHttpClient } from '../../shared/kube/client.ts';
+import type { KubeClient } from '../../shared/kube/ports.ts';
+import { EVENTS, PODS } from '../../shared/kube/resources.ts';
+import { EXIT } from '../../shared/runtime/errors.ts';
+import { forceDeletePod } from '../../shared/sandbox/scenarios/danm.ts';
+import {
+  allocate,
+  allocations,
+  containerId,
+  createPodWithStatus,
+  createPool,
+  createReservation,
+  networkStatus,
+  offsetOf,
+  setNetworkStatus,
+} from '../../shared/sandbox/scenarios/whereabouts.ts';
+import type { KubeTarget } from '../helpers/kube-target.ts';
+import { runner } from '../helpers/runner.ts';
+
+const MIN = 60_000;
+const RANGE = '192.168.2.0/24';
+
+export function whereaboutsScenarios(label: string, getTarget: () => Promise<KubeTarget | undefined>): void {
+  const test = suite<{ t?: KubeTarget; kube?: KubeHttpClient }>(`whereabouts-ips (${label})`);
+  let skip = false;
+  test.before(async (ctx) => {
+    const t = await getTarget();
+    if (!t) {
+      skip = true;
+      return;
+    }
+    ctx.t = t;
+    ctx.kube = t.client();
+  });
+  test.after(async (ctx) => {
+    await ctx.kube?.close();
+    await ctx.t?.close();
+  });
+  const it = (name: string, fn: (t: KubeTarget, kube: KubeHttpClient) => Promise<void>) =>
+    test(name, async (ctx) => {
+      if (skip) return;
+      await fn(ctx.t!, ctx.kube!);
+    });
+
+  it('StatefulSet pod re-created with the same name: the new allocation survives, the old one goes after two observations', async (t, kube) => {
+    const ns = await t.namespace();
+    const oldId = containerId();
+    await createPool(kube, ns, 'pool', RANGE, { '192.168.2.10': { id: oldId, podref: `${ns}/db-0` } });
+    await createPodWithStatus(kube, ns, 'db-0', ['192.168.2.10']);
+    const r = runner(whereaboutsIps, t.options, [ns], Date.now() + MIN);
+    assert.equal((await r.run()).deleted, []);
+    assert.is(r.events('candidate.new').length, 0, 'in use while the pod lists the IP');
+    // the node dies; db-0 is force-deleted and re-created with a new container and a new IP
+    await forceDeletePod(kube, ns, 'db-0');
+    const newId = containerId();
+    await allocate(kube, ns, 'pool', RANGE, '192.168.2.11', { id: newId, podref: `${ns}/db-0` });
+    await createPodWithStatus(kube, ns, 'db-0', ['192.168.2.11']);
+    r.now += MIN;
+    assert.equal((await r.run()).deleted, []);
+    r.now += 3 * MIN;
+    assert.equal((await r.run()).deleted, [], 'inside the grace window');
+    r.now += 3 * MIN;
+    const res = await r.run();
+    assert.is(res.exitCode, EXIT.ok);
+    assert.is(res.deleted.length, 1);
+    const left = await allocations(kube, ns, 'pool');
+    assert.equal(Object.keys(left), [offsetOf(RANGE, '192.168.2.11')]);
+    assert.is(left[offsetOf(RANGE, '192.168.2.11')]?.id, newId);
+    const ev = await kube.listAll(EVENTS, { namespace: ns });
+    assert.ok(ev.items.some((e) => (e as { reason?: string }).reason === 'WhereaboutsAddressReclaimed'));
+  });
+
+  it('allocation before evidence: no network-status yet counts as in use', async (t, kube) => {
+    const ns = await t.namespace();
+    await createPool(kube, ns, 'pool', RANGE, {
+      '192.168.2.20': { id: containerId(), podref: `${ns}/web-0` },
+    });
+    await createPodWithStatus(kube, ns, 'web-0');
+    const r = runner(whereaboutsIps, t.options, [ns], Date.now() + MIN);
+    for (let i = 0; i < 3; i++) {
+      assert.equal((await r.run()).deleted, []);
+      r.now += 10 * MIN;
+    }
+    await setNetworkStatus(kube, ns, 'web-0', networkStatus(['192.168.2.20']));
+    assert.equal((await r.run()).deleted, []);
+    assert.is(Object.keys(await allocations(kube, ns, 'pool')).length, 1);
+    assert.is(r.events('candidate.new').length, 0);
+  });
+
+  it('a lagging annotation: seen unused once, rescued when the annotation catches up', async (t, kube) => {
+    const ns = await t.namespace();
+    await createPool(kube, ns, 'pool', RANGE, {
+      '192.168.2.25': { id: containerId(), podref: `${ns}/lag-0` },
+    });
+    await createPodWithStatus(kube, ns, 'lag-0', ['192.168.2.99']); // still the previous status
+    const r = runner(whereaboutsIps, t.options, [ns], Date.now() + MIN);
+    await r.run();
+    assert.is(r.events('candidate.new').length, 1);
+    await setNetworkStatus(kube, ns, 'lag-0', networkStatus(['192.168.2.25']));
+    r.now += 10 * MIN;
+    const res = await r.run();
+    assert.equal(res.deleted, []);
+    assert.is(r.events('candidate.rescued').length, 1);
+  });
+
+  it('reservations: an orphan goes; one that disagrees with its allocation is indeterminate', async (t, kube) => {
+    const ns = await t.namespace();
+    const id = containerId();
+    await createPool(kube, ns, 'pool', RANGE, {
+      '192.168.2.30': { id, podref: `${ns}/a-0` },
+      '192.168.2.31': { id: containerId(), podref: `${ns}/b-0` },
+    });
+    await createPodWithStatus(kube, ns, 'a-0', ['192.168.2.30']);
+    await createPodWithStatus(kube, ns, 'b-0', ['192.168.2.31']);
+    await createReservation(kube, ns, '192.168.2.30', { id, podref: `${ns}/a-0` });
+    const orphan = await createReservation(kube, ns, '192.168.2.40', {
+      id: containerId(),
+      podref: `${ns}/gone-0`,
+    });
+    const odd = await createReservation(kube, ns, '192.168.2.31', { id: containerId(), podref: `${ns}/b-0` });
+    const r = runner(whereaboutsIps, t.options, [ns], Date.now() + MIN);
+    await r.run();
+    r.now += 6 * MIN;
+    const res = await r.run();
+    assert.equal(res.deleted, [orphan.metadata.uid]);
+    assert.ok(await kube.get(RESERVATIONS, ns, odd.metadata.name));
+    assert.ok(r.events('target.indeterminate').some((e) => String(e.reason).includes('disagree')));
+    assert.is(Object.keys(await allocations(kube, ns, 'pool')).length, 2);
+  });
+
+  it('a pool updated by someone else between re-check and patch: retried on the fresh pool, nothing wrong removed', async (t, kube) => {
+    const ns = await t.namespace();
+    const goneId = containerId();
+    await createPool(kube, ns, 'pool', RANGE, { '192.168.2.50': { id: goneId, podref: `${ns}/gone-0` } });
+    const r = runner(whereaboutsIps, t.options, [ns], Date.now() + MIN);
+    await r.run();
+    r.now += 6 * MIN;
+    // observe and decide as the run does, then race the patch
+    const ctx = {
+      now: r.now,
+      signal: AbortSignal.timeout(30_000),
+      settings: { namespaces: [ns] },
+      note: () => {},
+    };
+    const obs = await whereaboutsIps.observe(kube, ctx);
+    const target = obs.targets.find((x) => (x.data as { ip: string }).ip === '192.168.2.50')!;
+    assert.ok((await whereaboutsIps.recheck(kube, target, ctx)).ok);
+    let raced = false;
+    const racing: KubeClient = Object.assign(Object.create(Object.getPrototypeOf(kube)), kube, {
+      jsonPatch: async (...args: Parameters<KubeClient['jsonPatch']>) => {
+        if (!raced) {
+          raced = true; // a CNI ADD allocates another address in the same pool first
+          await allocate(kube, ns, 'pool', RANGE, '192.168.2.51', {
+            id: containerId(),
+            podref: `${ns}/new-0`,
+          });
+        }
+        return kube.jsonPatch(...args);
+      },
+    });
+    const out = await whereaboutsIps.remove(racing, target, ctx);
+    assert.is(out.outcome, 'deleted');
+    const left = await allocations(kube, ns, 'pool');
+    assert.equal(Object.keys(left), [offsetOf(RANGE, '192.168.2.51')], 'the racing allocation survives');
+    // and when the racing writer re-uses the very offset, nothing is removed
+    await allocate(kube, ns, 'pool', RANGE, '192.168.2.52', { id: 'old', podref: `${ns}/gone-1` });
+    const obs2 = await whereaboutsIps.observe(kube, ctx);
+    const t2 = obs2.targets.find((x) => (x.data as { ip: string }).ip === '192.168.2.52')!;
+    const reuse: KubeClient = Object.assign(Object.create(Object.getPrototypeOf(kube)), kube, {
+      jsonPatch: async (...args: Parameters<KubeClient['jsonPatch']>) => {
+        await allocate(kube, ns, 'pool', RANGE, '192.168.2.52', { id: 'new', podref: `${ns}/new-1` });
+        return kube.jsonPatch(...args);
+      },
+    });
+    const out2 = await whereaboutsIps.remove(reuse, t2, ctx);
+    assert.is(out2.outcome, 'skipped');
+    assert.is((await allocations(kube, ns, 'pool'))[offsetOf(RANGE, '192.168.2.52')]?.id, 'new');
+  });
+
+  it('bad input: malformed pools, offsets out of range, bad annotations are reported, nothing deleted', async (t, kube) => {
+    const ns = await t.namespace();
+    await kube.create(IPPOOLS, {
+      apiVersion: 'whereabouts.cni.cncf.io/v1alpha1',
+      kind: 'IPPool',
+      metadata: { name: 'bad-range', namespace: ns },
+      spec: { range: 'not-a-range', allocations: { '5': { id: 'x', podref: `${ns}/gone-a` } } },
+    });
+    await kube.create(IPPOOLS, {
+      apiVersion: 'whereabouts.cni.cncf.io/v1alpha1',
+      kind: 'IPPool',
+      metadata: { name: 'odd', namespace: ns },
+      spec: {
+        range: '10.9.0.0/28',
+        allocations: {
+          '99': { id: 'x', podref: `${ns}/gone-b` },
+          abc: { id: 'y', podref: `${ns}/gone-c` },
+          '3': { id: 'z', podref: 'no-slash' },
+        },
+      },
+    });
+    await createPool(kube, ns, 'good', RANGE, {
+      '192.168.2.60': { id: containerId(), podref: `${ns}/weird-0` },
+      '192.168.2.61': { id: containerId(), podref: `${ns}/gone-d` },
+    });
+    await createPodWithStatus(kube, ns, 'weird-0');
+    await setNetworkStatus(kube, ns, 'weird-0', '{not json');
+    const r = runner(whereaboutsIps, t.options, [ns], Date.now() + MIN);
+    await r.run();
+    r.now += 6 * MIN;
+    const res = await r.run();
+    assert.is(res.exitCode, EXIT.ok);
+    assert.is(res.deleted.length, 1, 'only the well-formed orphan (.61) goes');
+    assert.equal(Object.keys(await allocations(kube, ns, 'good')), [offsetOf(RANGE, '192.168.2.60')]);
+    const reasons = r.events('target.indeterminate').map((e) => String(e.reason));
+    assert.ok(reasons.some((x) => x.includes('cannot be parsed')));
+    assert.ok(reasons.some((x) => x.includes('outside 10.9.0.0/28')));
+    assert.ok(reasons.some((x) => x.includes('is not a number')));
+    assert.ok(reasons.some((x) => x.includes('not namespace/name')));
+    assert.ok(reasons.some((x) => x.includes('is not JSON')));
+    assert.is(Object.keys(await allocations(kube, ns, 'odd')).length, 3);
+    void PODS;
+  });
+
+  test.run();
+}

@@ -1,0 +1,55 @@
+/** Runs a function against a KubeTarget on a simulated clock, capturing the diff log. */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type FileConfig, resolveConfig } from '../../shared/config.ts';
+import type { KubeClientOptions } from '../../shared/kube/client.ts';
+import type { AnyFunction } from '../../shared/runtime/function.ts';
+import type { RunResult } from '../../shared/runtime/run.ts';
+import { runFunction } from '../../shared/runtime/wire.ts';
+import { captureLog } from './memfn.ts';
+
+export type Runner = {
+  now: number;
+  lines: Record<string, unknown>[];
+  run: (apply?: boolean, record?: boolean) => Promise<RunResult>;
+  events: (name: string, since?: number) => Record<string, unknown>[];
+  mark: () => number;
+};
+
+type FnConfig = NonNullable<FileConfig['functions']>[string];
+
+export function runner(
+  fn: AnyFunction,
+  options: KubeClientOptions,
+  namespaces: string[],
+  start: number,
+  extra: FnConfig = {},
+): Runner {
+  const dir = mkdtempSync(join(tmpdir(), `twopass-${fn.name}-`));
+  const r: Runner = {
+    now: start,
+    lines: [],
+    run: async (apply = true, record = false) => {
+      const cap = captureLog(() => r.now);
+      // Small test worlds: the percentage guard would refuse one deletion in three targets.
+      const fc: FnConfig = {
+        maxDeletionPercent: 100,
+        ...extra,
+        settings: { namespaces, ...(extra.settings ?? {}) },
+      };
+      const cfg = resolveConfig({ functions: { [fn.name]: fc } }, 'test', { state: `file:${dir}` });
+      const result = await runFunction(
+        fn,
+        cfg,
+        { clock: () => r.now, log: cap.log, kubeOptions: options },
+        { apply, record },
+      );
+      r.lines.push(...cap.lines);
+      return result;
+    },
+    events: (name, since = 0) => r.lines.slice(since).filter((l) => l.event === name),
+    mark: () => r.lines.length,
+  };
+  return r;
+}
