@@ -16,6 +16,7 @@ import { runFunction } from '../runtime/wire.ts';
 import { installCrdsFromDir } from './crds.ts';
 import { FakeKubeServer } from './kube/server.ts';
 import { allocated, R, seedIncident } from './scenarios/danm.ts';
+import { whereaboutsScene } from './scenes/whereabouts.ts';
 
 const MIN = 60_000;
 
@@ -37,9 +38,13 @@ export async function demo(opts: {
   const problems: string[] = [];
   const runs: RunResult[] = [];
   try {
-    await installCrdsFromDir(kube, 'danm');
+    await installCrdsFromDir(kube);
     const log = createLogger({ output: opts.output, stream: out, clock });
-    const cfg = resolveConfig({}, 'sandbox', { state: `file:${dir}` });
+    // A two-target pool would trip the 20% guard; the sandbox raises it for whereabouts (a real
+    // deployment sizes it to its pools).
+    const cfg = resolveConfig({ functions: { 'whereabouts-ips': { maxDeletionPercent: 100 } } }, 'sandbox', {
+      state: `file:${dir}`,
+    });
     const pass = async (label: string) => {
       say('');
       say(`── ${label} ${'─'.repeat(Math.max(0, 90 - label.length))}`);
@@ -105,6 +110,20 @@ export async function demo(opts: {
     if (runs.some((r) => r.exitCode !== 0))
       problems.push(`a pass exited ${runs.map((r) => r.exitCode).join(',')}`);
 
+    // The whereabouts scenario: a StatefulSet pod re-created under the same name.
+    const wb = await whereaboutsScene(
+      kube,
+      cfg,
+      clock,
+      () => now,
+      (ms) => (now += ms),
+      log,
+      fake.url,
+      say,
+    );
+    runs.push(...wb.runs);
+    problems.push(...wb.problems);
+
     say('');
     say('── summary ' + '─'.repeat(81));
     say(
@@ -119,6 +138,9 @@ export async function demo(opts: {
     );
     say(
       'and its address, set before its DanmEp existed, was only a pending candidate until the DanmEp appeared.',
+    );
+    say(
+      `whereabouts: the re-created db-0 kept 192.168.2.11; the old allocation 192.168.2.10 was reclaimed (${wb.reclaimed})`,
     );
     say(problems.length === 0 ? 'sandbox: OK' : `sandbox: PROBLEMS: ${problems.join('; ')}`);
     return { ok: problems.length === 0, runs, problems };

@@ -12,6 +12,7 @@ import {
   forceDeletePod,
   R,
 } from '../../shared/sandbox/scenarios/danm.ts';
+import { allocations, containerId, createPool } from '../../shared/sandbox/scenarios/whereabouts.ts';
 import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
 
 const CLI = new URL('../../bin/twopass.js', import.meta.url).pathname;
@@ -56,7 +57,7 @@ test('bad arguments and config exit 2 with a message that names the key', () => 
   assert.is(twopass(['run', '--bogus']).code, 2);
   const unknown = twopass(['run', 'nope']);
   assert.is(unknown.code, 2);
-  assert.match(unknown.err, /unknown function `nope`; known: danm-endpoints/);
+  assert.match(unknown.err, /unknown function `nope`; known: danm-endpoints, whereabouts-ips/);
   writeFileSync(join(dir, 'c.yaml'), 'functions:\n  danm-endpoints:\n    grace: 15\n');
   const grace = twopass(['functions', '--config', join(dir, 'c.yaml')]);
   assert.is(grace.code, 2);
@@ -186,6 +187,40 @@ real('run danm-endpoints: dry run, --save-snapshot, explain, state show, then --
   assert.is(await kube.get(R.danmeps, ns, ep.metadata.name), undefined);
   const reset = twopass(['state', 'reset', 'danm-endpoints', ...base]);
   assert.match(reset.out, /observation starts over/);
+  await kube.close();
+});
+
+real('run whereabouts-ips from the CLI: dry run, then --apply', async (ctx) => {
+  if (!ctx.t) return;
+  const t = ctx.t;
+  const kube = t.client();
+  const ns = await t.namespace();
+  await createPool(kube, ns, 'pool', '192.168.2.0/24', {
+    '192.168.2.10': { id: containerId(), podref: `${ns}/gone-0` },
+  });
+  const dir = mkdtempSync(join(tmpdir(), 'twopass-cli-'));
+  writeFileSync(join(dir, 'kubeconfig'), t.kubeconfig());
+  writeFileSync(
+    join(dir, 'config.yaml'),
+    `functions:\n  whereabouts-ips:\n    minAge: 0s\n    maxDeletionPercent: 100\n    settings:\n      namespaces: [${ns}]\n`,
+  );
+  const base = [
+    '--kubeconfig',
+    join(dir, 'kubeconfig'),
+    '--config',
+    join(dir, 'config.yaml'),
+    '--state',
+    `file:${join(dir, 'state')}`,
+    '--grace',
+    '0s',
+  ];
+  assert.is(twopass(['run', 'whereabouts-ips', ...base, '--record']).code, 0);
+  const dry = twopass(['run', 'whereabouts-ips', ...base, '--record']);
+  assert.ok(dry.json().some((e) => e.event === 'candidate.confirmed' && e.dryRun === true));
+  assert.is(Object.keys(await allocations(kube, ns, 'pool')).length, 1);
+  const apply = twopass(['run', 'whereabouts-ips', ...base, '--apply']);
+  assert.is(apply.code, 0, apply.err);
+  assert.is(Object.keys(await allocations(kube, ns, 'pool')).length, 0);
   await kube.close();
 });
 

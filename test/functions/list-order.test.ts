@@ -1,9 +1,11 @@
-/** Law 2 for danm-endpoints: targets are listed before the evidence of their use. */
+/** Law 2: every function lists its targets before the evidence of their use. */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { whereaboutsIps } from '../../functions/whereabouts-ips/index.ts';
 import { createEndpoint, createNetwork, createPod } from '../../shared/sandbox/scenarios/danm.ts';
 import { danmRunner } from '../helpers/danm.ts';
 import { fakeTarget } from '../helpers/kube-target.ts';
+import { runner } from '../helpers/runner.ts';
 
 test('networks, then DanmEps, then Pods (metadata only)', async () => {
   const t = await fakeTarget();
@@ -19,6 +21,23 @@ test('networks, then DanmEps, then Pods (metadata only)', async () => {
     const lists = fake.requests.slice(from).filter((r) => r.method === 'GET' && r.query.includes('limit='));
     const order = lists.map((r) => r.path.split('/').pop());
     assert.equal(order, ['danmnets', 'tenantnetworks', 'clusternetworks', 'danmeps', 'pods']);
+  } finally {
+    await t.close();
+  }
+});
+
+test('whereabouts: pools, then reservations, then Pods', async () => {
+  const t = await fakeTarget();
+  try {
+    const ns = await t.namespace();
+    const fake = t.fake!;
+    const from = fake.requests.length;
+    await runner(whereaboutsIps, t.options, [ns], Date.now()).run();
+    const lists = fake.requests.slice(from).filter((r) => r.method === 'GET' && r.query.includes('limit='));
+    assert.equal(
+      lists.map((r) => r.path.split('/').pop()),
+      ['ippools', 'overlappingrangeipreservations', 'pods'],
+    );
   } finally {
     await t.close();
   }

@@ -1,0 +1,66 @@
+/** The sandbox's whereabouts scene: StatefulSet db-0 re-created under the same name. */
+import { whereaboutsIps } from '../../../functions/whereabouts-ips/index.ts';
+import type { Config } from '../../config.ts';
+import type { KubeClient } from '../../kube/ports.ts';
+import type { Logger } from '../../log/logger.ts';
+import type { RunResult } from '../../runtime/run.ts';
+import { runFunction } from '../../runtime/wire.ts';
+import { forceDeletePod } from '../scenarios/danm.ts';
+import {
+  allocate,
+  allocations,
+  containerId,
+  createPodWithStatus,
+  createPool,
+  offsetOf,
+} from '../scenarios/whereabouts.ts';
+
+const MIN = 60_000;
+const RANGE = '192.168.2.0/24';
+
+export async function whereaboutsScene(
+  kube: KubeClient,
+  cfg: Config,
+  clock: () => number,
+  _now: () => number,
+  advance: (ms: number) => void,
+  log: Logger,
+  server: string,
+  say: (s: string) => void,
+): Promise<{ runs: RunResult[]; problems: string[]; reclaimed: number }> {
+  const runs: RunResult[] = [];
+  const problems: string[] = [];
+  const ns = 'default';
+  const pass = async (label: string) => {
+    say('');
+    say(`── ${label} ${'─'.repeat(Math.max(0, 90 - label.length))}`);
+    const r = await runFunction(
+      whereaboutsIps,
+      cfg,
+      { clock, log, kubeOptions: { server } },
+      { apply: true },
+    );
+    runs.push(r);
+    return r;
+  };
+  say('');
+  say('whereabouts: IPPool default/pool (192.168.2.0/24); StatefulSet pod db-0 holds 192.168.2.10.');
+  const oldId = containerId();
+  await createPool(kube, ns, 'pool', RANGE, { '192.168.2.10': { id: oldId, podref: `${ns}/db-0` } });
+  await createPodWithStatus(kube, ns, 'db-0', ['192.168.2.10']);
+  say('Its node is lost; db-0 is force-deleted and re-created under the same name with a new container,');
+  say('and whereabouts allocates 192.168.2.11 to it. The old allocation still names default/db-0.');
+  await forceDeletePod(kube, ns, 'db-0');
+  await allocate(kube, ns, 'pool', RANGE, '192.168.2.11', { id: containerId(), podref: `${ns}/db-0` });
+  await createPodWithStatus(kube, ns, 'db-0', ['192.168.2.11']);
+  await pass('whereabouts pass 1 (apply): the old allocation is a first observation, db-0 keeps .11');
+  advance(6 * MIN);
+  const last = await pass(
+    'whereabouts pass 2 (apply): six minutes later, re-checked, removed with a tested JSON Patch',
+  );
+  const left = Object.keys(await allocations(kube, ns, 'pool'));
+  if (JSON.stringify(left) !== JSON.stringify([offsetOf(RANGE, '192.168.2.11')]))
+    problems.push(`pool holds offsets ${left.join(',')}`);
+  if (last.deleted.length !== 1) problems.push(`whereabouts reclaimed ${last.deleted.length}, expected 1`);
+  return { runs, problems, reclaimed: last.deleted.length };
+}
