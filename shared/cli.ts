@@ -20,8 +20,10 @@ import { diffSnapshots } from './engine/diff.ts';
 import { formatDuration } from './engine/duration.ts';
 import type { Snapshot } from './engine/types.ts';
 import { createLogger, type OutputMode } from './log/logger.ts';
+import { RunMetrics } from './metrics/metrics.ts';
 import { ConfigError, EXIT } from './runtime/errors.ts';
 import type { AnyFunction } from './runtime/function.ts';
+import { startScheduler } from './runtime/scheduler.ts';
 import { connectKube, runFunction, stateFor } from './runtime/wire.ts';
 import { demo } from './sandbox/demo.ts';
 
@@ -51,6 +53,7 @@ Commands:
   state reset <function>   forget the observations (deletes no resource)
   explain <function> <key> why a target is pending, rescued, indeterminate or confirmed
   diff A B                 compare two saved snapshots (--save-snapshot)
+  schedule                 run every enabled function on its cron schedule; serve /healthz, /metrics
   demo                     the sandbox: a fake cluster with the DANM incident (npm start)
 
 Run \`twopass <command> --help\` for a command's options. --version prints the version.
@@ -69,6 +72,16 @@ Options:
   --grace DURATION         override every function's grace window (e.g. 15m)
   --deadline DURATION      overall deadline of a run (default 10m)
   --save-snapshot DIR      write each snapshot as JSON into DIR (for \`twopass diff\`)
+  --pushgateway URL        push the run's metrics to a Prometheus Pushgateway
+  --metrics-textfile PATH  write the run's metrics for node-exporter's textfile collector
+${COMMON}`,
+  schedule: `Usage: twopass schedule [--config FILE] [--listen HOST:PORT]
+
+Runs each enabled function on its \`schedule\` (cron, 5 or 6 fields; a run never
+overlaps the previous one of the same function) and serves /healthz and /metrics on
+--listen (default 127.0.0.1:9464, or metricsHost/metricsPort in the config).
+SIGTERM/SIGINT: no new runs start, a running run abandons the deletions it has not
+started, and the process exits 0 when it is done.
 ${COMMON}`,
   functions: `Usage: twopass functions [--config FILE]\n\nLists the functions, what they delete and their effective defaults.\n${COMMON}`,
   state: `Usage: twopass state show|reset <function> [options]
@@ -104,6 +117,9 @@ const OPTIONS = {
   grace: { type: 'string' },
   deadline: { type: 'string' },
   'save-snapshot': { type: 'string' },
+  pushgateway: { type: 'string' },
+  'metrics-textfile': { type: 'string' },
+  listen: { type: 'string' },
 } as const;
 
 type Io = {
@@ -256,6 +272,35 @@ async function runCommand(
     process.off('SIGINT', stop);
   }
   return exit;
+}
+
+async function scheduleCommand(
+  cfg: Config,
+  output: OutputMode,
+  io: Io,
+  listen: string | undefined,
+): Promise<number> {
+  let host = cfg.metricsHost;
+  let port = cfg.metricsPort;
+  if (listen !== undefined) {
+    const m = /^(.*):(\d+)$/.exec(listen);
+    if (!m) throw new ConfigError(`--listen: expected HOST:PORT, got \`${listen}\``);
+    host = m[1]!.replace(/^\[|\]$/g, '');
+    port = Number(m[2]);
+  }
+  const log = createLogger({ output, stream: io.out, clock: io.clock });
+  const s = await startScheduler(
+    cfg,
+    { clock: io.clock, log },
+    { host, port, functions: FUNCTIONS.map((e) => e.fn) },
+  );
+  log.info({ event: 'schedule.listening', url: s.url }, 'schedule.listening');
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', resolve);
+    process.once('SIGINT', resolve);
+  });
+  await s.stop();
+  return EXIT.ok;
 }
 
 function functionsCommand(cfg: Config, io: Io): number {

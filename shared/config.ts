@@ -69,6 +69,9 @@ export const fileSchema = z
     pageSize: z.number().int().min(1).max(10000).optional(),
     leaseDuration: duration.optional(),
     metricsPort: z.number().int().min(0).max(65535).optional(),
+    metricsHost: z.string().optional(),
+    /** Namespace of the CronJobs: refused and aborted runs leave a Warning Event on `twopass-<function>` there. */
+    eventNamespace: z.string().optional(),
     functions: z.record(z.string(), functionSchema).optional(),
   })
   .strict();
@@ -84,6 +87,7 @@ export type Overrides = Readonly<{
   grace?: string;
   deadline?: string;
   pageSize?: number;
+  eventNamespace?: string;
 }>;
 
 export type FunctionConfig = Readonly<{
@@ -106,6 +110,8 @@ export type Config = Readonly<{
   pageSize: number;
   leaseDurationSeconds: number;
   metricsPort: number;
+  metricsHost: string;
+  eventNamespace?: string;
   functions: Readonly<
     Record<
       string,
@@ -165,6 +171,7 @@ export function envOverrides(env: Readonly<Record<string, string | undefined>>):
     out.output = env.TWOPASS_OUTPUT;
   }
   if (env.TWOPASS_GRACE) out.grace = env.TWOPASS_GRACE;
+  if (env.TWOPASS_EVENT_NAMESPACE) out.eventNamespace = env.TWOPASS_EVENT_NAMESPACE;
   if (env.KUBECONFIG && !env.KUBECONFIG.includes(':')) out.kubeconfig = env.KUBECONFIG;
   return out as Overrides;
 }
@@ -206,6 +213,10 @@ export function resolveConfig(raw: FileConfig, source: string, ...layers: Overri
     pageSize: (o.pageSize as number | undefined) ?? raw.pageSize ?? 500,
     leaseDurationSeconds: Math.round((raw.leaseDuration ?? 60_000) / 1000),
     metricsPort: raw.metricsPort ?? 9464,
+    metricsHost: raw.metricsHost ?? '127.0.0.1',
+    ...((o.eventNamespace ?? raw.eventNamespace) !== undefined
+      ? { eventNamespace: ((o.eventNamespace as string | undefined) ?? raw.eventNamespace)! }
+      : {}),
     functions: grace !== undefined ? withGrace(functions, parseDuration(grace)!) : functions,
     source,
   };

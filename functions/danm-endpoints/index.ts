@@ -16,6 +16,7 @@ import type {
   RemoveResult,
   TwopassFunction,
 } from '../../shared/runtime/function.ts';
+import { makeHandler } from '../../shared/runtime/handler.ts';
 import {
   bitIndex,
   clearable,
@@ -527,3 +528,6 @@ export const danmEndpoints: TwopassFunction<KubeReader, KubeClient> = {
 };
 
 export default danmEndpoints;
+
+/** For FaaS runtimes: `handler({ apply, dryRun, record, config })` returns the run summary. */
+export const handler = makeHandler(danmEndpoints);

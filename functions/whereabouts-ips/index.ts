@@ -15,6 +15,7 @@ import type {
   RemoveResult,
   TwopassFunction,
 } from '../../shared/runtime/function.ts';
+import { makeHandler } from '../../shared/runtime/handler.ts';
 import { GROUP, IPPOOLS, networkStatusIps, parsePool, parseReservation, RESERVATIONS } from './model.ts';
 
 export const NAME = 'whereabouts-ips';
@@ -354,3 +355,6 @@ export const whereaboutsIps: TwopassFunction<KubeReader, KubeClient> = {
 };
 
 export default whereaboutsIps;
+
+/** For FaaS runtimes: `handler({ apply, dryRun, record, config })` returns the run summary. */
+export const handler = makeHandler(whereaboutsIps);

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { type Config, functionConfig } from '../config.ts';
 import type { Snapshot } from '../engine/types.ts';
 import { type KubeClientOptions, KubeHttpClient, kubeOptionsFromConfig } from '../kube/client.ts';
+import { recordEvent } from '../kube/events.ts';
 import type { Logger } from '../log/logger.ts';
 import { ConfigMapStateStore } from '../state/configmap.ts';
 import { FileLock, FileStateStore } from '../state/file.ts';
@@ -94,13 +95,42 @@ export async function runFunction(
         ...(options.saveSnapshotDir
           ? { saveSnapshot: (s: Snapshot) => saveSnapshot(options.saveSnapshotDir!, s) }
           : {}),
-        ...(env.hooks ? { hooks: env.hooks } : {}),
+        hooks: withEvents(env.hooks, cfg, kube, env.clock),
       },
       request,
     );
   } finally {
     await kube.close();
   }
+}
+
+/** Refused and aborted runs leave a Warning Event on the function's CronJob (when eventNamespace is set). */
+function withEvents(
+  hooks: RunHooks | undefined,
+  cfg: Config,
+  kube: KubeHttpClient,
+  clock: () => number,
+): RunHooks {
+  const ns = cfg.eventNamespace;
+  if (!ns) return hooks ?? {};
+  return {
+    ...hooks,
+    finished: async (r) => {
+      await hooks?.finished?.(r);
+      if (r.outcome !== 'refused' && r.outcome !== 'aborted') return;
+      const reason = r.outcome === 'refused' ? 'TwopassRunRefused' : 'TwopassRunAborted';
+      const message = `${r.function} run ${r.runId} ${r.outcome}: ${r.error ?? ''}; nothing was deleted`;
+      await recordEvent(
+        kube,
+        ns,
+        { apiVersion: 'batch/v1', kind: 'CronJob', name: `twopass-${r.function}`, namespace: ns },
+        reason,
+        message,
+        'Warning',
+        clock(),
+      ).catch(() => undefined);
+    },
+  };
 }
 
 export async function saveSnapshot(dir: string, s: Snapshot): Promise<string> {

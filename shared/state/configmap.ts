@@ -1,10 +1,11 @@
 /**
  * ConfigMapStateStore: the in-cluster default. The state is gzipped JSON in the
  * head ConfigMap `twopass-<function>`; when larger than ~900 KiB it is split
- * over shard ConfigMaps `twopass-<function>-g<generation>-<i>` written before
- * the head. The head is written with its resourceVersion, so a stale writer
- * loses; the head names the generation, shard count and a checksum, so a
- * reader never mixes shards of two writes.
+ * over shard ConfigMaps `twopass-<function>-s<slot>-<i>`, written before the
+ * head into the slot the head does not point at (two slots, alternating, so
+ * RBAC can name every ConfigMap a function may touch). The head is written with
+ * its resourceVersion, so a stale writer loses; it names the generation, shard
+ * count and a checksum, so a reader never mixes shards of two writes.
  */
 import { createHash } from 'node:crypto';
 import { gunzipSync, gzipSync } from 'node:zlib';
@@ -18,7 +19,7 @@ import { parseState } from './schema.ts';
 import type { Loaded, StateStore } from './store.ts';
 
 export const SHARD_BYTES = 900 * 1024;
-const MAX_SHARDS = 64;
+export const MAX_SHARDS = 8;
 const KEY = 'state.json.gz';
 const A_GEN = 'twopass.io/generation';
 const A_SHARDS = 'twopass.io/shards';
@@ -43,7 +44,7 @@ export class ConfigMapStateStore implements StateStore {
   }
 
   private shardName(fn: string, gen: number, i: number): string {
-    return `twopass-${fn}-g${gen}-${i}`;
+    return shardName(fn, gen % 2, i);
   }
 
   async load(fn: string, signal?: AbortSignal): Promise<Loaded> {
@@ -111,16 +112,27 @@ export class ConfigMapStateStore implements StateStore {
     if (count > 1) {
       for (let i = 0; i < count; i++) {
         const chunk = gz.subarray(i * this.shardBytes, (i + 1) * this.shardBytes);
-        await this.kube.create(
-          CONFIGMAPS,
-          {
-            apiVersion: 'v1',
-            kind: 'ConfigMap',
-            metadata: { name: this.shardName(fn, gen, i), namespace: this.namespace, labels },
-            binaryData: { [KEY]: chunk.toString('base64') },
-          },
-          signal,
-        );
+        const shard = {
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          metadata: { name: this.shardName(fn, gen, i), namespace: this.namespace, labels },
+          binaryData: { [KEY]: chunk.toString('base64') },
+        };
+        const old = await this.kube.get(CONFIGMAPS, this.namespace, shard.metadata.name, signal);
+        if (old)
+          await this.kube.replace(
+            CONFIGMAPS,
+            {
+              ...shard,
+              metadata: {
+                ...shard.metadata,
+                uid: old.metadata.uid,
+                resourceVersion: old.metadata.resourceVersion,
+              },
+            },
+            signal,
+          );
+        else await this.kube.create(CONFIGMAPS, shard, signal);
       }
     }
     const head: ConfigMap = {
@@ -145,7 +157,6 @@ export class ConfigMapStateStore implements StateStore {
         written = await this.kube.create(CONFIGMAPS, { ...head, metadata: md }, signal);
       }
     } catch (err) {
-      if (count > 1) await this.dropShards(fn, gen, count, signal);
       if (err instanceof ConflictError || (err instanceof KubeApiError && err.status === 409)) {
         throw new StateConflictError(
           `${where}: another writer saved state first; this run's state was not written`,
@@ -154,6 +165,7 @@ export class ConfigMapStateStore implements StateStore {
       }
       throw err;
     }
+    // The slot the head used to point at is free now.
     if (oldShards > 1) await this.dropShards(fn, oldGen, oldShards, signal);
     return written.metadata.resourceVersion;
   }
@@ -177,6 +189,17 @@ export class ConfigMapStateStore implements StateStore {
     if (shards > 1) await this.dropShards(fn, gen, shards, signal);
     return true;
   }
+}
+
+/** The names of every ConfigMap the store may use for a function (for RBAC resourceNames). */
+export function stateConfigMapNames(fn: string): string[] {
+  const names = [`twopass-${fn}`];
+  for (const slot of [0, 1]) for (let i = 0; i < MAX_SHARDS; i++) names.push(shardName(fn, slot, i));
+  return names;
+}
+
+function shardName(fn: string, slot: number, i: number): string {
+  return `twopass-${fn}-s${slot}-${i}`;
 }
 
 function decode(cm: ConfigMap, where: string): Buffer {

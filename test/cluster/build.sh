@@ -7,8 +7,15 @@ KV=${TWOPASS_KUBE_VERSION:-v1.36.3}
 SV=v0.${KV#v1.}
 CACHE=${TWOPASS_CACHE:-$HOME/.cache/twopass}
 BIN=$CACHE/kube/$KV
+LDF="-s -w -X k8s.io/component-base/version.gitVersion=$KV -X k8s.io/client-go/pkg/version.gitVersion=$KV"
 if [[ -x $BIN/kube-apiserver && -x $BIN/etcd ]]; then
   echo "cluster binaries cached in $BIN"
+  # kubectl (for `kubectl kustomize` in the deployment tests) came later: build it into the cache once.
+  if [[ ! -x $BIN/kubectl && -f $CACHE/build/$KV/go.mod ]]; then
+    echo "building kubectl into $BIN"
+    (cd "$CACHE/build/$KV" && GOFLAGS=-mod=mod GOTOOLCHAIN=${GOTOOLCHAIN:-local} CGO_ENABLED=0 \
+      go build -p 2 -ldflags "$LDF" -o "$BIN/kubectl.tmp" k8s.io/kubernetes/cmd/kubectl && mv "$BIN/kubectl.tmp" "$BIN/kubectl")
+  fi
   echo "$BIN"
   exit 0
 fi
@@ -30,11 +37,12 @@ step "resolving modules"
 go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$KV"
 go mod edit -tool=go.etcd.io/etcd/server/v3
 go mod tidy
-LDF="-s -w -X k8s.io/component-base/version.gitVersion=$KV -X k8s.io/client-go/pkg/version.gitVersion=$KV"
 step "building kube-apiserver"
 CGO_ENABLED=0 go build -p 2 -tags selinux,notest -ldflags "$LDF" -o "$BIN.tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
 step "building etcd"
 CGO_ENABLED=0 go build -p 2 -ldflags "-s -w" -o "$BIN.tmp/etcd" go.etcd.io/etcd/server/v3
+step "building kubectl"
+CGO_ENABLED=0 go build -p 2 -ldflags "$LDF" -o "$BIN.tmp/kubectl" k8s.io/kubernetes/cmd/kubectl
 rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
 step "done"
 echo "$BIN"

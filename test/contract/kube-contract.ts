@@ -422,7 +422,7 @@ export function kubeContract(getTarget: () => Promise<ContractTarget | undefined
   });
 
   it('ConfigMapStateStore: round trip, shards, conflicts', async ({ kube, ns }) => {
-    const store = new ConfigMapStateStore(kube, ns, 2048);
+    const store = new ConfigMapStateStore(kube, ns, 8192);
     const empty = await store.load('contract-fn');
     assert.is(empty.version, undefined);
     const candidates: Record<

@@ -1,0 +1,131 @@
+/**
+ * `twopass schedule`: runs each enabled function on its cron expression
+ * (node-cron, noOverlap), serves /healthz and /metrics, and stops cleanly:
+ * no new runs start, a running run abandons the deletions it has not started,
+ * and the process waits for it.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { type ScheduledTask, schedule, validate } from 'node-cron';
+import { type Config, functionConfig } from '../config.ts';
+import type { Logger } from '../log/logger.ts';
+import { RunMetrics } from '../metrics/metrics.ts';
+import { ConfigError } from './errors.ts';
+import type { AnyFunction } from './function.ts';
+import type { RunResult } from './run.ts';
+import { type Environment, runFunction } from './wire.ts';
+
+export type SchedulerOptions = Readonly<{ host: string; port: number; functions: readonly AnyFunction[] }>;
+
+export type Scheduler = Readonly<{
+  url: string;
+  metrics: RunMetrics;
+  tasks: ReadonlyMap<string, ScheduledTask>;
+  /** Resolves with every finished run (tests wait on it). */
+  results: RunResult[];
+  stop: () => Promise<void>;
+}>;
+
+export async function startScheduler(
+  cfg: Config,
+  env: Environment,
+  opts: SchedulerOptions,
+): Promise<Scheduler> {
+  const metrics = new RunMetrics(env.clock);
+  const log: Logger = env.log;
+  const controller = new AbortController();
+  const running = new Set<Promise<unknown>>();
+  const results: RunResult[] = [];
+  const tasks = new Map<string, ScheduledTask>();
+  const enabled = opts.functions
+    .map((fn) => ({ fn, fc: functionConfig(cfg, fn.name, fn.defaults) }))
+    .filter((x) => x.fc.enabled);
+  if (enabled.length === 0) throw new ConfigError('schedule: no function is enabled');
+  for (const { fn, fc } of enabled) {
+    if (!validate(fc.schedule))
+      throw new ConfigError(
+        `functions.${fn.name}.schedule: expected a cron expression (5 or 6 fields), got \`${fc.schedule}\``,
+      );
+  }
+  let stopping = false;
+  const server: Server = createServer(async (req, res) => {
+    if (req.url === '/healthz') {
+      res.writeHead(stopping ? 503 : 200, { 'content-type': 'text/plain' });
+      res.end(stopping ? 'stopping\n' : 'ok\n');
+      return;
+    }
+    if (req.url === '/metrics') {
+      res.writeHead(200, { 'content-type': metrics.registry.contentType });
+      res.end(await metrics.text());
+      return;
+    }
+    res.writeHead(404).end();
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host, () => resolve());
+  });
+  const addr = server.address() as AddressInfo;
+  const url = `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`;
+  for (const { fn, fc } of enabled) {
+    const task = schedule(
+      fc.schedule,
+      async () => {
+        if (stopping) return;
+        const p = runFunction(
+          fn,
+          cfg,
+          {
+            ...env,
+            hooks: {
+              finished: (r) => {
+                metrics.record(r);
+                results.push(r);
+              },
+            },
+          },
+          { signal: controller.signal },
+        ).catch((err: Error) =>
+          log.error({ event: 'run.aborted', function: fn.name, reason: err.message }, 'run.aborted'),
+        );
+        running.add(p);
+        await p;
+        running.delete(p);
+      },
+      { name: fn.name, noOverlap: true },
+    );
+    task.on('execution:overlap', () =>
+      log.warn(
+        { event: 'run.skipped', function: fn.name, reason: 'the previous run is still busy' },
+        'run.skipped',
+      ),
+    );
+    tasks.set(fn.name, task);
+    log.info(
+      {
+        event: 'schedule.started',
+        function: fn.name,
+        schedule: fc.schedule,
+        apply: fc.apply,
+        next: task.getNextRun()?.toISOString(),
+      },
+      'schedule.started',
+    );
+  }
+  return {
+    url,
+    metrics,
+    tasks,
+    results,
+    stop: async () => {
+      stopping = true;
+      for (const t of tasks.values()) await t.stop();
+      controller.abort(new Error('shutting down: deletions not yet started are abandoned'));
+      await Promise.allSettled([...running]);
+      for (const t of tasks.values()) await t.destroy();
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+      log.info({ event: 'schedule.stopped' }, 'schedule.stopped');
+    },
+  };
+}
