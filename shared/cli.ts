@@ -193,7 +193,11 @@ export async function main(argv: readonly string[], io: Io): Promise<number> {
         return await runCommand(rest, v.all === true, cfg, output, io, {
           record: v.record === true,
           ...(v['save-snapshot'] ? { saveSnapshotDir: v['save-snapshot'] } : {}),
+          ...(v.pushgateway ? { pushgateway: v.pushgateway } : {}),
+          ...(v['metrics-textfile'] ? { textfile: v['metrics-textfile'] } : {}),
         });
+      case 'schedule':
+        return await scheduleCommand(cfg, output, io, v.listen);
       case 'functions':
         return functionsCommand(cfg, io);
       case 'state':
@@ -235,7 +239,7 @@ async function runCommand(
   cfg: Config,
   output: OutputMode,
   io: Io,
-  opts: { record: boolean; saveSnapshotDir?: string },
+  opts: { record: boolean; saveSnapshotDir?: string; pushgateway?: string; textfile?: string },
 ): Promise<number> {
   for (const f of Object.keys(cfg.functions)) {
     if (f !== '*' && !findFunction(f))
@@ -253,12 +257,13 @@ async function runCommand(
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   let exit: number = EXIT.ok;
+  const metrics = new RunMetrics(io.clock);
   try {
     for (const fn of fns) {
       const r = await runFunction(
         fn,
         cfg,
-        { clock: io.clock, log },
+        { clock: io.clock, log, hooks: metrics.hooks() },
         {
           record: opts.record,
           signal: controller.signal,
@@ -266,7 +271,15 @@ async function runCommand(
         },
       );
       if (exit === EXIT.ok && r.exitCode !== EXIT.ok) exit = r.exitCode;
+      if (opts.pushgateway) {
+        await metrics
+          .push(opts.pushgateway, fn.name)
+          .catch((err: Error) =>
+            log.warn({ event: 'metrics.push-failed', error: err.message }, 'metrics.push-failed'),
+          );
+      }
     }
+    if (opts.textfile) await metrics.writeTextfile(opts.textfile);
   } finally {
     process.off('SIGTERM', stop);
     process.off('SIGINT', stop);

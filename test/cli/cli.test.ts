@@ -1,5 +1,4 @@
 /** The `twopass` command as a user runs it: a real child process. */
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,28 +12,8 @@ import {
   R,
 } from '../../shared/sandbox/scenarios/danm.ts';
 import { allocations, containerId, createPool } from '../../shared/sandbox/scenarios/whereabouts.ts';
+import { twopass } from '../helpers/cli.ts';
 import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
-
-const CLI = new URL('../../bin/twopass.js', import.meta.url).pathname;
-
-export function twopass(args: string[], env: Record<string, string> = {}, cwd?: string) {
-  const r = spawnSync(process.execPath, [CLI, ...args], {
-    encoding: 'utf8',
-    env: { ...process.env, TWOPASS_OUTPUT: '', ...env },
-    ...(cwd ? { cwd } : {}),
-    timeout: 120_000,
-  });
-  return {
-    code: r.status,
-    out: r.stdout,
-    err: r.stderr,
-    json: () =>
-      r.stdout
-        .split('\n')
-        .filter((l) => l.startsWith('{'))
-        .map((l) => JSON.parse(l) as Record<string, unknown>),
-  };
-}
 
 const test = suite('twopass CLI');
 

@@ -1,0 +1,255 @@
+/** Operating twopass: the scheduler, the FaaS handler, metrics push and textfile, Events. */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { handler as danmHandler } from '../../functions/danm-endpoints/index.ts';
+import { FUNCTIONS } from '../../functions/index.ts';
+import { resolveConfig } from '../../shared/config.ts';
+import { EVENTS } from '../../shared/kube/resources.ts';
+import { ConfigError } from '../../shared/runtime/errors.ts';
+import { startScheduler } from '../../shared/runtime/scheduler.ts';
+import { runFunction } from '../../shared/runtime/wire.ts';
+import {
+  createEndpoint,
+  createNetwork,
+  createPod,
+  forceDeletePod,
+} from '../../shared/sandbox/scenarios/danm.ts';
+import { fakeTarget, type KubeTarget } from '../helpers/kube-target.ts';
+import { captureLog } from '../helpers/memfn.ts';
+
+const test = suite<{ t: KubeTarget; dir: string; kc: string }>('operate');
+test.before(async (ctx) => {
+  ctx.t = await fakeTarget();
+  ctx.dir = mkdtempSync(join(tmpdir(), 'twopass-op-'));
+  ctx.kc = join(ctx.dir, 'kubeconfig');
+  writeFileSync(ctx.kc, ctx.t.kubeconfig());
+  const kube = ctx.t.client();
+  await createNetwork(kube, 'default', 'test-net1', '10.10.10.0/24', ['10.10.10.9']);
+  await createEndpoint(kube, await createPod(kube, 'default', 'gone-0'), 'test-net1', '10.10.10.9/24');
+  await forceDeletePod(kube, 'default', 'gone-0');
+  await kube.close();
+});
+test.after(async (ctx) => ctx.t.close());
+
+async function waitFor<T>(what: string, f: () => T | undefined, ms = 15_000): Promise<T> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const v = f();
+    if (v) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+test('schedule runs a function on a six-field (seconds) cron expression and serves metrics', async ({
+  t,
+  dir,
+}) => {
+  const cfg = resolveConfig(
+    { functions: { 'danm-endpoints': { schedule: '*/1 * * * * *' }, 'whereabouts-ips': { enabled: false } } },
+    'test',
+    { state: `file:${join(dir, 'sched')}` },
+  );
+  const cap = captureLog(Date.now);
+  const s = await startScheduler(
+    cfg,
+    { clock: Date.now, log: cap.log, kubeOptions: t.options },
+    { host: '127.0.0.1', port: 0, functions: FUNCTIONS.map((e) => e.fn) },
+  );
+  try {
+    await waitFor('two scheduled runs', () => (s.results.length >= 2 ? true : undefined));
+    const health = await fetch(`${s.url}/healthz`);
+    assert.is(health.status, 200);
+    const text = await (await fetch(`${s.url}/metrics`)).text();
+    const runs = /twopass_runs_total\{function="danm-endpoints",outcome="ok"\} (\d+)/.exec(text);
+    assert.ok(runs && Number(runs[1]) >= 2, text.slice(0, 500));
+    assert.match(text, /twopass_targets\{function="danm-endpoints"\} \d+/);
+    assert.match(text, /twopass_last_success_timestamp_seconds\{function="danm-endpoints"\} \d+/);
+    assert.not.match(text, /whereabouts-ips/, 'a disabled function is not scheduled');
+  } finally {
+    await s.stop();
+  }
+  const n = s.results.length;
+  await new Promise((r) => setTimeout(r, 1500));
+  assert.is(s.results.length, n, 'no run after stop');
+  assert.ok(cap.events('schedule.stopped').length === 1);
+});
+
+test('a bad cron expression is a config error', async ({ t, dir }) => {
+  const cfg = resolveConfig({ functions: { 'danm-endpoints': { schedule: 'every minute' } } }, 'test', {
+    state: `file:${dir}`,
+  });
+  try {
+    await startScheduler(
+      cfg,
+      { clock: Date.now, log: captureLog(Date.now).log, kubeOptions: t.options },
+      { host: '127.0.0.1', port: 0, functions: FUNCTIONS.map((e) => e.fn) },
+    );
+    assert.unreachable();
+  } catch (err) {
+    assert.instance(err, ConfigError);
+    assert.match((err as Error).message, /functions\.danm-endpoints\.schedule: expected a cron expression/);
+  }
+});
+
+test('twopass schedule as a process: SIGTERM stops it cleanly (exit 0)', async ({ dir, kc }) => {
+  writeFileSync(
+    join(dir, 'sched.yaml'),
+    `state: file:${join(dir, 'proc')}\nfunctions:\n  danm-endpoints:\n    schedule: "*/1 * * * * *"\n  whereabouts-ips:\n    enabled: false\n`,
+  );
+  const child = spawn(
+    process.execPath,
+    [
+      new URL('../../bin/twopass.js', import.meta.url).pathname,
+      'schedule',
+      '--config',
+      join(dir, 'sched.yaml'),
+      '--kubeconfig',
+      kc,
+      '--listen',
+      '127.0.0.1:0',
+      '--output',
+      'json',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  const url = await waitFor('listening', () => /"event":"schedule.listening","url":"([^"]+)"/.exec(out)?.[1]);
+  await waitFor('a finished run', () => (out.includes('"event":"run.finished"') ? true : undefined));
+  assert.is((await fetch(`${url}/healthz`)).status, 200);
+  child.kill('SIGTERM');
+  const code = await new Promise<number | null>((r) => child.on('exit', (c) => r(c)));
+  assert.is(code, 0);
+  assert.ok(out.includes('"event":"schedule.stopped"'));
+});
+
+test('handler(event): the way a Lambda-style runtime calls it', async ({ dir, kc }) => {
+  const env = { KUBECONFIG: kc };
+  const handler = danmHandler;
+  void handler;
+  const { makeHandler } = await import('../../shared/runtime/handler.ts');
+  const { danmEndpoints } = await import('../../functions/danm-endpoints/index.ts');
+  const h = makeHandler(danmEndpoints, { env, stream: captureLogStream() });
+  const out = await h({
+    dryRun: true,
+    record: true,
+    config: {
+      state: `file:${join(dir, 'faas')}`,
+      functions: { 'danm-endpoints': { grace: '0s', minAge: '0s', maxDeletionPercent: 100 } },
+    },
+  });
+  assert.is(out.exitCode, 0);
+  assert.is(out.dryRun, true);
+  assert.ok(out.summary && out.summary.targets > 0);
+  const again = await h(
+    JSON.parse(
+      JSON.stringify({
+        dryRun: true,
+        record: true,
+        config: {
+          state: `file:${join(dir, 'faas')}`,
+          functions: { 'danm-endpoints': { grace: '0s', minAge: '0s', maxDeletionPercent: 100 } },
+        },
+      }),
+    ),
+  );
+  assert.is(again.confirmed, 1, 'confirmed on the second observation');
+  assert.equal(again.deleted, [], 'a dry run deletes nothing');
+  for (const bad of [
+    { config: { functions: { 'danm-endpoints': { grace: 15 } } } },
+    { apply: 'yes' },
+    { apply: true, dryRun: true },
+  ]) {
+    try {
+      await h(bad as never);
+      assert.unreachable('accepted a bad event');
+    } catch (err) {
+      assert.instance(err, ConfigError);
+    }
+  }
+});
+
+function captureLogStream(): NodeJS.WritableStream {
+  const { Writable } = require_('node:stream') as typeof import('node:stream');
+  return new Writable({ write: (_c, _e, cb) => cb() });
+}
+function require_(m: string): unknown {
+  return process.getBuiltinModule(m);
+}
+
+test('run --pushgateway pushes the metrics; --metrics-textfile writes them', async ({ dir, kc }) => {
+  const bodies: { url: string; method: string; body: string }[] = [];
+  const gw = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      bodies.push({ url: req.url ?? '', method: req.method ?? '', body });
+      res.writeHead(200).end();
+    });
+  });
+  await new Promise<void>((r) => gw.listen(0, '127.0.0.1', () => r()));
+  const port = (gw.address() as AddressInfo).port;
+  try {
+    const textfile = join(dir, 'twopass.prom');
+    const r = await new Promise<{ code: number | null }>((resolve) => {
+      const c = spawn(
+        process.execPath,
+        [
+          new URL('../../bin/twopass.js', import.meta.url).pathname,
+          'run',
+          'danm-endpoints',
+          '--kubeconfig',
+          kc,
+          '--state',
+          `file:${join(dir, 'push')}`,
+          '--pushgateway',
+          `http://127.0.0.1:${port}`,
+          '--metrics-textfile',
+          textfile,
+        ],
+        { stdio: 'ignore' },
+      );
+      c.on('exit', (code) => resolve({ code }));
+    });
+    assert.is(r.code, 0);
+    assert.is(bodies.length, 1);
+    assert.is(bodies[0]?.method, 'PUT');
+    assert.is(bodies[0]?.url, '/metrics/job/twopass/function/danm-endpoints');
+    assert.match(bodies[0]!.body, /twopass_runs_total\{function="danm-endpoints",outcome="ok"\} 1/);
+    assert.match(readFileSync(textfile, 'utf8'), /twopass_run_duration_seconds\{function="danm-endpoints"\}/);
+  } finally {
+    await new Promise<void>((r) => gw.close(() => r()));
+  }
+});
+
+test('a refused run leaves a Warning Event on the CronJob', async ({ t, dir }) => {
+  const cfg = resolveConfig(
+    { eventNamespace: 'default', functions: { 'danm-endpoints': { grace: 0, minAge: 0, maxDeletions: 0 } } },
+    'test',
+    { state: `file:${join(dir, 'ev')}` },
+  );
+  const env = { clock: Date.now, log: captureLog(Date.now).log, kubeOptions: t.options };
+  const danm = FUNCTIONS[0]!.fn;
+  await runFunction(danm, cfg, env, { apply: true });
+  const r = await runFunction(danm, cfg, env, { apply: true });
+  assert.is(r.outcome, 'refused');
+  const kube = t.client();
+  const events = await kube.listAll(EVENTS, { namespace: 'default' });
+  const ev = events.items.find((e) => (e as { reason?: string }).reason === 'TwopassRunRefused') as
+    | { involvedObject: { kind: string; name: string }; type: string }
+    | undefined;
+  assert.ok(ev);
+  assert.is(ev.involvedObject.kind, 'CronJob');
+  assert.is(ev.involvedObject.name, 'twopass-danm-endpoints');
+  assert.is(ev.type, 'Warning');
+  await kube.close();
+});
+
+test.run();
