@@ -1,6 +1,7 @@
 /** The function registry: every function twopass can run. */
 import type { AnyFunction } from '../shared/runtime/function.ts';
 import { danmEndpoints } from './danm-endpoints/index.ts';
+import { lbaasPorts } from './lbaas-ports/index.ts';
 import { whereaboutsIps } from './whereabouts-ips/index.ts';
 
 export type FunctionEntry = Readonly<{
@@ -12,6 +13,7 @@ export type FunctionEntry = Readonly<{
 export const FUNCTIONS: readonly FunctionEntry[] = [
   { fn: danmEndpoints, needs: ['kube'] },
   { fn: whereaboutsIps, needs: ['kube'] },
+  { fn: lbaasPorts, needs: ['kube', 'openstack'] },
 ];
 
 export function findFunction(name: string): FunctionEntry | undefined {

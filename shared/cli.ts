@@ -263,7 +263,7 @@ async function runCommand(
       const r = await runFunction(
         fn,
         cfg,
-        { clock: io.clock, log, hooks: metrics.hooks() },
+        { clock: io.clock, log, hooks: metrics.hooks(), processEnv: io.env },
         {
           record: opts.record,
           signal: controller.signal,
@@ -304,7 +304,7 @@ async function scheduleCommand(
   const log = createLogger({ output, stream: io.out, clock: io.clock });
   const s = await startScheduler(
     cfg,
-    { clock: io.clock, log },
+    { clock: io.clock, log, processEnv: io.env },
     { host, port, functions: FUNCTIONS.map((e) => e.fn) },
   );
   log.info({ event: 'schedule.listening', url: s.url }, 'schedule.listening');

@@ -250,7 +250,7 @@ export function functionConfig(cfg: Config, name: string, defaults: FunctionDefa
     maxEvidenceDropPercent: f.maxEvidenceDropPercent ?? defaults.maxEvidenceDropPercent,
   };
   return Object.freeze({
-    enabled: f.enabled ?? true,
+    enabled: f.enabled ?? defaults.enabled ?? true,
     apply: f.apply ?? cfg.apply,
     schedule: f.schedule ?? defaults.schedule,
     policy,

@@ -30,9 +30,23 @@ export type RemoveResult = Readonly<
   | { outcome: 'skipped'; reason: string }
 >;
 
-export type FunctionDefaults = Policy & Readonly<{ schedule: string }>;
+export type FunctionDefaults = Policy & Readonly<{ schedule: string; /** false: runs only when the config enables it (it needs settings). */ enabled?: boolean }>;
+
+/** What a function may use to build its ports (the entry point's environment, never read below). */
+export type ConnectContext = Readonly<{
+  kube: import('../kube/client.ts').KubeHttpClient;
+  settings: Readonly<Record<string, unknown>>;
+  env: Readonly<Record<string, string | undefined>>;
+  clock: () => number;
+  callTimeoutMs: number;
+  pageSize: number;
+}>;
+
+export type Ports<R, W> = Readonly<{ reader: R; writer: W; close: () => Promise<void> }>;
 
 export interface TwopassFunction<R, W> {
+  /** Builds the reader and writer ports; by default both are the Kubernetes client. */
+  connect?(ctx: ConnectContext): Promise<Ports<R, W>>;
   readonly name: string;
   readonly description: string;
   readonly defaults: FunctionDefaults;

@@ -62,7 +62,7 @@ export function makeHandler(
     const r = await runFunction(
       fn,
       cfg,
-      { clock, log },
+      { clock, log, processEnv: env },
       { ...(apply !== undefined ? { apply } : {}), record: ev.record === true },
     );
     return {

@@ -27,6 +27,8 @@ export type Environment = Readonly<{
   /** Overrides the kubeconfig (tests and the sandbox). */
   kubeOptions?: KubeClientOptions;
   hooks?: RunHooks;
+  /** The process environment, for functions whose clients read OS_* (OpenStack). */
+  processEnv?: Readonly<Record<string, string | undefined>>;
 }>;
 
 export async function connectKube(cfg: Config, env: Environment): Promise<KubeHttpClient> {
@@ -71,7 +73,16 @@ export async function runFunction(
 ): Promise<RunResult> {
   const fc = functionConfig(cfg, fn.name, fn.defaults);
   const kube = await connectKube(cfg, env);
+  let ports: { reader: unknown; writer: unknown; close: () => Promise<void> } = { reader: kube, writer: kube, close: async () => {} };
   try {
+    if (fn.connect) {
+      try {
+        ports = await fn.connect({ kube, settings: fc.settings, env: env.processEnv ?? {}, clock: env.clock, callTimeoutMs: cfg.callTimeoutMs, pageSize: cfg.pageSize });
+      } catch (err) {
+        if (err instanceof ConfigError) throw err;
+        throw new ConfigError(`${fn.name}: ${(err as Error).message}`, { cause: err });
+      }
+    }
     const { store, lock } = stateFor(cfg, kube);
     const request: RunRequest = {
       apply: options.apply ?? fc.apply,
@@ -85,8 +96,8 @@ export async function runFunction(
     return await run(
       {
         fn,
-        reader: kube,
-        writer: kube,
+        reader: ports.reader,
+        writer: ports.writer,
         store,
         lock,
         clock: env.clock,
@@ -100,6 +111,7 @@ export async function runFunction(
       request,
     );
   } finally {
+    await ports.close();
     await kube.close();
   }
 }

@@ -25,6 +25,7 @@ export function runner(
   namespaces: string[],
   start: number,
   extra: FnConfig = {},
+  processEnv: Record<string, string> = {},
 ): Runner {
   const dir = mkdtempSync(join(tmpdir(), `twopass-${fn.name}-`));
   const r: Runner = {
@@ -42,7 +43,7 @@ export function runner(
       const result = await runFunction(
         fn,
         cfg,
-        { clock: () => r.now, log: cap.log, kubeOptions: options },
+        { clock: () => r.now, log: cap.log, kubeOptions: options, processEnv },
         { apply, record },
       );
       r.lines.push(...cap.lines);

@@ -21,7 +21,7 @@ export type FakeKubeOptions = Readonly<{
   port?: number;
 }>;
 
-export type ParsedPath = { ref: ResourceRef; namespace?: string; name?: string } | undefined;
+export type ParsedPath = { ref: ResourceRef; namespace?: string; name?: string; status?: boolean } | undefined;
 
 export class FakeKubeServer {
   readonly store: FakeStore;
@@ -200,6 +200,13 @@ export class FakeKubeServer {
       case 'GET':
         return [200, this.store.get(ref, namespace, name)];
       case 'PUT':
+        if (parsed.status) {
+          // the status subresource: only .status changes
+          const cur = this.store.get(ref, namespace, name) as KubeObject;
+          const next = { ...structuredClone(cur), status: (body as { status?: unknown } | undefined)?.status } as KubeObject;
+          next.metadata.resourceVersion = (body as KubeObject | undefined)?.metadata?.resourceVersion ?? cur.metadata.resourceVersion;
+          return [200, this.store.update(ref, namespace, name, next)];
+        }
         return [200, this.store.update(ref, namespace, name, body)];
       case 'PATCH': {
         if (contentType.includes('json-patch'))
@@ -226,7 +233,7 @@ export class FakeKubeServer {
 
   private parse(p: string): ParsedPath {
     const m =
-      /^\/(?:api\/(v1)|apis\/([^/]+)\/([^/]+))(?:\/namespaces\/([^/]+))?\/([^/]+)(?:\/([^/]+))?\/?$/.exec(p);
+      /^\/(?:api\/(v1)|apis\/([^/]+)\/([^/]+))(?:\/namespaces\/([^/]+))?\/([^/]+)(?:\/([^/]+))?(\/status)?\/?$/.exec(p);
     if (!m) return undefined;
     const group = m[2] ?? '';
     const version = m[1] ?? m[3]!;
@@ -258,6 +265,7 @@ export class FakeKubeServer {
       ref,
       ...(namespace !== undefined ? { namespace } : {}),
       ...(name !== undefined ? { name } : {}),
+      ...(m[7] ? { status: true } : {}),
     };
   }
 

@@ -1,0 +1,19 @@
+/** Errors of the OpenStack adapter. Messages never carry tokens, passwords or secrets. */
+
+export class OpenStackConfigError extends Error {
+  override name = 'OpenStackConfigError';
+}
+
+export class OpenStackApiError extends Error {
+  override name = 'OpenStackApiError';
+  readonly call: string;
+  readonly status: number;
+  readonly retryable: boolean;
+  retryAfterMs?: number;
+  constructor(call: string, status: number, message: string, options?: ErrorOptions) {
+    super(`${call}: ${status === 0 ? '' : `${status} `}${message}`, options);
+    this.call = call;
+    this.status = status;
+    this.retryable = status === 0 || status === 429 || status >= 500;
+  }
+}

@@ -1,0 +1,236 @@
+/**
+ * FakeOpenStack: a loopback Keystone v3 + Neutron modelled on their API
+ * references, for tests and the sandbox. It is a fake: one region, one
+ * project per credential, ports and floating IPs only.
+ * Models: token issue (password, application credential) with catalog and
+ * expiry, tokens checked on every Neutron call (401), ports and floating IPs
+ * with tags and project scoping, revision_number bumped on every change,
+ * If-Match (412), a configurable extensions list, pagination by limit/marker
+ * with links (or none), fault injection and a request log.
+ */
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { FloatingIp, Port } from '../../openstack/neutron.ts';
+import { describeFault, FaultPlan, type RequestRecord } from '../kube/faults.ts';
+
+export type FakeUser = { name: string; domain: string; password: string; projectId: string; projectName: string };
+export type FakeAppCred = { id: string; secret: string; projectId: string };
+
+export type FakeOpenStackOptions = Readonly<{
+  tokenTtlMs?: number;
+  extensions?: readonly string[];
+  /** false: the deployment has pagination disabled (no links, everything at once). */
+  pagination?: boolean;
+  now?: () => number;
+}>;
+
+export class FakeOpenStack {
+  readonly faults = new FaultPlan();
+  readonly requests: RequestRecord[] = [];
+  readonly users: FakeUser[] = [{ name: 'twopass', domain: 'Default', password: 'fake-password', projectId: 'project-a', projectName: 'k8s-a' }];
+  readonly appCreds: FakeAppCred[] = [{ id: 'app-cred-1', secret: 'fake-app-secret', projectId: 'project-a' }];
+  readonly ports = new Map<string, Port>();
+  readonly fips = new Map<string, FloatingIp>();
+  readonly tokens = new Map<string, { projectId: string; expiresAt: number }>();
+  extensions: string[];
+  pagination: boolean;
+  tokenTtlMs: number;
+  private readonly now: () => number;
+  private readonly server: Server;
+  private seq = 0;
+  url = '';
+
+  constructor(opts: FakeOpenStackOptions = {}) {
+    this.extensions = [...(opts.extensions ?? ['standard-attr-revisions', 'revision-if-match', 'standard-attr-tag', 'router'])];
+    this.pagination = opts.pagination ?? true;
+    this.tokenTtlMs = opts.tokenTtlMs ?? 3_600_000;
+    this.now = opts.now ?? Date.now;
+    this.server = createServer((req, res) => void this.handle(req, res));
+  }
+
+  async start(): Promise<string> {
+    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', () => r()));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this.url;
+  }
+
+  async stop(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((r) => this.server.close(() => r()));
+  }
+
+  get authUrl(): string {
+    return `${this.url}/identity/v3`;
+  }
+
+  /** A clouds.yaml for this fake (password or application credential). */
+  cloudsYaml(kind: 'password' | 'appcred' = 'appcred', name = 'fake'): string {
+    const auth =
+      kind === 'password'
+        ? `      auth_url: ${this.authUrl}\n      username: twopass\n      password: fake-password\n      user_domain_name: Default\n      project_name: k8s-a\n      project_domain_name: Default\n`
+        : `      auth_url: ${this.authUrl}\n      application_credential_id: app-cred-1\n      application_credential_secret: fake-app-secret\n`;
+    return `clouds:\n  ${name}:\n${kind === 'appcred' ? '    auth_type: v3applicationcredential\n' : ''}    region_name: RegionOne\n    interface: public\n    auth:\n${auth}`;
+  }
+
+  addPort(p: Partial<Port> & { id?: string }): Port {
+    const port: Port = { id: p.id ?? randomUUID(), project_id: 'project-a', tags: [], device_id: '', device_owner: '', fixed_ips: [], revision_number: 1, status: 'DOWN', created_at: new Date(this.now()).toISOString(), ...p };
+    port.tenant_id = port.project_id!;
+    this.ports.set(port.id, port);
+    return port;
+  }
+
+  addFip(f: Partial<FloatingIp> & { id?: string }): FloatingIp {
+    const fip: FloatingIp = { id: f.id ?? randomUUID(), project_id: 'project-a', tags: [], port_id: null, fixed_ip_address: null, revision_number: 1, created_at: new Date(this.now()).toISOString(), ...f };
+    this.fips.set(fip.id, fip);
+    return fip;
+  }
+
+  /** Any change bumps revision_number, as Neutron does. */
+  update<T extends Port | FloatingIp>(obj: T, change: Partial<T>): T {
+    Object.assign(obj, change);
+    obj.revision_number = (obj.revision_number ?? 0) + 1;
+    return obj;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://x');
+    const method = req.method ?? 'GET';
+    let raw = '';
+    for await (const c of req) raw += c;
+    const fault = this.faults.match(method, url.pathname + url.search);
+    const record = (status: number, bytes: number, f?: string) => this.requests.push({ seq: ++this.seq, method, path: url.pathname, query: url.search, status, bytes, ...(f ? { fault: f } : {}) });
+    const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
+      const text = body === undefined ? '' : JSON.stringify(body);
+      if (fault?.truncate && text) {
+        res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+        res.write(text.slice(0, Math.floor(text.length / 2)));
+        record(status, text.length / 2, 'truncated');
+        res.socket?.destroy();
+        return;
+      }
+      res.writeHead(status, { 'content-type': 'application/json', ...(text ? { 'content-length': String(Buffer.byteLength(text)) } : {}), ...headers });
+      res.end(text);
+      record(status, text.length, fault ? describeFault(fault) : undefined);
+    };
+    if (fault?.delayMs) await new Promise((r) => setTimeout(r, fault.delayMs));
+    if (fault?.reset) {
+      record(0, 0, 'reset');
+      req.socket.destroy();
+      return;
+    }
+    if (fault?.status !== undefined) {
+      send(fault.status, { NeutronError: { type: 'Injected', message: `injected fault ${fault.status}`, detail: '' } }, fault.retryAfterSeconds !== undefined ? { 'retry-after': String(fault.retryAfterSeconds) } : {});
+      return;
+    }
+    try {
+      if (url.pathname === '/identity/v3/auth/tokens' && method === 'POST') return this.issue(raw, send);
+      if (!url.pathname.startsWith('/network/v2.0/')) return send(404, { error: { message: 'not found' } });
+      const token = req.headers['x-auth-token'];
+      const t = typeof token === 'string' ? this.tokens.get(token) : undefined;
+      if (!t || this.now() >= t.expiresAt) return send(401, { error: { code: 401, title: 'Unauthorized', message: 'The request you have made requires authentication.' } });
+      const path = url.pathname.slice('/network/v2.0/'.length).replace(/\/$/, '');
+      if (path === 'extensions' && method === 'GET') return send(200, { extensions: this.extensions.map((alias) => ({ alias, name: alias, description: '', updated: '2026-01-01T00:00:00Z' })) });
+      const [collection, id] = path.split('/') as [string, string | undefined];
+      if (collection !== 'ports' && collection !== 'floatingips') return send(404, { NeutronError: { type: 'HTTPNotFound', message: 'The resource could not be found.', detail: '' } });
+      const store = (collection === 'ports' ? this.ports : this.fips) as Map<string, Port | FloatingIp>;
+      const key = collection === 'ports' ? 'port' : 'floatingip';
+      const notFound = () => send(404, { NeutronError: { type: collection === 'ports' ? 'PortNotFound' : 'FloatingIPNotFound', message: `${collection === 'ports' ? 'Port' : 'Floating IP'} ${id} could not be found.`, detail: '' } });
+      if (id === undefined && method === 'GET') return this.list(collection, store, url, t.projectId, send, fault?.emptyPage === true);
+      const obj = id ? store.get(id) : undefined;
+      if (!obj || (obj.project_id !== t.projectId)) return notFound();
+      if (method === 'GET') return send(200, { [key]: obj });
+      if (method === 'DELETE') {
+        const im = req.headers['if-match'];
+        if (typeof im === 'string') {
+          if (!this.extensions.includes('revision-if-match')) return send(400, { NeutronError: { type: 'HTTPBadRequest', message: 'If-Match is not supported', detail: '' } });
+          const m = /^revision_number=(\d+)$/.exec(im);
+          if (!m || Number(m[1]) !== obj.revision_number) return send(412, { NeutronError: { type: 'RevisionNumberConstraintFailed', message: `Constrained to ${im}, but current revision is ${obj.revision_number}`, detail: '' } });
+        }
+        store.delete(obj.id);
+        if (collection === 'ports') for (const f of this.fips.values()) if (f.port_id === obj.id) this.update(f, { port_id: null, fixed_ip_address: null });
+        return send(204, undefined);
+      }
+      return send(405, { NeutronError: { type: 'HTTPMethodNotAllowed', message: `${method} not allowed`, detail: '' } });
+    } catch (err) {
+      return send(500, { NeutronError: { type: 'InternalError', message: String(err), detail: '' } });
+    }
+  }
+
+  private issue(raw: string, send: (s: number, b: unknown, h?: Record<string, string>) => void): void {
+    let body: { auth?: { identity?: { methods?: string[]; password?: { user?: { name?: string; password?: string; domain?: { name?: string } } }; application_credential?: { id?: string; secret?: string } }; scope?: { project?: { name?: string; id?: string } } } };
+    try {
+      body = JSON.parse(raw);
+    } catch {
+      return send(400, { error: { code: 400, message: 'Malformed request body' } });
+    }
+    const id = body.auth?.identity;
+    let projectId: string | undefined;
+    if (id?.methods?.includes('application_credential')) {
+      if (body.auth?.scope) return send(401, { error: { code: 401, message: 'Application credentials cannot request a scope.' } });
+      const c = this.appCreds.find((a) => a.id === id.application_credential?.id && a.secret === id.application_credential?.secret);
+      projectId = c?.projectId;
+    } else if (id?.methods?.includes('password')) {
+      const u = id.password?.user;
+      const user = this.users.find((x) => x.name === u?.name && x.password === u?.password && x.domain === u?.domain?.name);
+      const p = body.auth?.scope?.project;
+      if (user && (p?.id === user.projectId || p?.name === user.projectName)) projectId = user.projectId;
+    }
+    if (!projectId) return send(401, { error: { code: 401, title: 'Unauthorized', message: 'The request you have made requires authentication.' } });
+    const token = `fake-token-${randomUUID()}`;
+    const expiresAt = this.now() + this.tokenTtlMs;
+    this.tokens.set(token, { projectId, expiresAt });
+    const ep = (iface: string) => ({ id: randomUUID(), interface: iface, region_id: 'RegionOne', region: 'RegionOne', url: `${this.url}/network` });
+    send(
+      201,
+      {
+        token: {
+          methods: id?.methods ?? [],
+          expires_at: new Date(expiresAt).toISOString(),
+          issued_at: new Date(this.now()).toISOString(),
+          project: { id: projectId, name: 'k8s-a', domain: { id: 'default', name: 'Default' } },
+          catalog: [
+            { type: 'identity', name: 'keystone', endpoints: [{ id: randomUUID(), interface: 'public', region_id: 'RegionOne', url: this.authUrl }] },
+            { type: 'network', name: 'neutron', endpoints: [ep('public'), ep('internal')] },
+          ],
+        },
+      },
+      { 'x-subject-token': token },
+    );
+  }
+
+  private list(collection: string, store: Map<string, Port | FloatingIp>, url: URL, projectId: string, send: (s: number, b: unknown) => void, empty: boolean): void {
+    const q = url.searchParams;
+    const tags = q.get('tags')?.split(',').filter(Boolean) ?? [];
+    const tagsAny = q.get('tags-any')?.split(',').filter(Boolean) ?? [];
+    const notTags = q.get('not-tags')?.split(',').filter(Boolean) ?? [];
+    const project = q.get('project_id');
+    const deviceId = q.get('device_id');
+    const fields = q.getAll('fields');
+    let items = [...store.values()]
+      .filter((o) => o.project_id === projectId && (project === null || o.project_id === project))
+      .filter((o) => tags.every((t) => o.tags?.includes(t)) && (tagsAny.length === 0 || tagsAny.some((t) => o.tags?.includes(t))) && !notTags.some((t) => o.tags?.includes(t)))
+      .filter((o) => deviceId === null || (o as Port).device_id === deviceId)
+      .sort((a, b) => (a.id < b.id ? -1 : 1));
+    const limit = Number(q.get('limit') ?? '0');
+    const marker = q.get('marker');
+    let links: { rel: string; href: string }[] = [];
+    if (this.pagination && limit > 0 && empty && items.some((o) => !marker || o.id > marker)) {
+      // an empty page that keeps its place: the next link repeats the same marker
+      send(200, { [collection]: [], [`${collection}_links`]: [{ rel: 'next', href: `${this.url}${url.pathname}?${q}` }] });
+      return;
+    }
+    if (this.pagination && limit > 0) {
+      if (marker) items = items.filter((o) => o.id > marker);
+      const page = items.slice(0, limit);
+      if (items.length > limit) {
+        const next = new URLSearchParams(q);
+        next.set('marker', page[page.length - 1]!.id);
+        links = [{ rel: 'next', href: `${this.url}${url.pathname}?${next}` }];
+      }
+      items = page;
+    }
+    const shaped = fields.length ? items.map((o) => Object.fromEntries(Object.entries(o).filter(([k]) => fields.includes(k)))) : items;
+    send(200, { [collection]: shaped, ...(this.pagination ? { [`${collection}_links`]: links } : {}) });
+  }
+}
