@@ -387,12 +387,23 @@ async function explainCommand(args: readonly string[], cfg: Config, io: Io): Pro
     const { state } = await store.load(name);
     const fc = functionConfig(cfg, name, fn.defaults);
     const now = io.clock();
-    const obs = await fn.observe(kube, {
+    const ports = fn.connect
+      ? await fn.connect({
+          kube,
+          settings: fc.settings,
+          env: io.env,
+          clock: io.clock,
+          callTimeoutMs: cfg.callTimeoutMs,
+          pageSize: cfg.pageSize,
+        })
+      : { reader: kube, writer: kube, close: async () => {} };
+    const obs = await fn.observe(ports.reader, {
       now,
       signal: AbortSignal.timeout(cfg.deadlineMs),
       settings: { pageSize: cfg.pageSize, ...fc.settings },
       note: () => {},
     });
+    await ports.close();
     const snapshot: Snapshot = { id: 'explain', function: name, takenAt: now, ...obs };
     const d = decide(state, snapshot, fc.policy, now);
     const target = snapshot.targets.find((t) => t.key === key);

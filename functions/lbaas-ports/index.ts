@@ -4,15 +4,23 @@
  * the Services themselves, listed after the ports, never from memory.
  */
 
+import type { Indeterminate, SourceMeta, Target } from '../../shared/engine/types.ts';
 import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
 import { type KubeObject, SERVICES } from '../../shared/kube/resources.ts';
-import type { Indeterminate, SourceMeta, Target } from '../../shared/engine/types.ts';
 import { loadCloudConfig } from '../../shared/openstack/config.ts';
 import { Http } from '../../shared/openstack/http.ts';
 import { KeystoneAuth } from '../../shared/openstack/keystone.ts';
 import { type FloatingIp, NeutronClient, type NeutronReader } from '../../shared/openstack/neutron.ts';
 import { ConfigError } from '../../shared/runtime/errors.ts';
-import type { ConnectContext, FunctionContext, Observation, Ports, RecheckResult, RemoveResult, TwopassFunction } from '../../shared/runtime/function.ts';
+import type {
+  ConnectContext,
+  FunctionContext,
+  Observation,
+  Ports,
+  RecheckResult,
+  RemoveResult,
+  TwopassFunction,
+} from '../../shared/runtime/function.ts';
 import { makeHandler } from '../../shared/runtime/handler.ts';
 
 export const NAME = 'lbaas-ports';
@@ -23,19 +31,32 @@ export const CONTROLLER_DESCRIPTION = 'Managed by cah-loadbalancer';
 export const KEEP_TAG = 'twopass.io/keep';
 const MIN = 60_000;
 
-export type LbaasReader = Readonly<{ kube: KubeReader; neutron: NeutronReader & { supports(alias: string, signal?: AbortSignal): Promise<boolean> } }>;
+export type LbaasReader = Readonly<{
+  kube: KubeReader;
+  neutron: NeutronReader & { supports(alias: string, signal?: AbortSignal): Promise<boolean> };
+}>;
 export type LbaasWriter = Readonly<{ kube: KubeClient; neutron: NeutronClient }>;
 
 type Settings = { projectId: string; scopeTag?: string };
-type PortData = { portId: string; revision?: number; deviceId: string; fixedIps: string[]; fip?: { id: string; address?: string; revision?: number } };
+type PortData = {
+  portId: string;
+  revision?: number;
+  deviceId: string;
+  fixedIps: string[];
+  fip?: { id: string; address?: string; revision?: number };
+};
 
 function settingsOf(s: Readonly<Record<string, unknown>>): Settings {
   const projectId = s.projectId;
   if (typeof projectId !== 'string' || projectId === '') {
-    throw new ConfigError(`${NAME}: \`functions.${NAME}.settings.projectId\` is required (the OpenStack project whose ports it may delete), got ${JSON.stringify(projectId)}`);
+    throw new ConfigError(
+      `${NAME}: \`functions.${NAME}.settings.projectId\` is required (the OpenStack project whose ports it may delete), got ${JSON.stringify(projectId)}`,
+    );
   }
   if (s.scopeTag !== undefined && (typeof s.scopeTag !== 'string' || s.scopeTag === '')) {
-    throw new ConfigError(`${NAME}: \`functions.${NAME}.settings.scopeTag\` must be a non-empty string, got ${JSON.stringify(s.scopeTag)}`);
+    throw new ConfigError(
+      `${NAME}: \`functions.${NAME}.settings.scopeTag\` must be a non-empty string, got ${JSON.stringify(s.scopeTag)}`,
+    );
   }
   return { projectId, ...(typeof s.scopeTag === 'string' ? { scopeTag: s.scopeTag } : {}) };
 }
@@ -48,17 +69,21 @@ export function serviceEvidence(services: readonly KubeObject[]): ServiceEvidenc
     const ann = svc.metadata.annotations ?? {};
     const port = ann[PORT_ANNOTATION];
     if (port) ev.portIds.add(port);
-    const ingress = ((svc.status as { loadBalancer?: { ingress?: { ip?: string }[] } } | undefined)?.loadBalancer?.ingress ?? []) as { ip?: string }[];
+    const ingress = ((svc.status as { loadBalancer?: { ingress?: { ip?: string }[] } } | undefined)
+      ?.loadBalancer?.ingress ?? []) as { ip?: string }[];
     for (const i of ingress) if (typeof i?.ip === 'string') ev.ips.add(i.ip);
     const type = (svc.spec as { type?: string } | undefined)?.type;
-    if (ann[MANAGED_ANNOTATION] === 'true' && type === 'LoadBalancer' && !port) ev.placing.push(`${svc.metadata.namespace}/${svc.metadata.name}`);
+    if (ann[MANAGED_ANNOTATION] === 'true' && type === 'LoadBalancer' && !port)
+      ev.placing.push(`${svc.metadata.namespace}/${svc.metadata.name}`);
   }
   return ev;
 }
 
 function usedBy(ev: ServiceEvidence, d: PortData): string | undefined {
   if (ev.portIds.has(d.portId)) return 'a Service names it in its inbound-port annotation';
-  const ip = d.fixedIps.find((x) => ev.ips.has(x)) ?? (d.fip?.address && ev.ips.has(d.fip.address) ? d.fip.address : undefined);
+  const ip =
+    d.fixedIps.find((x) => ev.ips.has(x)) ??
+    (d.fip?.address && ev.ips.has(d.fip.address) ? d.fip.address : undefined);
   return ip ? `a Service's load balancer ingress is ${ip}` : undefined;
 }
 
@@ -74,18 +99,36 @@ async function observe(r: LbaasReader, ctx: FunctionContext): Promise<Observatio
     { name: 'ports', role: 'target', count: ports.items.length, pages: ports.pages, complete: true },
     { name: 'floatingips', role: 'target', count: fips.items.length, pages: fips.pages, complete: true },
     { name: 'project-ports', role: 'target', count: all.items.length, pages: all.pages, complete: true },
-    { name: 'services', role: 'evidence', count: services.items.length, listVersion: services.resourceVersion, pages: services.pages, complete: true },
+    {
+      name: 'services',
+      role: 'evidence',
+      count: services.items.length,
+      listVersion: services.resourceVersion,
+      pages: services.pages,
+      complete: true,
+    },
   ];
   const ev = serviceEvidence(services.items);
   const fipByPort = new Map<string, FloatingIp>();
   for (const f of fips.items) if (f.port_id) fipByPort.set(f.port_id, f);
   const portIds = new Set(ports.items.map((p) => p.id));
   for (const f of fips.items) {
-    if (!f.port_id || !portIds.has(f.port_id)) ctx.note('fip.unassociated', { kind: 'FloatingIP', name: `${f.floating_ip_address ?? '?'} (${f.id})`, reason: 'tagged but on no managed port: reported, never deleted alone' });
+    if (!f.port_id || !portIds.has(f.port_id))
+      ctx.note('fip.unassociated', {
+        kind: 'FloatingIP',
+        name: `${f.floating_ip_address ?? '?'} (${f.id})`,
+        reason: 'tagged but on no managed port: reported, never deleted alone',
+      });
   }
   for (const p of all.items) {
     if (!p.tags?.includes(MANAGED_TAG) && p.description === CONTROLLER_DESCRIPTION) {
-      ctx.note('port.untagged', { kind: 'Port', name: `${p.name || p.id}`, key: p.id, reason: 'the controller\'s description but not its tag (a crash between create and tag?): a possible leak, never deleted' });
+      ctx.note('port.untagged', {
+        kind: 'Port',
+        name: `${p.name || p.id}`,
+        key: p.id,
+        reason:
+          "the controller's description but not its tag (a crash between create and tag?): a possible leak, never deleted",
+      });
     }
   }
   const targets: Target[] = [];
@@ -98,22 +141,39 @@ async function observe(r: LbaasReader, ctx: FunctionContext): Promise<Observatio
       ...(p.revision_number !== undefined ? { revision: p.revision_number } : {}),
       deviceId: p.device_id ?? '',
       fixedIps: (p.fixed_ips ?? []).map((f) => f.ip_address),
-      ...(fip ? { fip: { id: fip.id, ...(fip.floating_ip_address ? { address: fip.floating_ip_address } : {}), ...(fip.revision_number !== undefined ? { revision: fip.revision_number } : {}) } } : {}),
+      ...(fip
+        ? {
+            fip: {
+              id: fip.id,
+              ...(fip.floating_ip_address ? { address: fip.floating_ip_address } : {}),
+              ...(fip.revision_number !== undefined ? { revision: fip.revision_number } : {}),
+            },
+          }
+        : {}),
     };
     const created = p.created_at ? Date.parse(p.created_at) : Number.NaN;
     targets.push({
       key: p.id,
       kind: 'Port',
-      fingerprint: [p.id, p.revision_number ?? '?', d.deviceId, d.fixedIps.join(','), fip?.id ?? '-'].join('|'),
+      fingerprint: [p.id, p.revision_number ?? '?', d.deviceId, d.fixedIps.join(','), fip?.id ?? '-'].join(
+        '|',
+      ),
       name: `${p.name || p.id}${d.fixedIps.length ? ` ${d.fixedIps.join(',')}` : ''}${fip?.floating_ip_address ? ` (FIP ${fip.floating_ip_address})` : ''}`,
       keep: (p.tags ?? []).includes(KEEP_TAG) || (fip?.tags ?? []).includes(KEEP_TAG),
       ...(Number.isFinite(created) ? { createdAt: created } : {}),
       data: d,
     });
-    if (p.revision_number === undefined) indeterminate.push({ key: p.id, reason: 'port has no revision_number (standard-attr-revisions missing)' });
+    if (p.revision_number === undefined)
+      indeterminate.push({
+        key: p.id,
+        reason: 'port has no revision_number (standard-attr-revisions missing)',
+      });
     else if (usedBy(ev, d)) used.push(p.id);
   }
-  const blockers = ev.placing.map((svc) => `Service ${svc} is managed and of type LoadBalancer but has no inbound-port yet: it is being placed and may take any free port`);
+  const blockers = ev.placing.map(
+    (svc) =>
+      `Service ${svc} is managed and of type LoadBalancer but has no inbound-port yet: it is being placed and may take any free port`,
+  );
   return { sources, targets, used, indeterminate, ...(blockers.length ? { blockers } : {}) };
 }
 
@@ -122,12 +182,15 @@ async function recheck(r: LbaasReader, t: Target, ctx: FunctionContext): Promise
   const s = settingsOf(ctx.settings);
   const p = await r.neutron.getPort(d.portId, ctx.signal);
   if (!p) return { ok: false, reason: 'port is already gone' };
-  if (p.revision_number !== d.revision) return { ok: false, reason: `port changed (revision ${d.revision} -> ${p.revision_number})` };
-  if (!p.tags?.includes(MANAGED_TAG) || (s.scopeTag && !p.tags.includes(s.scopeTag))) return { ok: false, reason: 'port lost its tags' };
+  if (p.revision_number !== d.revision)
+    return { ok: false, reason: `port changed (revision ${d.revision} -> ${p.revision_number})` };
+  if (!p.tags?.includes(MANAGED_TAG) || (s.scopeTag && !p.tags.includes(s.scopeTag)))
+    return { ok: false, reason: 'port lost its tags' };
   if ((p.device_id ?? '') !== d.deviceId) return { ok: false, reason: 'port has a new device' };
   if (d.fip) {
     const f = await r.neutron.getFloatingIp(d.fip.id, ctx.signal);
-    if (f && (f.port_id !== d.portId || f.revision_number !== d.fip.revision)) return { ok: false, reason: 'its floating IP changed' };
+    if (f && (f.port_id !== d.portId || f.revision_number !== d.fip.revision))
+      return { ok: false, reason: 'its floating IP changed' };
   }
   const services = await r.kube.listAll(SERVICES, { signal: ctx.signal });
   const ev = serviceEvidence(services.items);
@@ -143,11 +206,16 @@ async function remove(w: LbaasWriter, t: Target, ctx: FunctionContext): Promise<
   let fipNote = '';
   if (d.fip) {
     const out = await w.neutron.deleteFloatingIp(d.fip.id, d.fip.revision, ctx.signal);
-    if (out === 'conflict') return { outcome: 'skipped', reason: 'precondition failed (412): the floating IP changed' };
-    fipNote = out === 'gone' ? `floating IP ${d.fip.id} was already gone; ` : `floating IP ${d.fip.address ?? d.fip.id} deleted; `;
+    if (out === 'conflict')
+      return { outcome: 'skipped', reason: 'precondition failed (412): the floating IP changed' };
+    fipNote =
+      out === 'gone'
+        ? `floating IP ${d.fip.id} was already gone; `
+        : `floating IP ${d.fip.address ?? d.fip.id} deleted; `;
   }
   const out = await w.neutron.deletePort(d.portId, d.revision, ctx.signal);
-  if (out === 'conflict') return { outcome: 'skipped', reason: `${fipNote}precondition failed (412): the port changed` };
+  if (out === 'conflict')
+    return { outcome: 'skipped', reason: `${fipNote}precondition failed (412): the port changed` };
   if (out === 'gone') return { outcome: 'gone', detail: `${fipNote}port was already gone` };
   return { outcome: 'deleted', detail: `${fipNote}port ${d.portId} deleted` };
 }
@@ -158,7 +226,9 @@ async function confirmGone(r: LbaasReader, t: Target, ctx: FunctionContext): Pro
 
 async function connect(c: ConnectContext): Promise<Ports<LbaasReader, LbaasWriter>> {
   settingsOf(c.settings);
-  const cloud = loadCloudConfig(c.env, { ...(typeof c.settings.cloud === 'string' ? { cloud: c.settings.cloud } : {}) });
+  const cloud = loadCloudConfig(c.env, {
+    ...(typeof c.settings.cloud === 'string' ? { cloud: c.settings.cloud } : {}),
+  });
   const http = new Http({ timeoutMs: c.callTimeoutMs });
   const auth = new KeystoneAuth(cloud, http, c.clock);
   const neutron = new NeutronClient(auth, http, c.pageSize);
@@ -167,8 +237,16 @@ async function connect(c: ConnectContext): Promise<Ports<LbaasReader, LbaasWrite
 
 export const lbaasPorts: TwopassFunction<LbaasReader, LbaasWriter> = {
   name: NAME,
-  description: 'Neutron L3 ports and their floating IPs that ch-k8s-lbaas created for Services that no longer exist',
-  defaults: { schedule: '*/10 * * * *', enabled: false, graceMs: 30 * MIN, maxDeletions: 10, maxDeletionPercent: 20, maxEvidenceDropPercent: 30 },
+  description:
+    'Neutron L3 ports and their floating IPs that ch-k8s-lbaas created for Services that no longer exist',
+  defaults: {
+    schedule: '*/10 * * * *',
+    enabled: false,
+    graceMs: 30 * MIN,
+    maxDeletions: 10,
+    maxDeletionPercent: 20,
+    maxEvidenceDropPercent: 30,
+  },
   connect,
   observe,
   recheck,

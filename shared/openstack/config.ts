@@ -53,7 +53,11 @@ const authSchema = z
 
 const cloudSchema = z
   .object({
-    auth_type: z.enum(['password', 'v3password', 'v3applicationcredential'], { error: (i) => `expected password or v3applicationcredential, got ${JSON.stringify(i.input)}` }).optional(),
+    auth_type: z
+      .enum(['password', 'v3password', 'v3applicationcredential'], {
+        error: (i) => `expected password or v3applicationcredential, got ${JSON.stringify(i.input)}`,
+      })
+      .optional(),
     auth: authSchema,
     region_name: z.string().optional(),
     interface: z.enum(['public', 'internal', 'admin']).optional(),
@@ -86,23 +90,39 @@ function merge(a: unknown, b: unknown): unknown {
 }
 
 /** Finds and validates the cloud: clouds.yaml when OS_CLOUD (or `cloud`) names one, else OS_* variables. */
-export function loadCloudConfig(env: Readonly<Record<string, string | undefined>>, opts: { cloud?: string; cwd?: string } = {}): CloudConfig {
+export function loadCloudConfig(
+  env: Readonly<Record<string, string | undefined>>,
+  opts: { cloud?: string; cwd?: string } = {},
+): CloudConfig {
   const cloudName = opts.cloud ?? env.OS_CLOUD;
   if (cloudName) {
-    const candidates = env.OS_CLIENT_CONFIG_FILE ? [env.OS_CLIENT_CONFIG_FILE] : SEARCH_DIRS(opts.cwd ?? process.cwd()).map((d) => join(d, 'clouds.yaml'));
+    const candidates = env.OS_CLIENT_CONFIG_FILE
+      ? [env.OS_CLIENT_CONFIG_FILE]
+      : SEARCH_DIRS(opts.cwd ?? process.cwd()).map((d) => join(d, 'clouds.yaml'));
     for (const path of candidates) {
       const doc = readYaml(path);
       if (!doc) continue;
       const clouds = (doc.clouds ?? {}) as Record<string, unknown>;
-      if (!Object.hasOwn(clouds, cloudName)) throw new OpenStackConfigError(`${path}: clouds.${cloudName} not found (OS_CLOUD=${cloudName}); known: ${Object.keys(clouds).join(', ') || 'none'}`);
+      if (!Object.hasOwn(clouds, cloudName))
+        throw new OpenStackConfigError(
+          `${path}: clouds.${cloudName} not found (OS_CLOUD=${cloudName}); known: ${Object.keys(clouds).join(', ') || 'none'}`,
+        );
       const securePath = join(path, '..', 'secure.yaml');
       const secure = readYaml(securePath);
-      const merged = merge(clouds[cloudName], (secure?.clouds as Record<string, unknown> | undefined)?.[cloudName]);
+      const merged = merge(
+        clouds[cloudName],
+        (secure?.clouds as Record<string, unknown> | undefined)?.[cloudName],
+      );
       return fromCloud(cloudName, merged, `${path}${secure ? ` + ${securePath}` : ''}`);
     }
-    throw new OpenStackConfigError(`OS_CLOUD=${cloudName}: no clouds.yaml found (looked in ${candidates.join(', ')})`);
+    throw new OpenStackConfigError(
+      `OS_CLOUD=${cloudName}: no clouds.yaml found (looked in ${candidates.join(', ')})`,
+    );
   }
-  if (!env.OS_AUTH_URL) throw new OpenStackConfigError('no OpenStack cloud configured: set OS_CLOUD (with a clouds.yaml) or OS_AUTH_URL and the other OS_* variables');
+  if (!env.OS_AUTH_URL)
+    throw new OpenStackConfigError(
+      'no OpenStack cloud configured: set OS_CLOUD (with a clouds.yaml) or OS_AUTH_URL and the other OS_* variables',
+    );
   const at = env.OS_AUTH_TYPE;
   return fromCloud(
     'env',
@@ -137,33 +157,80 @@ function strip<T extends Record<string, unknown>>(o: T): T {
 
 export function fromCloud(name: string, raw: unknown, source: string): CloudConfig {
   const pre = raw && typeof raw === 'object' ? strip({ ...(raw as Record<string, unknown>) }) : raw;
-  if (pre && typeof pre === 'object' && (pre as { auth?: unknown }).auth && typeof (pre as { auth: unknown }).auth === 'object') strip((pre as { auth: Record<string, unknown> }).auth);
+  if (
+    pre &&
+    typeof pre === 'object' &&
+    (pre as { auth?: unknown }).auth &&
+    typeof (pre as { auth: unknown }).auth === 'object'
+  )
+    strip((pre as { auth: Record<string, unknown> }).auth);
   const r = cloudSchema.safeParse(pre);
   if (!r.success) {
     const i = r.error.issues[0]!;
-    throw new OpenStackConfigError(`${source}: cloud ${name}: \`${i.path.join('.') || '(root)'}\`: ${i.message}`);
+    throw new OpenStackConfigError(
+      `${source}: cloud ${name}: \`${i.path.join('.') || '(root)'}\`: ${i.message}`,
+    );
   }
   const c = r.data;
   const a = c.auth;
-  const hasAppCred = a.application_credential_id !== undefined || a.application_credential_name !== undefined || a.application_credential_secret !== undefined;
-  const authType: AuthType = c.auth_type === 'v3applicationcredential' || (c.auth_type === undefined && hasAppCred) ? 'v3applicationcredential' : 'password';
+  const hasAppCred =
+    a.application_credential_id !== undefined ||
+    a.application_credential_name !== undefined ||
+    a.application_credential_secret !== undefined;
+  const authType: AuthType =
+    c.auth_type === 'v3applicationcredential' || (c.auth_type === undefined && hasAppCred)
+      ? 'v3applicationcredential'
+      : 'password';
   const where = `${source}: cloud ${name}`;
   if (authType === 'v3applicationcredential') {
-    if (a.password !== undefined) throw new OpenStackConfigError(`${where}: \`auth.password\` contradicts auth_type v3applicationcredential`);
-    if (a.application_credential_secret === undefined) throw new OpenStackConfigError(`${where}: \`auth.application_credential_secret\` is required for v3applicationcredential`);
-    if (a.application_credential_id === undefined && (a.application_credential_name === undefined || (a.username === undefined && a.user_id === undefined))) {
-      throw new OpenStackConfigError(`${where}: \`auth.application_credential_id\` (or a name with username/user_id) is required`);
+    if (a.password !== undefined)
+      throw new OpenStackConfigError(
+        `${where}: \`auth.password\` contradicts auth_type v3applicationcredential`,
+      );
+    if (a.application_credential_secret === undefined)
+      throw new OpenStackConfigError(
+        `${where}: \`auth.application_credential_secret\` is required for v3applicationcredential`,
+      );
+    if (
+      a.application_credential_id === undefined &&
+      (a.application_credential_name === undefined || (a.username === undefined && a.user_id === undefined))
+    ) {
+      throw new OpenStackConfigError(
+        `${where}: \`auth.application_credential_id\` (or a name with username/user_id) is required`,
+      );
     }
-    if (a.project_id !== undefined || a.project_name !== undefined) throw new OpenStackConfigError(`${where}: an application credential is scoped already: remove \`auth.project_id\`/\`auth.project_name\``);
+    if (a.project_id !== undefined || a.project_name !== undefined)
+      throw new OpenStackConfigError(
+        `${where}: an application credential is scoped already: remove \`auth.project_id\`/\`auth.project_name\``,
+      );
   } else {
-    if (hasAppCred) throw new OpenStackConfigError(`${where}: application credential keys contradict auth_type password`);
-    if (a.username === undefined && a.user_id === undefined) throw new OpenStackConfigError(`${where}: \`auth.username\` or \`auth.user_id\` is required for password auth`);
-    if (a.password === undefined) throw new OpenStackConfigError(`${where}: \`auth.password\` is required for password auth`);
-    if (a.project_id === undefined && a.project_name === undefined) throw new OpenStackConfigError(`${where}: \`auth.project_id\` or \`auth.project_name\` is required (twopass works in one project)`);
-    if (a.username !== undefined && a.user_domain_name === undefined && a.user_domain_id === undefined) throw new OpenStackConfigError(`${where}: \`auth.user_domain_name\` or \`auth.user_domain_id\` is required with a username`);
-    if (a.project_name !== undefined && a.project_domain_name === undefined && a.project_domain_id === undefined) throw new OpenStackConfigError(`${where}: \`auth.project_domain_name\` or \`auth.project_domain_id\` is required with a project name`);
+    if (hasAppCred)
+      throw new OpenStackConfigError(`${where}: application credential keys contradict auth_type password`);
+    if (a.username === undefined && a.user_id === undefined)
+      throw new OpenStackConfigError(
+        `${where}: \`auth.username\` or \`auth.user_id\` is required for password auth`,
+      );
+    if (a.password === undefined)
+      throw new OpenStackConfigError(`${where}: \`auth.password\` is required for password auth`);
+    if (a.project_id === undefined && a.project_name === undefined)
+      throw new OpenStackConfigError(
+        `${where}: \`auth.project_id\` or \`auth.project_name\` is required (twopass works in one project)`,
+      );
+    if (a.username !== undefined && a.user_domain_name === undefined && a.user_domain_id === undefined)
+      throw new OpenStackConfigError(
+        `${where}: \`auth.user_domain_name\` or \`auth.user_domain_id\` is required with a username`,
+      );
+    if (
+      a.project_name !== undefined &&
+      a.project_domain_name === undefined &&
+      a.project_domain_id === undefined
+    )
+      throw new OpenStackConfigError(
+        `${where}: \`auth.project_domain_name\` or \`auth.project_domain_id\` is required with a project name`,
+      );
   }
-  const o = <K extends string>(k: K, v: string | undefined) => (v !== undefined ? ({ [k]: v } as Record<K, string>) : {});
+  const o = <K extends string>(k: K, v: string | undefined) =>
+    v !== undefined ? ({ [k]: v } as Record<K, string>) : {};
   return {
     name,
     authType,

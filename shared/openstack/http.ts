@@ -16,7 +16,13 @@ export class Http {
   constructor(opts: HttpOptions = {}) {
     this.opts = opts;
     const t = opts.timeoutMs ?? 30_000;
-    this.agent = new Agent({ connectTimeout: t, headersTimeout: t, bodyTimeout: t, keepAliveTimeout: 30_000, connections: 8 });
+    this.agent = new Agent({
+      connectTimeout: t,
+      headersTimeout: t,
+      bodyTimeout: t,
+      keepAliveTimeout: 30_000,
+      connections: 8,
+    });
   }
 
   close(): Promise<void> {
@@ -24,7 +30,14 @@ export class Http {
   }
 
   /** A request; GETs are retried on 429/5xx/connection errors with backoff, honouring Retry-After. */
-  async send(call: string, method: string, url: string, headers: Record<string, string>, body?: unknown, signal?: AbortSignal): Promise<Reply> {
+  async send(
+    call: string,
+    method: string,
+    url: string,
+    headers: Record<string, string>,
+    body?: unknown,
+    signal?: AbortSignal,
+  ): Promise<Reply> {
     const attempts = method === 'GET' ? (this.opts.readAttempts ?? 4) : 1;
     for (let attempt = 1; ; attempt++) {
       try {
@@ -38,18 +51,32 @@ export class Http {
         return r;
       } catch (err) {
         const e = err as OpenStackApiError;
-        if (!(e instanceof OpenStackApiError) || !e.retryable || attempt >= attempts || signal?.aborted) throw err;
-        await (this.opts.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms))))(e.retryAfterMs ?? Math.min(200 * 2 ** (attempt - 1), 5000));
+        if (!(e instanceof OpenStackApiError) || !e.retryable || attempt >= attempts || signal?.aborted)
+          throw err;
+        await (this.opts.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms))))(
+          e.retryAfterMs ?? Math.min(200 * 2 ** (attempt - 1), 5000),
+        );
       }
     }
   }
 
-  private async once(call: string, method: string, url: string, headers: Record<string, string>, body: unknown, signal?: AbortSignal): Promise<Reply> {
+  private async once(
+    call: string,
+    method: string,
+    url: string,
+    headers: Record<string, string>,
+    body: unknown,
+    signal?: AbortSignal,
+  ): Promise<Reply> {
     const timeout = AbortSignal.timeout(this.opts.timeoutMs ?? 30_000);
     try {
       const res = await request(url, {
         method: method as 'GET',
-        headers: { accept: 'application/json', ...headers, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+        headers: {
+          accept: 'application/json',
+          ...headers,
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        },
         body: body !== undefined ? JSON.stringify(body) : null,
         dispatcher: this.agent,
         signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
@@ -60,22 +87,35 @@ export class Http {
         try {
           parsed = JSON.parse(text);
         } catch {
-          if (res.statusCode < 300) throw new OpenStackApiError(call, 0, `response body is not JSON (${text.length} bytes; truncated?)`);
+          if (res.statusCode < 300)
+            throw new OpenStackApiError(
+              call,
+              0,
+              `response body is not JSON (${text.length} bytes; truncated?)`,
+            );
           parsed = text.slice(0, 200);
         }
       }
       return { status: res.statusCode, headers: res.headers as Reply['headers'], body: parsed };
     } catch (err) {
       if (err instanceof OpenStackApiError) throw err;
-      throw new OpenStackApiError(call, 0, timeout.aborted ? `timed out after ${this.opts.timeoutMs ?? 30_000} ms` : (err as Error).message, { cause: err });
+      throw new OpenStackApiError(
+        call,
+        0,
+        timeout.aborted ? `timed out after ${this.opts.timeoutMs ?? 30_000} ms` : (err as Error).message,
+        { cause: err },
+      );
     }
   }
 }
 
 export function describeBody(b: unknown): string {
   if (b && typeof b === 'object') {
-    const v = Object.values(b as Record<string, unknown>)[0] as { message?: string; type?: string } | undefined;
-    if (v && typeof v === 'object' && typeof v.message === 'string') return `${v.type ? `${v.type}: ` : ''}${v.message}`;
+    const v = Object.values(b as Record<string, unknown>)[0] as
+      | { message?: string; type?: string }
+      | undefined;
+    if (v && typeof v === 'object' && typeof v.message === 'string')
+      return `${v.type ? `${v.type}: ` : ''}${v.message}`;
   }
   return typeof b === 'string' ? b : '';
 }

@@ -3,9 +3,10 @@
  * limit/marker and *_links, or none when a deployment disables it), GET one,
  * and DELETE with `If-Match: revision_number=N` when `revision-if-match` exists.
  */
-import type { KeystoneAuth } from './keystone.ts';
+
 import { OpenStackApiError } from './errors.ts';
 import { describeBody, type Http } from './http.ts';
+import type { KeystoneAuth } from './keystone.ts';
 
 export type Port = {
   id: string;
@@ -34,7 +35,12 @@ export type FloatingIp = {
   created_at?: string;
 };
 
-export type Filters = Readonly<{ tags?: readonly string[]; project_id?: string; fields?: readonly string[]; device_id?: string }>;
+export type Filters = Readonly<{
+  tags?: readonly string[];
+  project_id?: string;
+  fields?: readonly string[];
+  device_id?: string;
+}>;
 
 export type NeutronDelete = 'deleted' | 'gone' | 'conflict';
 
@@ -68,10 +74,23 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
   }
 
   /** A call with the token; a 401 re-authenticates once. */
-  private async call(what: string, method: string, url: string, headers: Record<string, string> = {}, signal?: AbortSignal) {
+  private async call(
+    what: string,
+    method: string,
+    url: string,
+    headers: Record<string, string> = {},
+    signal?: AbortSignal,
+  ) {
     for (let attempt = 0; ; attempt++) {
       const token = await this.auth.get(signal);
-      const r = await this.http.send(what, method, url, { 'x-auth-token': token, ...headers }, undefined, signal);
+      const r = await this.http.send(
+        what,
+        method,
+        url,
+        { 'x-auth-token': token, ...headers },
+        undefined,
+        signal,
+      );
       if (r.status === 401 && attempt === 0) {
         this.auth.invalidate();
         continue;
@@ -82,8 +101,15 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
 
   async supports(alias: string, signal?: AbortSignal): Promise<boolean> {
     this.extensions ??= (async () => {
-      const r = await this.call('neutron list extensions', 'GET', `${await this.base(signal)}/extensions`, {}, signal);
-      if (r.status !== 200) throw new OpenStackApiError('neutron list extensions', r.status, describeBody(r.body));
+      const r = await this.call(
+        'neutron list extensions',
+        'GET',
+        `${await this.base(signal)}/extensions`,
+        {},
+        signal,
+      );
+      if (r.status !== 200)
+        throw new OpenStackApiError('neutron list extensions', r.status, describeBody(r.body));
       return new Set(((r.body as { extensions?: { alias: string }[] }).extensions ?? []).map((e) => e.alias));
     })().catch((err) => {
       this.extensions = undefined;
@@ -92,7 +118,11 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
     return (await this.extensions).has(alias);
   }
 
-  private async listAll<T extends { id: string }>(collection: 'ports' | 'floatingips', f: Filters, signal?: AbortSignal): Promise<{ items: T[]; pages: number }> {
+  private async listAll<T extends { id: string }>(
+    collection: 'ports' | 'floatingips',
+    f: Filters,
+    signal?: AbortSignal,
+  ): Promise<{ items: T[]; pages: number }> {
     const what = `neutron list ${collection}`;
     const q = new URLSearchParams();
     if (f.tags?.length) q.set('tags', f.tags.join(','));
@@ -107,13 +137,16 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
     let emptyInARow = 0;
     while (url) {
       const r = await this.call(`${what} page ${pages + 1}`, 'GET', url, {}, signal);
-      if (r.status !== 200) throw new OpenStackApiError(`${what} page ${pages + 1}`, r.status, describeBody(r.body));
+      if (r.status !== 200)
+        throw new OpenStackApiError(`${what} page ${pages + 1}`, r.status, describeBody(r.body));
       const body = r.body as Record<string, unknown>;
       const page = body?.[collection];
-      if (!Array.isArray(page)) throw new OpenStackApiError(`${what} page ${pages + 1}`, r.status, 'the answer has no list');
+      if (!Array.isArray(page))
+        throw new OpenStackApiError(`${what} page ${pages + 1}`, r.status, 'the answer has no list');
       pages++;
       for (const it of page as T[]) {
-        if (seen.has(it.id)) throw new OpenStackApiError(what, r.status, `item ${it.id} came twice: the pages are inconsistent`);
+        if (seen.has(it.id))
+          throw new OpenStackApiError(what, r.status, `item ${it.id} came twice: the pages are inconsistent`);
         seen.add(it.id);
         items.push(it);
       }
@@ -122,7 +155,12 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
       // Without pagination (disabled in the deployment) there are no links: the one answer is everything.
       // An empty page with a next link is followed (a few times at most).
       emptyInARow = page.length === 0 ? emptyInARow + 1 : 0;
-      if (next && emptyInARow > 10) throw new OpenStackApiError(what, r.status, 'more than 10 empty pages in a row: the listing cannot be proven complete');
+      if (next && emptyInARow > 10)
+        throw new OpenStackApiError(
+          what,
+          r.status,
+          'more than 10 empty pages in a row: the listing cannot be proven complete',
+        );
       url = next;
       if (pages > 100_000) throw new OpenStackApiError(what, 0, 'more than 100000 pages: giving up');
     }
@@ -137,10 +175,22 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
     return this.listAll<FloatingIp>('floatingips', f, signal);
   }
 
-  private async getOne<T>(collection: 'ports' | 'floatingips', key: 'port' | 'floatingip', id: string, signal?: AbortSignal): Promise<T | undefined> {
-    const r = await this.call(`neutron get ${key} ${id}`, 'GET', `${await this.base(signal)}/${collection}/${encodeURIComponent(id)}`, {}, signal);
+  private async getOne<T>(
+    collection: 'ports' | 'floatingips',
+    key: 'port' | 'floatingip',
+    id: string,
+    signal?: AbortSignal,
+  ): Promise<T | undefined> {
+    const r = await this.call(
+      `neutron get ${key} ${id}`,
+      'GET',
+      `${await this.base(signal)}/${collection}/${encodeURIComponent(id)}`,
+      {},
+      signal,
+    );
     if (r.status === 404) return undefined;
-    if (r.status !== 200) throw new OpenStackApiError(`neutron get ${key} ${id}`, r.status, describeBody(r.body));
+    if (r.status !== 200)
+      throw new OpenStackApiError(`neutron get ${key} ${id}`, r.status, describeBody(r.body));
     return (r.body as Record<string, T>)[key];
   }
 
@@ -152,10 +202,21 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
     return this.getOne<FloatingIp>('floatingips', 'floatingip', id, signal);
   }
 
-  private async del(collection: 'ports' | 'floatingips', id: string, revision: number | undefined, signal?: AbortSignal): Promise<NeutronDelete> {
+  private async del(
+    collection: 'ports' | 'floatingips',
+    id: string,
+    revision: number | undefined,
+    signal?: AbortSignal,
+  ): Promise<NeutronDelete> {
     const what = `neutron delete ${collection === 'ports' ? 'port' : 'floating IP'} ${id}`;
     const conditional = revision !== undefined && (await this.supports('revision-if-match', signal));
-    const r = await this.call(what, 'DELETE', `${await this.base(signal)}/${collection}/${encodeURIComponent(id)}`, conditional ? { 'if-match': `revision_number=${revision}` } : {}, signal);
+    const r = await this.call(
+      what,
+      'DELETE',
+      `${await this.base(signal)}/${collection}/${encodeURIComponent(id)}`,
+      conditional ? { 'if-match': `revision_number=${revision}` } : {},
+      signal,
+    );
     if (r.status === 204 || r.status === 200) return 'deleted';
     if (r.status === 404) return 'gone';
     if (r.status === 412) return 'conflict';

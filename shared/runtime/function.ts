@@ -30,7 +30,11 @@ export type RemoveResult = Readonly<
   | { outcome: 'skipped'; reason: string }
 >;
 
-export type FunctionDefaults = Policy & Readonly<{ schedule: string; /** false: runs only when the config enables it (it needs settings). */ enabled?: boolean }>;
+export type FunctionDefaults = Policy &
+  Readonly<{
+    schedule: string /** false: runs only when the config enables it (it needs settings). */;
+    enabled?: boolean;
+  }>;
 
 /** What a function may use to build its ports (the entry point's environment, never read below). */
 export type ConnectContext = Readonly<{

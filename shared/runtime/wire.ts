@@ -73,11 +73,22 @@ export async function runFunction(
 ): Promise<RunResult> {
   const fc = functionConfig(cfg, fn.name, fn.defaults);
   const kube = await connectKube(cfg, env);
-  let ports: { reader: unknown; writer: unknown; close: () => Promise<void> } = { reader: kube, writer: kube, close: async () => {} };
+  let ports: { reader: unknown; writer: unknown; close: () => Promise<void> } = {
+    reader: kube,
+    writer: kube,
+    close: async () => {},
+  };
   try {
     if (fn.connect) {
       try {
-        ports = await fn.connect({ kube, settings: fc.settings, env: env.processEnv ?? {}, clock: env.clock, callTimeoutMs: cfg.callTimeoutMs, pageSize: cfg.pageSize });
+        ports = await fn.connect({
+          kube,
+          settings: fc.settings,
+          env: env.processEnv ?? {},
+          clock: env.clock,
+          callTimeoutMs: cfg.callTimeoutMs,
+          pageSize: cfg.pageSize,
+        });
       } catch (err) {
         if (err instanceof ConfigError) throw err;
         throw new ConfigError(`${fn.name}: ${(err as Error).message}`, { cause: err });

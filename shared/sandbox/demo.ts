@@ -16,6 +16,7 @@ import { runFunction } from '../runtime/wire.ts';
 import { installCrdsFromDir } from './crds.ts';
 import { FakeKubeServer } from './kube/server.ts';
 import { allocated, R, seedIncident } from './scenarios/danm.ts';
+import { lbaasScene } from './scenes/lbaas.ts';
 import { whereaboutsScene } from './scenes/whereabouts.ts';
 
 const MIN = 60_000;
@@ -123,6 +124,11 @@ export async function demo(opts: {
     );
     runs.push(...wb.runs);
     problems.push(...wb.problems);
+
+    // The lbaas scenario: the controller restart that lost an in-use port.
+    const lb = await lbaasScene(kube, dir, clock, (ms) => (now += ms), log, fake.url, say);
+    runs.push(...lb.runs);
+    problems.push(...lb.problems);
 
     say('');
     say('── summary ' + '─'.repeat(81));

@@ -1,5 +1,5 @@
 /** Runs the `twopass` command as a child process, the way a user does. */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 
 export const CLI = new URL('../../bin/twopass.js', import.meta.url).pathname;
 
@@ -20,4 +20,33 @@ export function twopass(args: string[], env: Record<string, string> = {}, cwd?: 
         .filter((l) => l.startsWith('{'))
         .map((l) => JSON.parse(l) as Record<string, unknown>),
   };
+}
+
+/** The same, without blocking this process (needed when a fake server runs in it). */
+export function twopassAsync(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<ReturnType<typeof twopass>> {
+  return new Promise((resolve) => {
+    const c = spawn(process.execPath, [CLI, ...args], {
+      env: { ...process.env, TWOPASS_OUTPUT: '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    c.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    c.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    c.on('exit', (code) =>
+      resolve({
+        code,
+        out,
+        err,
+        json: () =>
+          out
+            .split('\n')
+            .filter((l) => l.startsWith('{'))
+            .map((l) => JSON.parse(l) as Record<string, unknown>),
+      }),
+    );
+  });
 }

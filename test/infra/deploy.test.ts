@@ -13,69 +13,117 @@ import * as assert from 'uvu/assert';
 import { parseAllDocuments } from 'yaml';
 import { fileSchema } from '../../shared/config.ts';
 import { NAMESPACES } from '../../shared/kube/resources.ts';
-import { createEndpoint, createNetwork, createPod, forceDeletePod, R } from '../../shared/sandbox/scenarios/danm.ts';
+import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
+import {
+  createEndpoint,
+  createNetwork,
+  createPod,
+  forceDeletePod,
+  R,
+} from '../../shared/sandbox/scenarios/danm.ts';
+import { controllerPort } from '../../shared/sandbox/scenarios/lbaas.ts';
 import { allocations, containerId, createPool } from '../../shared/sandbox/scenarios/whereabouts.ts';
 import { binDir, IDENTITIES } from '../cluster/cluster.ts';
-import { twopass } from '../helpers/cli.ts';
+import { twopass, twopassAsync } from '../helpers/cli.ts';
 import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const OVERLAYS = readdirSync(join(ROOT, 'infra/kustomize/overlays')).sort();
 const KUBECTL = join(binDir(), 'kubectl');
-type Obj = { kind: string; apiVersion: string; metadata: { name: string; namespace?: string }; spec?: Record<string, unknown>; data?: Record<string, string>; rules?: unknown[] };
+type Obj = {
+  kind: string;
+  apiVersion: string;
+  metadata: { name: string; namespace?: string };
+  spec?: Record<string, unknown>;
+  data?: Record<string, string>;
+  rules?: unknown[];
+};
 
 function render(overlay: string): Obj[] {
-  const yaml = execFileSync(KUBECTL, ['kustomize', join(ROOT, 'infra/kustomize/overlays', overlay)], { encoding: 'utf8' });
+  const yaml = execFileSync(KUBECTL, ['kustomize', join(ROOT, 'infra/kustomize/overlays', overlay)], {
+    encoding: 'utf8',
+  });
   return parseAllDocuments(yaml).map((d) => d.toJS() as Obj);
 }
 
 const offline = suite('infra: rendering and the image');
 
-offline('every overlay renders; CronJobs are hardened; configs parse; the dry-run overlay does not delete', () => {
-  assert.ok(existsSync(KUBECTL), `kubectl is built by test/cluster/build.sh into ${KUBECTL}`);
-  assert.equal(OVERLAYS, ['danm-endpoints', 'dry-run', 'whereabouts-ips']);
-  for (const o of OVERLAYS) {
-    const objs = render(o);
-    const jobs = objs.filter((x) => x.kind === 'CronJob');
-    assert.ok(jobs.length >= 1, o);
-    for (const j of jobs) {
-      const spec = j.spec as { concurrencyPolicy: string; startingDeadlineSeconds: number; jobTemplate: { spec: { backoffLimit: number; activeDeadlineSeconds: number; template: { spec: { securityContext: { runAsNonRoot: boolean }; containers: { args: string[]; resources: { requests: object; limits: object }; securityContext: { readOnlyRootFilesystem: boolean; allowPrivilegeEscalation: boolean; capabilities: { drop: string[] } } }[] } } } } };
-      assert.is(spec.concurrencyPolicy, 'Forbid');
-      assert.ok(spec.startingDeadlineSeconds > 0);
-      const js = spec.jobTemplate.spec;
-      assert.ok(js.activeDeadlineSeconds > 0);
-      assert.is(js.backoffLimit, 0);
-      assert.is(js.template.spec.securityContext.runAsNonRoot, true);
-      const c = js.template.spec.containers[0]!;
-      assert.is(c.securityContext.readOnlyRootFilesystem, true);
-      assert.is(c.securityContext.allowPrivilegeEscalation, false);
-      assert.equal(c.securityContext.capabilities.drop, ['ALL']);
-      assert.ok(c.resources.requests && c.resources.limits);
-      assert.is(c.args[0], 'run');
+offline(
+  'every overlay renders; CronJobs are hardened; configs parse; the dry-run overlay does not delete',
+  () => {
+    assert.ok(existsSync(KUBECTL), `kubectl is built by test/cluster/build.sh into ${KUBECTL}`);
+    assert.equal(OVERLAYS, ['danm-endpoints', 'dry-run', 'lbaas-ports', 'whereabouts-ips']);
+    for (const o of OVERLAYS) {
+      const objs = render(o);
+      const jobs = objs.filter((x) => x.kind === 'CronJob');
+      assert.ok(jobs.length >= 1, o);
+      for (const j of jobs) {
+        const spec = j.spec as {
+          concurrencyPolicy: string;
+          startingDeadlineSeconds: number;
+          jobTemplate: {
+            spec: {
+              backoffLimit: number;
+              activeDeadlineSeconds: number;
+              template: {
+                spec: {
+                  securityContext: { runAsNonRoot: boolean };
+                  containers: {
+                    args: string[];
+                    resources: { requests: object; limits: object };
+                    securityContext: {
+                      readOnlyRootFilesystem: boolean;
+                      allowPrivilegeEscalation: boolean;
+                      capabilities: { drop: string[] };
+                    };
+                  }[];
+                };
+              };
+            };
+          };
+        };
+        assert.is(spec.concurrencyPolicy, 'Forbid');
+        assert.ok(spec.startingDeadlineSeconds > 0);
+        const js = spec.jobTemplate.spec;
+        assert.ok(js.activeDeadlineSeconds > 0);
+        assert.is(js.backoffLimit, 0);
+        assert.is(js.template.spec.securityContext.runAsNonRoot, true);
+        const c = js.template.spec.containers[0]!;
+        assert.is(c.securityContext.readOnlyRootFilesystem, true);
+        assert.is(c.securityContext.allowPrivilegeEscalation, false);
+        assert.equal(c.securityContext.capabilities.drop, ['ALL']);
+        assert.ok(c.resources.requests && c.resources.limits);
+        assert.is(c.args[0], 'run');
+      }
+      const cm = objs.find((x) => x.kind === 'ConfigMap' && x.metadata.name.startsWith('twopass-config'))!;
+      const cfg = fileSchema.parse(parseAllDocuments(cm.data!['config.yaml']!)[0]!.toJS());
+      if (o === 'dry-run') assert.is(cfg.apply, false, 'the first rollout is a dry run');
+      else assert.is(cfg.apply, true);
     }
-    const cm = objs.find((x) => x.kind === 'ConfigMap' && x.metadata.name.startsWith('twopass-config'))!;
-    const cfg = fileSchema.parse(parseAllDocuments(cm.data!['config.yaml']!)[0]!.toJS());
-    if (o === 'dry-run') assert.is(cfg.apply, false, 'the first rollout is a dry run');
-    else assert.is(cfg.apply, true);
-  }
-});
+  },
+);
 
-offline('the Dockerfile copies files that exist, runs as non-root without dev dependencies, and its entrypoint runs', () => {
-  const lines = readFileSync(join(ROOT, 'infra/Dockerfile'), 'utf8').split('\n');
-  for (const l of lines.filter((x) => x.startsWith('COPY '))) {
-    const parts = l.split(/\s+/).slice(1, -1);
-    for (const p of parts) assert.ok(existsSync(join(ROOT, p)), `COPY source ${p} exists`);
-  }
-  assert.ok(lines.some((l) => /^FROM node:24/.test(l)));
-  assert.ok(lines.some((l) => /npm ci --omit=dev/.test(l)));
-  const user = lines.find((l) => l.startsWith('USER '));
-  assert.ok(user && !/\b(root|0)(:|$)/.test(user.slice(5)), 'non-root');
-  const entry = JSON.parse(lines.find((l) => l.startsWith('ENTRYPOINT '))!.slice('ENTRYPOINT '.length)) as string[];
-  assert.equal(entry, ['node', '/app/bin/twopass.js']);
-  const r = spawnSync(process.execPath, [join(ROOT, 'bin/twopass.js'), '--help'], { encoding: 'utf8' });
-  assert.is(r.status, 0);
-  assert.match(r.stdout, /Usage: twopass/);
-});
+offline(
+  'the Dockerfile copies files that exist, runs as non-root without dev dependencies, and its entrypoint runs',
+  () => {
+    const lines = readFileSync(join(ROOT, 'infra/Dockerfile'), 'utf8').split('\n');
+    for (const l of lines.filter((x) => x.startsWith('COPY '))) {
+      const parts = l.split(/\s+/).slice(1, -1);
+      for (const p of parts) assert.ok(existsSync(join(ROOT, p)), `COPY source ${p} exists`);
+    }
+    assert.ok(lines.some((l) => /^FROM node:24/.test(l)));
+    assert.ok(lines.some((l) => /npm ci --omit=dev/.test(l)));
+    const user = lines.find((l) => l.startsWith('USER '));
+    assert.ok(user && !/\b(root|0)(:|$)/.test(user.slice(5)), 'non-root');
+    const entry = JSON.parse(
+      lines.find((l) => l.startsWith('ENTRYPOINT '))!.slice('ENTRYPOINT '.length),
+    ) as string[];
+    assert.equal(entry, ['node', '/app/bin/twopass.js']);
+    const r = spawnSync(process.execPath, [join(ROOT, 'bin/twopass.js'), '--help'], { encoding: 'utf8' });
+    assert.is(r.status, 0);
+    assert.match(r.stdout, /Usage: twopass/);
+  },
+);
 
 const real = suite<{ t?: KubeTarget; dir: string }>('infra on the real test cluster', { dir: '' });
 real.before(async (ctx) => {
@@ -85,63 +133,161 @@ real.before(async (ctx) => {
   ctx.dir = mkdtempSync(join(tmpdir(), 'twopass-deploy-'));
   writeFileSync(join(ctx.dir, 'admin'), t.kubeconfig());
   const kube = t.client();
-  if (!(await kube.get(NAMESPACES, undefined, 'twopass-system'))) await kube.create(NAMESPACES, { metadata: { name: 'twopass-system' } });
+  if (!(await kube.get(NAMESPACES, undefined, 'twopass-system')))
+    await kube.create(NAMESPACES, { metadata: { name: 'twopass-system' } });
   await kube.close();
 });
 real.after(async (ctx) => ctx.t?.close());
 
 function kubectl(dir: string, args: string[], input?: string) {
-  return spawnSync(KUBECTL, ['--kubeconfig', join(dir, 'admin'), ...args], { encoding: 'utf8', ...(input !== undefined ? { input } : {}) });
+  return spawnSync(KUBECTL, ['--kubeconfig', join(dir, 'admin'), ...args], {
+    encoding: 'utf8',
+    ...(input !== undefined ? { input } : {}),
+  });
 }
 
-real('every overlay is accepted by the API server (server-side dry-run), then the dry-run overlay is applied', async ({ t, dir }) => {
-  if (!t) return;
-  for (const o of OVERLAYS) {
-    const yaml = execFileSync(KUBECTL, ['kustomize', join(ROOT, 'infra/kustomize/overlays', o)], { encoding: 'utf8' });
-    const r = kubectl(dir, ['apply', '--server-side', '--dry-run=server', '-f', '-'], yaml);
-    assert.is(r.status, 0, `${o}: ${r.stderr}`);
-    assert.match(r.stdout, /cronjob\.batch\/twopass-.* serverside-applied \(server dry run\)/);
-  }
-  const yaml = execFileSync(KUBECTL, ['kustomize', join(ROOT, 'infra/kustomize/overlays/dry-run')], { encoding: 'utf8' });
-  const r = kubectl(dir, ['apply', '--server-side', '-f', '-'], yaml);
-  assert.is(r.status, 0, r.stderr);
-});
+real(
+  'every overlay is accepted by the API server (server-side dry-run), then the dry-run overlay is applied',
+  async ({ t, dir }) => {
+    if (!t) return;
+    for (const o of OVERLAYS) {
+      const yaml = execFileSync(KUBECTL, ['kustomize', join(ROOT, 'infra/kustomize/overlays', o)], {
+        encoding: 'utf8',
+      });
+      const r = kubectl(dir, ['apply', '--server-side', '--dry-run=server', '-f', '-'], yaml);
+      assert.is(r.status, 0, `${o}: ${r.stderr}`);
+      assert.match(r.stdout, /cronjob\.batch\/twopass-.* serverside-applied \(server dry run\)/);
+    }
+    for (const o of ['dry-run', 'lbaas-ports']) {
+      const yaml = execFileSync(KUBECTL, ['kustomize', join(ROOT, 'infra/kustomize/overlays', o)], {
+        encoding: 'utf8',
+      });
+      const r = kubectl(dir, ['apply', '--server-side', '-f', '-'], yaml);
+      assert.is(r.status, 0, r.stderr);
+    }
+  },
+);
 
-real('each function runs from the CLI as its own identity, with ConfigMap state and a Lease', async ({ t, dir }) => {
-  if (!t) return;
-  const kube = t.client();
-  const ns = await t.namespace();
-  await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.8']);
-  const ep = await createEndpoint(kube, await createPod(kube, ns, 'gone-0'), 'test-net1', '10.10.10.8/24');
-  await forceDeletePod(kube, ns, 'gone-0');
-  await createPool(kube, ns, 'pool', '192.168.2.0/24', { '192.168.2.10': { id: containerId(), podref: `${ns}/gone-1` } });
-  for (const fn of ['danm-endpoints', 'whereabouts-ips']) {
-    writeFileSync(join(dir, fn), t.kubeconfig(IDENTITIES[fn]!.token));
-    writeFileSync(join(dir, `${fn}.yaml`), `state: configmap:twopass-system\neventNamespace: twopass-system\nfunctions:\n  ${fn}:\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    settings:\n      namespaces: [${ns}]\n`);
-    const args = ['run', fn, '--kubeconfig', join(dir, fn), '--config', join(dir, `${fn}.yaml`), '--apply'];
-    const first = twopass(args);
-    assert.is(first.code, 0, `${fn} as its identity: ${first.out.slice(-800)} ${first.err}`);
-    const second = twopass(args);
-    assert.is(second.code, 0, `${fn} second run: ${second.out.slice(-800)}`);
-    assert.ok(second.json().some((e) => e.event === 'resource.deleted'), `${fn} deleted its orphan`);
-    const show = twopass(['state', 'show', fn, '--kubeconfig', join(dir, fn), '--config', join(dir, `${fn}.yaml`)]);
-    assert.is(show.code, 0, show.err);
-    assert.match(show.out, /configmap:twopass-system \(version \d+\)/);
-  }
-  assert.is(await kube.get(R.danmeps, ns, ep.metadata.name), undefined);
-  assert.equal(await allocations(kube, ns, 'pool'), {});
-  // an identity without the rights aborts (exit 3) and deletes nothing
-  writeFileSync(join(dir, 'nobody'), t.kubeconfig(IDENTITIES.nobody!.token));
-  const denied = twopass(['run', 'danm-endpoints', '--kubeconfig', join(dir, 'nobody'), '--state', `file:${join(dir, 'nobody-state')}`, '--apply']);
-  assert.is(denied.code, 3);
-  await kube.close();
-});
+real(
+  'each function runs from the CLI as its own identity, with ConfigMap state and a Lease',
+  async ({ t, dir }) => {
+    if (!t) return;
+    const kube = t.client();
+    const ns = await t.namespace();
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.8']);
+    const ep = await createEndpoint(kube, await createPod(kube, ns, 'gone-0'), 'test-net1', '10.10.10.8/24');
+    await forceDeletePod(kube, ns, 'gone-0');
+    await createPool(kube, ns, 'pool', '192.168.2.0/24', {
+      '192.168.2.10': { id: containerId(), podref: `${ns}/gone-1` },
+    });
+    for (const fn of ['danm-endpoints', 'whereabouts-ips']) {
+      writeFileSync(join(dir, fn), t.kubeconfig(IDENTITIES[fn]!.token));
+      writeFileSync(
+        join(dir, `${fn}.yaml`),
+        `state: configmap:twopass-system\neventNamespace: twopass-system\nfunctions:\n  ${fn}:\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    settings:\n      namespaces: [${ns}]\n`,
+      );
+      const args = ['run', fn, '--kubeconfig', join(dir, fn), '--config', join(dir, `${fn}.yaml`), '--apply'];
+      const first = twopass(args);
+      assert.is(first.code, 0, `${fn} as its identity: ${first.out.slice(-800)} ${first.err}`);
+      const second = twopass(args);
+      assert.is(second.code, 0, `${fn} second run: ${second.out.slice(-800)}`);
+      assert.ok(
+        second.json().some((e) => e.event === 'resource.deleted'),
+        `${fn} deleted its orphan`,
+      );
+      const show = twopass([
+        'state',
+        'show',
+        fn,
+        '--kubeconfig',
+        join(dir, fn),
+        '--config',
+        join(dir, `${fn}.yaml`),
+      ]);
+      assert.is(show.code, 0, show.err);
+      assert.match(show.out, /configmap:twopass-system \(version \d+\)/);
+    }
+    assert.is(await kube.get(R.danmeps, ns, ep.metadata.name), undefined);
+    assert.equal(await allocations(kube, ns, 'pool'), {});
+    // lbaas-ports as its identity, against the fake Keystone + Neutron
+    const os = new FakeOpenStack();
+    await os.start();
+    try {
+      const lb = controllerPort(os, { withFip: false });
+      writeFileSync(join(dir, 'clouds.yaml'), os.cloudsYaml('appcred', 'openstack'));
+      writeFileSync(join(dir, 'lbaas-ports'), t.kubeconfig(IDENTITIES['lbaas-ports']!.token));
+      writeFileSync(
+        join(dir, 'lbaas-ports.yaml'),
+        'state: configmap:twopass-system\nfunctions:\n  lbaas-ports:\n    enabled: true\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    settings:\n      projectId: project-a\n',
+      );
+      const env = { OS_CLOUD: 'openstack', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') };
+      const args = [
+        'run',
+        'lbaas-ports',
+        '--kubeconfig',
+        join(dir, 'lbaas-ports'),
+        '--config',
+        join(dir, 'lbaas-ports.yaml'),
+        '--apply',
+      ];
+      const first = await twopassAsync(args, env);
+      assert.is(first.code, 0, first.out.slice(-600) + first.err);
+      const second = await twopassAsync(args, env);
+      assert.is(second.code, 0, second.out.slice(-600));
+      assert.not.ok(os.ports.has(lb.port.id), 'lbaas-ports deleted its orphan port as its own identity');
+    } finally {
+      await os.stop();
+    }
+    // an identity without the rights aborts (exit 3) and deletes nothing
+    writeFileSync(join(dir, 'nobody'), t.kubeconfig(IDENTITIES.nobody!.token));
+    const denied = twopass([
+      'run',
+      'danm-endpoints',
+      '--kubeconfig',
+      join(dir, 'nobody'),
+      '--state',
+      `file:${join(dir, 'nobody-state')}`,
+      '--apply',
+    ]);
+    assert.is(denied.code, 3);
+    await kube.close();
+  },
+);
 
-type Check = { who: string; verb: string; group: string; resource: string; namespace?: string; name?: string; allowed: boolean };
+type Check = {
+  who: string;
+  verb: string;
+  group: string;
+  resource: string;
+  namespace?: string;
+  name?: string;
+  allowed: boolean;
+};
 const CHECKS: Check[] = [];
-for (const [fn, other] of [['danm-endpoints', 'whereabouts-ips'], ['whereabouts-ips', 'danm-endpoints']] as const) {
-  const deny = (verb: string, group: string, resource: string, namespace?: string, name?: string) => CHECKS.push({ who: fn, verb, group, resource, ...(namespace ? { namespace } : {}), ...(name ? { name } : {}), allowed: false });
-  const allow = (verb: string, group: string, resource: string, namespace?: string, name?: string) => CHECKS.push({ who: fn, verb, group, resource, ...(namespace ? { namespace } : {}), ...(name ? { name } : {}), allowed: true });
+for (const [fn, other] of [
+  ['danm-endpoints', 'whereabouts-ips'],
+  ['whereabouts-ips', 'danm-endpoints'],
+] as const) {
+  const deny = (verb: string, group: string, resource: string, namespace?: string, name?: string) =>
+    CHECKS.push({
+      who: fn,
+      verb,
+      group,
+      resource,
+      ...(namespace ? { namespace } : {}),
+      ...(name ? { name } : {}),
+      allowed: false,
+    });
+  const allow = (verb: string, group: string, resource: string, namespace?: string, name?: string) =>
+    CHECKS.push({
+      who: fn,
+      verb,
+      group,
+      resource,
+      ...(namespace ? { namespace } : {}),
+      ...(name ? { name } : {}),
+      allowed: true,
+    });
   allow('list', '', 'pods');
   allow('get', '', 'configmaps', 'twopass-system', `twopass-${fn}`);
   allow('update', '', 'configmaps', 'twopass-system', `twopass-${fn}-s1-7`);
@@ -172,22 +318,76 @@ for (const [fn, other] of [['danm-endpoints', 'whereabouts-ips'], ['whereabouts-
   }
 }
 
+for (const [verb, resource, allowed] of [
+  ['list', 'services', true],
+  ['get', 'services', true],
+  ['delete', 'services', false],
+  ['update', 'services', false],
+  ['list', 'pods', false],
+  ['get', 'secrets', false],
+] as const) {
+  CHECKS.push({ who: 'lbaas-ports', verb, group: '', resource, namespace: 'default', allowed });
+}
+CHECKS.push({
+  who: 'lbaas-ports',
+  verb: 'update',
+  group: '',
+  resource: 'configmaps',
+  namespace: 'twopass-system',
+  name: 'twopass-danm-endpoints',
+  allowed: false,
+});
+CHECKS.push({
+  who: 'lbaas-ports',
+  verb: 'update',
+  group: '',
+  resource: 'configmaps',
+  namespace: 'twopass-system',
+  name: 'twopass-lbaas-ports',
+  allowed: true,
+});
+
 real('SubjectAccessReview matrix: each identity has what it needs and nothing else', async ({ t }) => {
   if (!t) return;
   const kube = t.client();
-  const SAR = { group: 'authorization.k8s.io', version: 'v1', plural: 'subjectaccessreviews', kind: 'SubjectAccessReview', namespaced: false };
-  const rows: string[] = ['| identity | verb | resource | namespace/name | allowed | expected |', '|---|---|---|---|---|---|'];
+  const SAR = {
+    group: 'authorization.k8s.io',
+    version: 'v1',
+    plural: 'subjectaccessreviews',
+    kind: 'SubjectAccessReview',
+    namespaced: false,
+  };
+  const rows: string[] = [
+    '| identity | verb | resource | namespace/name | allowed | expected |',
+    '|---|---|---|---|---|---|',
+  ];
   for (const c of CHECKS) {
     const id = IDENTITIES[c.who]!;
     const res = (await kube.create(SAR, {
       apiVersion: 'authorization.k8s.io/v1',
       kind: 'SubjectAccessReview',
       metadata: {},
-      spec: { user: id.user, groups: id.groups, resourceAttributes: { verb: c.verb, group: c.group, resource: c.resource, ...(c.namespace ? { namespace: c.namespace } : {}), ...(c.name ? { name: c.name } : {}) } },
+      spec: {
+        user: id.user,
+        groups: id.groups,
+        resourceAttributes: {
+          verb: c.verb,
+          group: c.group,
+          resource: c.resource,
+          ...(c.namespace ? { namespace: c.namespace } : {}),
+          ...(c.name ? { name: c.name } : {}),
+        },
+      },
     })) as unknown as { status: { allowed: boolean } };
     const res2 = `${c.group ? `${c.resource}.${c.group}` : c.resource}`;
-    rows.push(`| ${c.who} | ${c.verb} | ${res2} | ${c.namespace ?? '*'}/${c.name ?? '*'} | ${res.status.allowed} | ${c.allowed} |`);
-    assert.is(res.status.allowed, c.allowed, `${c.who} ${c.verb} ${res2} ${c.namespace ?? ''}/${c.name ?? ''}`);
+    rows.push(
+      `| ${c.who} | ${c.verb} | ${res2} | ${c.namespace ?? '*'}/${c.name ?? '*'} | ${res.status.allowed} | ${c.allowed} |`,
+    );
+    assert.is(
+      res.status.allowed,
+      c.allowed,
+      `${c.who} ${c.verb} ${res2} ${c.namespace ?? ''}/${c.name ?? ''}`,
+    );
   }
   console.log(`\n${rows.join('\n')}\n`);
   await kube.close();

@@ -19,7 +19,11 @@ test.before.each(async (ctx) => {
 });
 test.after.each(async (ctx) => ctx.os.stop());
 
-function client(os: FakeOpenStack, dir: string, opts: { kind?: 'password' | 'appcred'; clock?: () => number; sleeps?: number[]; pageSize?: number } = {}) {
+function client(
+  os: FakeOpenStack,
+  dir: string,
+  opts: { kind?: 'password' | 'appcred'; clock?: () => number; sleeps?: number[]; pageSize?: number } = {},
+) {
   writeFileSync(join(dir, 'clouds.yaml'), os.cloudsYaml(opts.kind ?? 'appcred'));
   const cloud = loadCloudConfig({ OS_CLOUD: 'fake', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') });
   const http = new Http({ timeoutMs: 2000, sleep: async (ms) => void opts.sleeps?.push(ms) });
@@ -27,7 +31,9 @@ function client(os: FakeOpenStack, dir: string, opts: { kind?: 'password' | 'app
   return { auth, neutron: new NeutronClient(auth, http, opts.pageSize ?? 2), close: () => http.close() };
 }
 
-test('password and application-credential auth; the token is cached and renewed before expiry', async ({ dir }) => {
+test('password and application-credential auth; the token is cached and renewed before expiry', async ({
+  dir,
+}) => {
   let now = Date.now();
   const os = new FakeOpenStack({ now: () => now });
   await os.start();
@@ -76,11 +82,18 @@ test('pagination: limit/marker with links, and deployments without pagination', 
   assert.is(flat.pages, 1);
   os.pagination = true;
   os.faults.add({ path: /\/ports\?.*marker=/, nth: 1, emptyPage: true });
-  assert.is((await c.neutron.listPorts({})).items.length, 7, 'an empty page that keeps its place is followed');
+  assert.is(
+    (await c.neutron.listPorts({})).items.length,
+    7,
+    'an empty page that keeps its place is followed',
+  );
   await c.close();
 });
 
-test('DELETE with If-Match only when revision-if-match exists; 412 is a conflict, 404 gone', async ({ os, dir }) => {
+test('DELETE with If-Match only when revision-if-match exists; 412 is a conflict, 404 gone', async ({
+  os,
+  dir,
+}) => {
   const c = client(os, dir);
   const p = os.addPort({});
   os.update(p, { device_id: 'vm-1' });
@@ -92,12 +105,19 @@ test('DELETE with If-Match only when revision-if-match exists; 412 is a conflict
   os.extensions = os.extensions.filter((e) => e !== 'revision-if-match');
   const c2 = client(os, dir);
   const q = os.addPort({});
-  assert.is(await c2.neutron.deletePort(q.id, 7), 'deleted', 'no If-Match sent where the extension is absent (it would be a 400)');
+  assert.is(
+    await c2.neutron.deletePort(q.id, 7),
+    'deleted',
+    'no If-Match sent where the extension is absent (it would be a 400)',
+  );
   assert.not.ok(os.requests.some((r) => r.method === 'DELETE' && r.status === 400));
   await c2.close();
 });
 
-test('reads retry 5xx and 429 with backoff, honouring Retry-After; deletes are not retried', async ({ os, dir }) => {
+test('reads retry 5xx and 429 with backoff, honouring Retry-After; deletes are not retried', async ({
+  os,
+  dir,
+}) => {
   const sleeps: number[] = [];
   const c = client(os, dir, { sleeps });
   os.addPort({});
@@ -118,7 +138,10 @@ test('reads retry 5xx and 429 with backoff, honouring Retry-After; deletes are n
 });
 
 test('credentials never appear in errors', async ({ os, dir }) => {
-  writeFileSync(join(dir, 'clouds.yaml'), os.cloudsYaml('password').replace('fake-password', 'wrong-secret-password'));
+  writeFileSync(
+    join(dir, 'clouds.yaml'),
+    os.cloudsYaml('password').replace('fake-password', 'wrong-secret-password'),
+  );
   const cloud = loadCloudConfig({ OS_CLOUD: 'fake', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') });
   const http = new Http({ timeoutMs: 2000 });
   const n = new NeutronClient(new KeystoneAuth(cloud, http), http);
@@ -139,7 +162,10 @@ cfg.before.each((ctx) => {
 });
 
 cfg('clouds.yaml from ./ with secure.yaml merged; OS_CLOUD selects; region and interface', ({ dir }) => {
-  writeFileSync(join(dir, 'clouds.yaml'), 'clouds:\n  prod:\n    region_name: R2\n    interface: internal\n    auth:\n      auth_url: https://keystone.example:5000/v3\n      username: svc\n      user_domain_name: Default\n      project_id: p-1\n');
+  writeFileSync(
+    join(dir, 'clouds.yaml'),
+    'clouds:\n  prod:\n    region_name: R2\n    interface: internal\n    auth:\n      auth_url: https://keystone.example:5000/v3\n      username: svc\n      user_domain_name: Default\n      project_id: p-1\n',
+  );
   writeFileSync(join(dir, 'secure.yaml'), 'clouds:\n  prod:\n    auth:\n      password: s3cret\n');
   const c = loadCloudConfig({ OS_CLOUD: 'prod' }, { cwd: dir });
   assert.is(c.authType, 'password');
@@ -150,7 +176,12 @@ cfg('clouds.yaml from ./ with secure.yaml merged; OS_CLOUD selects; region and i
 });
 
 cfg('OS_* environment without clouds.yaml', () => {
-  const c = loadCloudConfig({ OS_AUTH_URL: 'https://k:5000/v3', OS_AUTH_TYPE: 'v3applicationcredential', OS_APPLICATION_CREDENTIAL_ID: 'id', OS_APPLICATION_CREDENTIAL_SECRET: 'sec' });
+  const c = loadCloudConfig({
+    OS_AUTH_URL: 'https://k:5000/v3',
+    OS_AUTH_TYPE: 'v3applicationcredential',
+    OS_APPLICATION_CREDENTIAL_ID: 'id',
+    OS_APPLICATION_CREDENTIAL_SECRET: 'sec',
+  });
   assert.is(c.authType, 'v3applicationcredential');
   assert.is(c.applicationCredentialId, 'id');
 });
@@ -168,14 +199,38 @@ cfg('missing or contradictory configuration names the key and never the secret',
   };
   bad({}, /set OS_CLOUD/);
   bad({ OS_CLOUD: 'nope' }, /no clouds\.yaml found/);
-  bad({ OS_AUTH_URL: 'https://k/v3', OS_USERNAME: 'u', OS_USER_DOMAIN_NAME: 'D', OS_PROJECT_ID: 'p' }, /`auth\.password` is required/);
-  bad({ OS_AUTH_URL: 'https://k/v3', OS_AUTH_TYPE: 'v3applicationcredential', OS_APPLICATION_CREDENTIAL_ID: 'i', OS_APPLICATION_CREDENTIAL_SECRET: 'topsecret', OS_PASSWORD: 'topsecret' }, /`auth\.password` contradicts/);
-  bad({ OS_AUTH_URL: 'https://k/v3', OS_AUTH_TYPE: 'v3applicationcredential', OS_APPLICATION_CREDENTIAL_ID: 'i', OS_APPLICATION_CREDENTIAL_SECRET: 'topsecret', OS_PROJECT_ID: 'p' }, /already: remove `auth\.project_id`/);
+  bad(
+    { OS_AUTH_URL: 'https://k/v3', OS_USERNAME: 'u', OS_USER_DOMAIN_NAME: 'D', OS_PROJECT_ID: 'p' },
+    /`auth\.password` is required/,
+  );
+  bad(
+    {
+      OS_AUTH_URL: 'https://k/v3',
+      OS_AUTH_TYPE: 'v3applicationcredential',
+      OS_APPLICATION_CREDENTIAL_ID: 'i',
+      OS_APPLICATION_CREDENTIAL_SECRET: 'topsecret',
+      OS_PASSWORD: 'topsecret',
+    },
+    /`auth\.password` contradicts/,
+  );
+  bad(
+    {
+      OS_AUTH_URL: 'https://k/v3',
+      OS_AUTH_TYPE: 'v3applicationcredential',
+      OS_APPLICATION_CREDENTIAL_ID: 'i',
+      OS_APPLICATION_CREDENTIAL_SECRET: 'topsecret',
+      OS_PROJECT_ID: 'p',
+    },
+    /already: remove `auth\.project_id`/,
+  );
   bad({ OS_AUTH_URL: 'not a url', OS_USERNAME: 'u', OS_PASSWORD: 'topsecret' }, /`auth\.auth_url`/);
   bad({ OS_AUTH_URL: 'https://k/v3', OS_AUTH_TYPE: 'token', OS_PASSWORD: 'topsecret' }, /`auth_type`/);
   mkdirSync(join(dir, 'x'));
   writeFileSync(join(dir, 'x', 'clouds.yaml'), 'clouds:\n  a: {}\n');
-  bad({ OS_CLOUD: 'b', OS_CLIENT_CONFIG_FILE: join(dir, 'x', 'clouds.yaml') }, /clouds\.b not found .*known: a/);
+  bad(
+    { OS_CLOUD: 'b', OS_CLIENT_CONFIG_FILE: join(dir, 'x', 'clouds.yaml') },
+    /clouds\.b not found .*known: a/,
+  );
 });
 
 test.run();

@@ -21,7 +21,9 @@ export type FakeKubeOptions = Readonly<{
   port?: number;
 }>;
 
-export type ParsedPath = { ref: ResourceRef; namespace?: string; name?: string; status?: boolean } | undefined;
+export type ParsedPath =
+  | { ref: ResourceRef; namespace?: string; name?: string; status?: boolean }
+  | undefined;
 
 export class FakeKubeServer {
   readonly store: FakeStore;
@@ -203,8 +205,12 @@ export class FakeKubeServer {
         if (parsed.status) {
           // the status subresource: only .status changes
           const cur = this.store.get(ref, namespace, name) as KubeObject;
-          const next = { ...structuredClone(cur), status: (body as { status?: unknown } | undefined)?.status } as KubeObject;
-          next.metadata.resourceVersion = (body as KubeObject | undefined)?.metadata?.resourceVersion ?? cur.metadata.resourceVersion;
+          const next = {
+            ...structuredClone(cur),
+            status: (body as { status?: unknown } | undefined)?.status,
+          } as KubeObject;
+          next.metadata.resourceVersion =
+            (body as KubeObject | undefined)?.metadata?.resourceVersion ?? cur.metadata.resourceVersion;
           return [200, this.store.update(ref, namespace, name, next)];
         }
         return [200, this.store.update(ref, namespace, name, body)];
@@ -233,7 +239,9 @@ export class FakeKubeServer {
 
   private parse(p: string): ParsedPath {
     const m =
-      /^\/(?:api\/(v1)|apis\/([^/]+)\/([^/]+))(?:\/namespaces\/([^/]+))?\/([^/]+)(?:\/([^/]+))?(\/status)?\/?$/.exec(p);
+      /^\/(?:api\/(v1)|apis\/([^/]+)\/([^/]+))(?:\/namespaces\/([^/]+))?\/([^/]+)(?:\/([^/]+))?(\/status)?\/?$/.exec(
+        p,
+      );
     if (!m) return undefined;
     const group = m[2] ?? '';
     const version = m[1] ?? m[3]!;

@@ -14,7 +14,13 @@ import type { AddressInfo } from 'node:net';
 import type { FloatingIp, Port } from '../../openstack/neutron.ts';
 import { describeFault, FaultPlan, type RequestRecord } from '../kube/faults.ts';
 
-export type FakeUser = { name: string; domain: string; password: string; projectId: string; projectName: string };
+export type FakeUser = {
+  name: string;
+  domain: string;
+  password: string;
+  projectId: string;
+  projectName: string;
+};
 export type FakeAppCred = { id: string; secret: string; projectId: string };
 
 export type FakeOpenStackOptions = Readonly<{
@@ -28,8 +34,18 @@ export type FakeOpenStackOptions = Readonly<{
 export class FakeOpenStack {
   readonly faults = new FaultPlan();
   readonly requests: RequestRecord[] = [];
-  readonly users: FakeUser[] = [{ name: 'twopass', domain: 'Default', password: 'fake-password', projectId: 'project-a', projectName: 'k8s-a' }];
-  readonly appCreds: FakeAppCred[] = [{ id: 'app-cred-1', secret: 'fake-app-secret', projectId: 'project-a' }];
+  readonly users: FakeUser[] = [
+    {
+      name: 'twopass',
+      domain: 'Default',
+      password: 'fake-password',
+      projectId: 'project-a',
+      projectName: 'k8s-a',
+    },
+  ];
+  readonly appCreds: FakeAppCred[] = [
+    { id: 'app-cred-1', secret: 'fake-app-secret', projectId: 'project-a' },
+  ];
   readonly ports = new Map<string, Port>();
   readonly fips = new Map<string, FloatingIp>();
   readonly tokens = new Map<string, { projectId: string; expiresAt: number }>();
@@ -42,7 +58,9 @@ export class FakeOpenStack {
   url = '';
 
   constructor(opts: FakeOpenStackOptions = {}) {
-    this.extensions = [...(opts.extensions ?? ['standard-attr-revisions', 'revision-if-match', 'standard-attr-tag', 'router'])];
+    this.extensions = [
+      ...(opts.extensions ?? ['standard-attr-revisions', 'revision-if-match', 'standard-attr-tag', 'router']),
+    ];
     this.pagination = opts.pagination ?? true;
     this.tokenTtlMs = opts.tokenTtlMs ?? 3_600_000;
     this.now = opts.now ?? Date.now;
@@ -74,14 +92,34 @@ export class FakeOpenStack {
   }
 
   addPort(p: Partial<Port> & { id?: string }): Port {
-    const port: Port = { id: p.id ?? randomUUID(), project_id: 'project-a', tags: [], device_id: '', device_owner: '', fixed_ips: [], revision_number: 1, status: 'DOWN', created_at: new Date(this.now()).toISOString(), ...p };
+    const port: Port = {
+      id: p.id ?? randomUUID(),
+      project_id: 'project-a',
+      tags: [],
+      device_id: '',
+      device_owner: '',
+      fixed_ips: [],
+      revision_number: 1,
+      status: 'DOWN',
+      created_at: new Date(this.now()).toISOString(),
+      ...p,
+    };
     port.tenant_id = port.project_id!;
     this.ports.set(port.id, port);
     return port;
   }
 
   addFip(f: Partial<FloatingIp> & { id?: string }): FloatingIp {
-    const fip: FloatingIp = { id: f.id ?? randomUUID(), project_id: 'project-a', tags: [], port_id: null, fixed_ip_address: null, revision_number: 1, created_at: new Date(this.now()).toISOString(), ...f };
+    const fip: FloatingIp = {
+      id: f.id ?? randomUUID(),
+      project_id: 'project-a',
+      tags: [],
+      port_id: null,
+      fixed_ip_address: null,
+      revision_number: 1,
+      created_at: new Date(this.now()).toISOString(),
+      ...f,
+    };
     this.fips.set(fip.id, fip);
     return fip;
   }
@@ -99,17 +137,34 @@ export class FakeOpenStack {
     let raw = '';
     for await (const c of req) raw += c;
     const fault = this.faults.match(method, url.pathname + url.search);
-    const record = (status: number, bytes: number, f?: string) => this.requests.push({ seq: ++this.seq, method, path: url.pathname, query: url.search, status, bytes, ...(f ? { fault: f } : {}) });
+    const record = (status: number, bytes: number, f?: string) =>
+      this.requests.push({
+        seq: ++this.seq,
+        method,
+        path: url.pathname,
+        query: url.search,
+        status,
+        bytes,
+        ...(f ? { fault: f } : {}),
+      });
     const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
       const text = body === undefined ? '' : JSON.stringify(body);
       if (fault?.truncate && text) {
-        res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+        res.writeHead(status, {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(text),
+          ...headers,
+        });
         res.write(text.slice(0, Math.floor(text.length / 2)));
         record(status, text.length / 2, 'truncated');
         res.socket?.destroy();
         return;
       }
-      res.writeHead(status, { 'content-type': 'application/json', ...(text ? { 'content-length': String(Buffer.byteLength(text)) } : {}), ...headers });
+      res.writeHead(status, {
+        'content-type': 'application/json',
+        ...(text ? { 'content-length': String(Buffer.byteLength(text)) } : {}),
+        ...headers,
+      });
       res.end(text);
       record(status, text.length, fault ? describeFault(fault) : undefined);
     };
@@ -120,7 +175,11 @@ export class FakeOpenStack {
       return;
     }
     if (fault?.status !== undefined) {
-      send(fault.status, { NeutronError: { type: 'Injected', message: `injected fault ${fault.status}`, detail: '' } }, fault.retryAfterSeconds !== undefined ? { 'retry-after': String(fault.retryAfterSeconds) } : {});
+      send(
+        fault.status,
+        { NeutronError: { type: 'Injected', message: `injected fault ${fault.status}`, detail: '' } },
+        fault.retryAfterSeconds !== undefined ? { 'retry-after': String(fault.retryAfterSeconds) } : {},
+      );
       return;
     }
     try {
@@ -128,37 +187,86 @@ export class FakeOpenStack {
       if (!url.pathname.startsWith('/network/v2.0/')) return send(404, { error: { message: 'not found' } });
       const token = req.headers['x-auth-token'];
       const t = typeof token === 'string' ? this.tokens.get(token) : undefined;
-      if (!t || this.now() >= t.expiresAt) return send(401, { error: { code: 401, title: 'Unauthorized', message: 'The request you have made requires authentication.' } });
+      if (!t || this.now() >= t.expiresAt)
+        return send(401, {
+          error: {
+            code: 401,
+            title: 'Unauthorized',
+            message: 'The request you have made requires authentication.',
+          },
+        });
       const path = url.pathname.slice('/network/v2.0/'.length).replace(/\/$/, '');
-      if (path === 'extensions' && method === 'GET') return send(200, { extensions: this.extensions.map((alias) => ({ alias, name: alias, description: '', updated: '2026-01-01T00:00:00Z' })) });
+      if (path === 'extensions' && method === 'GET')
+        return send(200, {
+          extensions: this.extensions.map((alias) => ({
+            alias,
+            name: alias,
+            description: '',
+            updated: '2026-01-01T00:00:00Z',
+          })),
+        });
       const [collection, id] = path.split('/') as [string, string | undefined];
-      if (collection !== 'ports' && collection !== 'floatingips') return send(404, { NeutronError: { type: 'HTTPNotFound', message: 'The resource could not be found.', detail: '' } });
+      if (collection !== 'ports' && collection !== 'floatingips')
+        return send(404, {
+          NeutronError: { type: 'HTTPNotFound', message: 'The resource could not be found.', detail: '' },
+        });
       const store = (collection === 'ports' ? this.ports : this.fips) as Map<string, Port | FloatingIp>;
       const key = collection === 'ports' ? 'port' : 'floatingip';
-      const notFound = () => send(404, { NeutronError: { type: collection === 'ports' ? 'PortNotFound' : 'FloatingIPNotFound', message: `${collection === 'ports' ? 'Port' : 'Floating IP'} ${id} could not be found.`, detail: '' } });
-      if (id === undefined && method === 'GET') return this.list(collection, store, url, t.projectId, send, fault?.emptyPage === true);
+      const notFound = () =>
+        send(404, {
+          NeutronError: {
+            type: collection === 'ports' ? 'PortNotFound' : 'FloatingIPNotFound',
+            message: `${collection === 'ports' ? 'Port' : 'Floating IP'} ${id} could not be found.`,
+            detail: '',
+          },
+        });
+      if (id === undefined && method === 'GET')
+        return this.list(collection, store, url, t.projectId, send, fault?.emptyPage === true);
       const obj = id ? store.get(id) : undefined;
-      if (!obj || (obj.project_id !== t.projectId)) return notFound();
+      if (!obj || obj.project_id !== t.projectId) return notFound();
       if (method === 'GET') return send(200, { [key]: obj });
       if (method === 'DELETE') {
         const im = req.headers['if-match'];
         if (typeof im === 'string') {
-          if (!this.extensions.includes('revision-if-match')) return send(400, { NeutronError: { type: 'HTTPBadRequest', message: 'If-Match is not supported', detail: '' } });
+          if (!this.extensions.includes('revision-if-match'))
+            return send(400, {
+              NeutronError: { type: 'HTTPBadRequest', message: 'If-Match is not supported', detail: '' },
+            });
           const m = /^revision_number=(\d+)$/.exec(im);
-          if (!m || Number(m[1]) !== obj.revision_number) return send(412, { NeutronError: { type: 'RevisionNumberConstraintFailed', message: `Constrained to ${im}, but current revision is ${obj.revision_number}`, detail: '' } });
+          if (!m || Number(m[1]) !== obj.revision_number)
+            return send(412, {
+              NeutronError: {
+                type: 'RevisionNumberConstraintFailed',
+                message: `Constrained to ${im}, but current revision is ${obj.revision_number}`,
+                detail: '',
+              },
+            });
         }
         store.delete(obj.id);
-        if (collection === 'ports') for (const f of this.fips.values()) if (f.port_id === obj.id) this.update(f, { port_id: null, fixed_ip_address: null });
+        if (collection === 'ports')
+          for (const f of this.fips.values())
+            if (f.port_id === obj.id) this.update(f, { port_id: null, fixed_ip_address: null });
         return send(204, undefined);
       }
-      return send(405, { NeutronError: { type: 'HTTPMethodNotAllowed', message: `${method} not allowed`, detail: '' } });
+      return send(405, {
+        NeutronError: { type: 'HTTPMethodNotAllowed', message: `${method} not allowed`, detail: '' },
+      });
     } catch (err) {
       return send(500, { NeutronError: { type: 'InternalError', message: String(err), detail: '' } });
     }
   }
 
   private issue(raw: string, send: (s: number, b: unknown, h?: Record<string, string>) => void): void {
-    let body: { auth?: { identity?: { methods?: string[]; password?: { user?: { name?: string; password?: string; domain?: { name?: string } } }; application_credential?: { id?: string; secret?: string } }; scope?: { project?: { name?: string; id?: string } } } };
+    let body: {
+      auth?: {
+        identity?: {
+          methods?: string[];
+          password?: { user?: { name?: string; password?: string; domain?: { name?: string } } };
+          application_credential?: { id?: string; secret?: string };
+        };
+        scope?: { project?: { name?: string; id?: string } };
+      };
+    };
     try {
       body = JSON.parse(raw);
     } catch {
@@ -167,20 +275,40 @@ export class FakeOpenStack {
     const id = body.auth?.identity;
     let projectId: string | undefined;
     if (id?.methods?.includes('application_credential')) {
-      if (body.auth?.scope) return send(401, { error: { code: 401, message: 'Application credentials cannot request a scope.' } });
-      const c = this.appCreds.find((a) => a.id === id.application_credential?.id && a.secret === id.application_credential?.secret);
+      if (body.auth?.scope)
+        return send(401, {
+          error: { code: 401, message: 'Application credentials cannot request a scope.' },
+        });
+      const c = this.appCreds.find(
+        (a) => a.id === id.application_credential?.id && a.secret === id.application_credential?.secret,
+      );
       projectId = c?.projectId;
     } else if (id?.methods?.includes('password')) {
       const u = id.password?.user;
-      const user = this.users.find((x) => x.name === u?.name && x.password === u?.password && x.domain === u?.domain?.name);
+      const user = this.users.find(
+        (x) => x.name === u?.name && x.password === u?.password && x.domain === u?.domain?.name,
+      );
       const p = body.auth?.scope?.project;
       if (user && (p?.id === user.projectId || p?.name === user.projectName)) projectId = user.projectId;
     }
-    if (!projectId) return send(401, { error: { code: 401, title: 'Unauthorized', message: 'The request you have made requires authentication.' } });
+    if (!projectId)
+      return send(401, {
+        error: {
+          code: 401,
+          title: 'Unauthorized',
+          message: 'The request you have made requires authentication.',
+        },
+      });
     const token = `fake-token-${randomUUID()}`;
     const expiresAt = this.now() + this.tokenTtlMs;
     this.tokens.set(token, { projectId, expiresAt });
-    const ep = (iface: string) => ({ id: randomUUID(), interface: iface, region_id: 'RegionOne', region: 'RegionOne', url: `${this.url}/network` });
+    const ep = (iface: string) => ({
+      id: randomUUID(),
+      interface: iface,
+      region_id: 'RegionOne',
+      region: 'RegionOne',
+      url: `${this.url}/network`,
+    });
     send(
       201,
       {
@@ -190,7 +318,13 @@ export class FakeOpenStack {
           issued_at: new Date(this.now()).toISOString(),
           project: { id: projectId, name: 'k8s-a', domain: { id: 'default', name: 'Default' } },
           catalog: [
-            { type: 'identity', name: 'keystone', endpoints: [{ id: randomUUID(), interface: 'public', region_id: 'RegionOne', url: this.authUrl }] },
+            {
+              type: 'identity',
+              name: 'keystone',
+              endpoints: [
+                { id: randomUUID(), interface: 'public', region_id: 'RegionOne', url: this.authUrl },
+              ],
+            },
             { type: 'network', name: 'neutron', endpoints: [ep('public'), ep('internal')] },
           ],
         },
@@ -199,7 +333,14 @@ export class FakeOpenStack {
     );
   }
 
-  private list(collection: string, store: Map<string, Port | FloatingIp>, url: URL, projectId: string, send: (s: number, b: unknown) => void, empty: boolean): void {
+  private list(
+    collection: string,
+    store: Map<string, Port | FloatingIp>,
+    url: URL,
+    projectId: string,
+    send: (s: number, b: unknown) => void,
+    empty: boolean,
+  ): void {
     const q = url.searchParams;
     const tags = q.get('tags')?.split(',').filter(Boolean) ?? [];
     const tagsAny = q.get('tags-any')?.split(',').filter(Boolean) ?? [];
@@ -209,7 +350,12 @@ export class FakeOpenStack {
     const fields = q.getAll('fields');
     let items = [...store.values()]
       .filter((o) => o.project_id === projectId && (project === null || o.project_id === project))
-      .filter((o) => tags.every((t) => o.tags?.includes(t)) && (tagsAny.length === 0 || tagsAny.some((t) => o.tags?.includes(t))) && !notTags.some((t) => o.tags?.includes(t)))
+      .filter(
+        (o) =>
+          tags.every((t) => o.tags?.includes(t)) &&
+          (tagsAny.length === 0 || tagsAny.some((t) => o.tags?.includes(t))) &&
+          !notTags.some((t) => o.tags?.includes(t)),
+      )
       .filter((o) => deviceId === null || (o as Port).device_id === deviceId)
       .sort((a, b) => (a.id < b.id ? -1 : 1));
     const limit = Number(q.get('limit') ?? '0');
@@ -217,7 +363,10 @@ export class FakeOpenStack {
     let links: { rel: string; href: string }[] = [];
     if (this.pagination && limit > 0 && empty && items.some((o) => !marker || o.id > marker)) {
       // an empty page that keeps its place: the next link repeats the same marker
-      send(200, { [collection]: [], [`${collection}_links`]: [{ rel: 'next', href: `${this.url}${url.pathname}?${q}` }] });
+      send(200, {
+        [collection]: [],
+        [`${collection}_links`]: [{ rel: 'next', href: `${this.url}${url.pathname}?${q}` }],
+      });
       return;
     }
     if (this.pagination && limit > 0) {
@@ -230,7 +379,9 @@ export class FakeOpenStack {
       }
       items = page;
     }
-    const shaped = fields.length ? items.map((o) => Object.fromEntries(Object.entries(o).filter(([k]) => fields.includes(k)))) : items;
+    const shaped = fields.length
+      ? items.map((o) => Object.fromEntries(Object.entries(o).filter(([k]) => fields.includes(k))))
+      : items;
     send(200, { [collection]: shaped, ...(this.pagination ? { [`${collection}_links`]: links } : {}) });
   }
 }

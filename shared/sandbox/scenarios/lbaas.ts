@@ -1,5 +1,10 @@
 /** ch-k8s-lbaas worlds: Services in Kubernetes, tagged ports and floating IPs in the fake Neutron. */
-import { CONTROLLER_DESCRIPTION, MANAGED_ANNOTATION, MANAGED_TAG, PORT_ANNOTATION } from '../../../functions/lbaas-ports/index.ts';
+import {
+  CONTROLLER_DESCRIPTION,
+  MANAGED_ANNOTATION,
+  MANAGED_TAG,
+  PORT_ANNOTATION,
+} from '../../../functions/lbaas-ports/index.ts';
 import type { KubeClient } from '../../kube/ports.ts';
 import { type KubeObject, SERVICES } from '../../kube/resources.ts';
 import type { FloatingIp, Port } from '../../openstack/neutron.ts';
@@ -8,7 +13,10 @@ import type { FakeOpenStack } from '../openstack/server.ts';
 let nextIp = 10;
 
 /** What the controller creates for a Service: a tagged port with a fixed IP, and a tagged FIP on it. */
-export function controllerPort(os: FakeOpenStack, opts: { name?: string; project?: string; extraTags?: string[]; untagged?: boolean; withFip?: boolean } = {}): { port: Port; fip?: FloatingIp } {
+export function controllerPort(
+  os: FakeOpenStack,
+  opts: { name?: string; project?: string; extraTags?: string[]; untagged?: boolean; withFip?: boolean } = {},
+): { port: Port; fip?: FloatingIp } {
   const n = nextIp++;
   const port = os.addPort({
     name: opts.name ?? `lb-port-${n}`,
@@ -20,11 +28,23 @@ export function controllerPort(os: FakeOpenStack, opts: { name?: string; project
     device_id: '',
   });
   if (opts.withFip === false) return { port };
-  const fip = os.addFip({ floating_ip_address: `203.0.113.${n}`, port_id: port.id, fixed_ip_address: `10.0.1.${n}`, project_id: opts.project ?? 'project-a', tags: opts.untagged ? [] : [MANAGED_TAG], description: CONTROLLER_DESCRIPTION });
+  const fip = os.addFip({
+    floating_ip_address: `203.0.113.${n}`,
+    port_id: port.id,
+    fixed_ip_address: `10.0.1.${n}`,
+    project_id: opts.project ?? 'project-a',
+    tags: opts.untagged ? [] : [MANAGED_TAG],
+    description: CONTROLLER_DESCRIPTION,
+  });
   return { port, fip };
 }
 
-export async function createService(kube: KubeClient, ns: string, name: string, opts: { portId?: string; managed?: boolean; type?: 'LoadBalancer' | 'ClusterIP' } = {}): Promise<KubeObject> {
+export async function createService(
+  kube: KubeClient,
+  ns: string,
+  name: string,
+  opts: { portId?: string; managed?: boolean; type?: 'LoadBalancer' | 'ClusterIP' } = {},
+): Promise<KubeObject> {
   const annotations: Record<string, string> = {};
   if (opts.managed !== false) annotations[MANAGED_ANNOTATION] = 'true';
   if (opts.portId) annotations[PORT_ANNOTATION] = opts.portId;
@@ -32,7 +52,11 @@ export async function createService(kube: KubeClient, ns: string, name: string, 
     apiVersion: 'v1',
     kind: 'Service',
     metadata: { name, namespace: ns, annotations },
-    spec: { type: opts.type ?? 'LoadBalancer', selector: { app: name }, ports: [{ name: 'http', port: 80, protocol: 'TCP' }] },
+    spec: {
+      type: opts.type ?? 'LoadBalancer',
+      selector: { app: name },
+      ports: [{ name: 'http', port: 80, protocol: 'TCP' }],
+    },
   });
 }
 
@@ -40,5 +64,10 @@ export async function createService(kube: KubeClient, ns: string, name: string, 
 export async function setIngress(kube: KubeClient, ns: string, name: string, ip: string): Promise<void> {
   const svc = (await kube.get(SERVICES, ns, name))!;
   const c = kube as unknown as { call: (c: unknown) => Promise<unknown> };
-  await c.call({ method: 'PUT', path: `/api/v1/namespaces/${ns}/services/${name}/status`, body: { ...svc, status: { loadBalancer: { ingress: [{ ip }] } } }, what: `update status of Service ${ns}/${name}` });
+  await c.call({
+    method: 'PUT',
+    path: `/api/v1/namespaces/${ns}/services/${name}/status`,
+    body: { ...svc, status: { loadBalancer: { ingress: [{ ip }] } } },
+    what: `update status of Service ${ns}/${name}`,
+  });
 }

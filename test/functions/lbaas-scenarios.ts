@@ -1,0 +1,233 @@
+/** lbaas-ports end to end: Services in Kubernetes (real or fake), ports and FIPs in the fake Neutron. */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { lbaasPorts } from '../../functions/lbaas-ports/index.ts';
+import type { KubeHttpClient } from '../../shared/kube/client.ts';
+import { SERVICES } from '../../shared/kube/resources.ts';
+import { EXIT } from '../../shared/runtime/errors.ts';
+import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
+import { controllerPort, createService, setIngress } from '../../shared/sandbox/scenarios/lbaas.ts';
+import type { KubeTarget } from '../helpers/kube-target.ts';
+import { type Runner, runner } from '../helpers/runner.ts';
+
+const MIN = 60_000;
+
+export function lbaasScenarios(label: string, getTarget: () => Promise<KubeTarget | undefined>): void {
+  const test = suite<{
+    t?: KubeTarget;
+    kube?: KubeHttpClient;
+    os: FakeOpenStack;
+    env: Record<string, string>;
+  }>(`lbaas-ports (${label})`);
+  let skip = false;
+  test.before(async (ctx) => {
+    const t = await getTarget();
+    if (!t) {
+      skip = true;
+      return;
+    }
+    ctx.t = t;
+    ctx.kube = t.client();
+  });
+  test.before.each(async (ctx) => {
+    ctx.os = new FakeOpenStack();
+    await ctx.os.start();
+    const dir = mkdtempSync(join(tmpdir(), 'twopass-lbaas-'));
+    writeFileSync(join(dir, 'clouds.yaml'), ctx.os.cloudsYaml('appcred'));
+    ctx.env = { OS_CLOUD: 'fake', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') };
+  });
+  test.after.each(async (ctx) => ctx.os.stop());
+  test.after(async (ctx) => {
+    await ctx.kube?.close();
+    await ctx.t?.close();
+  });
+  type Ctx = { t: KubeTarget; kube: KubeHttpClient; os: FakeOpenStack; env: Record<string, string> };
+  const it = (name: string, fn: (c: Ctx) => Promise<void>) =>
+    test(name, async (ctx) => {
+      if (skip) return;
+      await fn(ctx as Ctx);
+    });
+  const mk = (
+    c: Ctx,
+    ns: string,
+    settings: Record<string, unknown> = {},
+    extra: Record<string, unknown> = {},
+  ): Runner =>
+    runner(
+      lbaasPorts,
+      c.t.options,
+      [ns],
+      Date.now() + MIN,
+      {
+        enabled: true,
+        maxEvidenceDropPercent: 100,
+        ...extra,
+        settings: { projectId: 'project-a', ...settings },
+      },
+      c.env,
+    );
+
+  it('the founding incident: the ingress-nginx port and FIP survive every run; a port whose Service is gone goes after 30 min, FIP first', async (c) => {
+    const { kube, os } = c;
+    const ns = await c.t.namespace();
+    const ingress = controllerPort(os, { name: 'ingress-nginx' });
+    const old = controllerPort(os, { name: 'old-app' });
+    await createService(kube, ns, 'ingress-nginx-controller', { portId: ingress.port.id });
+    await setIngress(kube, ns, 'ingress-nginx-controller', ingress.fip!.floating_ip_address!);
+    await createService(kube, ns, 'old-app', { portId: old.port.id });
+    const r = mk(c, ns);
+    // The controller restarts: its memory is empty, but the Service still names its port.
+    assert.equal((await r.run()).deleted, []);
+    await kube.delete(SERVICES, ns, 'old-app');
+    for (const step of [10, 10, 10, 9]) {
+      r.now += step * MIN;
+      assert.equal((await r.run()).deleted, [], 'inside the 30 min grace window');
+    }
+    r.now += 2 * MIN;
+    const res = await r.run();
+    assert.is(res.exitCode, EXIT.ok);
+    assert.equal(res.deleted, [old.port.id]);
+    assert.ok(
+      os.ports.has(ingress.port.id) && os.fips.has(ingress.fip!.id),
+      'the in-use port and FIP survive',
+    );
+    assert.not.ok(os.ports.has(old.port.id) || os.fips.has(old.fip!.id));
+    const deletes = os.requests.filter((q) => q.method === 'DELETE').map((q) => q.path.split('/')[3]);
+    assert.equal(deletes, ['floatingips', 'ports'], 'the FIP recorded in the snapshot first, then the port');
+    for (let i = 0; i < 3; i++) {
+      r.now += 31 * MIN;
+      assert.equal((await r.run()).deleted, []);
+    }
+    assert.ok(os.ports.has(ingress.port.id));
+  });
+
+  it('a Service matching only by its ingress IP keeps the port', async (c) => {
+    const ns = await c.t.namespace();
+    const p = controllerPort(c.os, {});
+    await createService(c.kube, ns, 'by-ip', { managed: false });
+    await setIngress(c.kube, ns, 'by-ip', p.port.fixed_ips![0]!.ip_address);
+    const r = mk(c, ns);
+    await r.run();
+    r.now += 31 * MIN;
+    assert.equal((await r.run()).deleted, []);
+    await c.kube.delete(SERVICES, ns, 'by-ip');
+  });
+
+  it("shared tag across clusters: only ports with this cluster's scope tag, in this project", async (c) => {
+    const ns = await c.t.namespace();
+    const mine = controllerPort(c.os, { extraTags: ['cluster-a'] });
+    const theirs = controllerPort(c.os, { extraTags: ['cluster-b'] });
+    const otherProject = controllerPort(c.os, { extraTags: ['cluster-a'], project: 'project-b' });
+    const r = mk(c, ns, { scopeTag: 'cluster-a' });
+    await r.run();
+    r.now += 31 * MIN;
+    const res = await r.run();
+    assert.equal(res.deleted, [mine.port.id]);
+    assert.ok(c.os.ports.has(theirs.port.id) && c.os.ports.has(otherProject.port.id));
+  });
+
+  it('crash between create and tag: the untagged port is reported, never deleted', async (c) => {
+    const ns = await c.t.namespace();
+    const untagged = controllerPort(c.os, { untagged: true });
+    const r = mk(c, ns);
+    await r.run();
+    r.now += 31 * MIN;
+    await r.run();
+    assert.ok(c.os.ports.has(untagged.port.id));
+    assert.ok(r.events('port.untagged').some((e) => e.key === untagged.port.id));
+  });
+
+  it('a managed Service being placed makes every port indeterminate, naming the Service', async (c) => {
+    const ns = await c.t.namespace();
+    const free = controllerPort(c.os, {});
+    await createService(c.kube, ns, 'placing');
+    const r = mk(c, ns);
+    await r.run();
+    r.now += 31 * MIN;
+    assert.equal((await r.run()).deleted, []);
+    assert.ok(c.os.ports.has(free.port.id));
+    assert.ok(
+      r.events('target.indeterminate').some((e) => String(e.reason).includes(`Service ${ns}/placing`)),
+    );
+    await c.kube.delete(SERVICES, ns, 'placing');
+  });
+
+  it('port re-attached between the observations: the revision changed, observation restarts', async (c) => {
+    const ns = await c.t.namespace();
+    const p = controllerPort(c.os, {});
+    const r = mk(c, ns);
+    await r.run();
+    c.os.update(p.port, { device_id: 'amphora-2' });
+    r.now += 31 * MIN;
+    assert.equal((await r.run()).deleted, []);
+    assert.ok(r.events('candidate.reset').some((e) => e.reason === 'fingerprint changed'));
+    r.now += 31 * MIN;
+    assert.equal((await r.run()).deleted, [p.port.id], 'reclaimed a grace window after the change');
+  });
+
+  it('412 on delete: skipped, not an error', async (c) => {
+    const ns = await c.t.namespace();
+    const p = controllerPort(c.os, { withFip: false });
+    const r = mk(c, ns);
+    await r.run();
+    r.now += 31 * MIN;
+    c.os.faults.add({ method: 'DELETE', path: '/ports/', status: 412 });
+    const res = await r.run();
+    assert.is(res.exitCode, EXIT.ok);
+    assert.equal(res.skipped, [p.port.id]);
+    assert.ok(c.os.ports.has(p.port.id));
+  });
+
+  it('the Keystone token expires mid-run: re-authenticated once, the run completes', async (c) => {
+    const ns = await c.t.namespace();
+    const p = controllerPort(c.os, { withFip: false });
+    const r = mk(c, ns);
+    await r.run();
+    r.now += 31 * MIN;
+    c.os.faults.add({ method: 'GET', path: /\/ports\/[^?]+$/, nth: 1, status: 401 });
+    const res = await r.run();
+    assert.equal(res.deleted, [p.port.id]);
+    assert.ok(c.os.requests.filter((q) => q.path.endsWith('/auth/tokens')).length >= 3);
+    const text = JSON.stringify(r.lines);
+    assert.not.ok(
+      text.includes('fake-app-secret') || text.includes('fake-token-'),
+      'no secret or token in the logs',
+    );
+  });
+
+  it('evidence lister broke: the Services list fails (exit 3) or empties (guard, exit 4); nothing deleted', async (c) => {
+    const ns = await c.t.namespace();
+    const used = controllerPort(c.os, {});
+    await createService(c.kube, ns, 'app', { portId: used.port.id });
+    const r = mk(c, ns, {}, { maxEvidenceDropPercent: 30 });
+    await r.run();
+    r.now += 31 * MIN;
+    if (c.t.fake) {
+      c.t.fake.faults.add({ method: 'GET', path: '/api/v1/services', status: 403 });
+      assert.is((await r.run()).exitCode, EXIT.incomplete);
+      c.t.fake.faults.clear();
+    }
+    const before = (await c.kube.listAll(SERVICES, {})).items;
+    for (const s of before)
+      if (s.metadata.namespace === ns) await c.kube.delete(SERVICES, ns, s.metadata.name);
+    const res = await r.run();
+    if ((1 / before.length) * 100 > 30) assert.is(res.exitCode, EXIT.refused);
+    assert.ok(c.os.ports.has(used.port.id));
+  });
+
+  it('a missing projectId is a configuration error (exit 2)', async (c) => {
+    const ns = await c.t.namespace();
+    const r = runner(lbaasPorts, c.t.options, [ns], Date.now(), { enabled: true }, c.env);
+    try {
+      await r.run();
+      assert.unreachable('ran without a project');
+    } catch (err) {
+      assert.match((err as Error).message, /settings\.projectId` is required/);
+    }
+  });
+
+  test.run();
+}
