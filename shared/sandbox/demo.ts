@@ -131,7 +131,7 @@ export async function demo(opts: {
     problems.push(...lb.problems);
 
     say('');
-    say('── summary ' + '─'.repeat(81));
+    say(`── summary ${'─'.repeat(81)}`);
     say(
       `DanmEps now: ${eps.items.length} (ss-cinfo-1..3, the new ss-cinfo-0 on .15, the new ss-cinfo-4 on .16)`,
     );

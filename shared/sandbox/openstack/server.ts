@@ -270,15 +270,16 @@ export class FakeOpenStack {
     try {
       body = JSON.parse(raw);
     } catch {
-      return send(400, { error: { code: 400, message: 'Malformed request body' } });
+      send(400, { error: { code: 400, message: 'Malformed request body' } });
+      return;
     }
     const id = body.auth?.identity;
     let projectId: string | undefined;
     if (id?.methods?.includes('application_credential')) {
-      if (body.auth?.scope)
-        return send(401, {
-          error: { code: 401, message: 'Application credentials cannot request a scope.' },
-        });
+      if (body.auth?.scope) {
+        send(401, { error: { code: 401, message: 'Application credentials cannot request a scope.' } });
+        return;
+      }
       const c = this.appCreds.find(
         (a) => a.id === id.application_credential?.id && a.secret === id.application_credential?.secret,
       );
@@ -291,14 +292,16 @@ export class FakeOpenStack {
       const p = body.auth?.scope?.project;
       if (user && (p?.id === user.projectId || p?.name === user.projectName)) projectId = user.projectId;
     }
-    if (!projectId)
-      return send(401, {
+    if (!projectId) {
+      send(401, {
         error: {
           code: 401,
           title: 'Unauthorized',
           message: 'The request you have made requires authentication.',
         },
       });
+      return;
+    }
     const token = `fake-token-${randomUUID()}`;
     const expiresAt = this.now() + this.tokenTtlMs;
     this.tokens.set(token, { projectId, expiresAt });
