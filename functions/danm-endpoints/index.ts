@@ -17,14 +17,17 @@ import type {
   TwopassFunction,
 } from '../../shared/runtime/function.ts';
 import { makeHandler } from '../../shared/runtime/handler.ts';
+import { Bitmap } from './bitmap.ts';
 import {
   bitIndex,
   clearable,
   danmResources,
+  type Endpoint,
   GROUPS,
   type Network,
   type NetworkType,
   networkId,
+  networksBeingSetUp,
   type Pool,
   parseEndpoint,
   parseNetwork,
@@ -65,6 +68,8 @@ type BitData = {
   family: 4 | 6;
   index: number;
   address: string;
+  /** The pool's bitmap as observed (base64), to tell bits cleared since from bits newly set. */
+  alloc: string;
 };
 
 function settingsOf(ctx: FunctionContext): { namespaces?: Set<string>; pageSize: number; group?: string } {
@@ -147,6 +152,7 @@ async function observe(kube: KubeReader, ctx: FunctionContext): Promise<Observat
   const used: string[] = [];
   const indeterminate: Indeterminate[] = [];
   const holders = new Map<string, string>(); // holderKey -> DanmEp uid
+  const parsedEps: Endpoint[] = [];
   const unknownHolders = new Set<string>(); // network ids whose bits some unparsable DanmEp may hold
   let unknownEverywhere = false;
 
@@ -182,6 +188,7 @@ async function observe(kube: KubeReader, ctx: FunctionContext): Promise<Observat
       continue;
     }
     const ep = parsed.ep;
+    parsedEps.push(ep);
     const netId = networkId(ep.networkType, ep.namespace, ep.network);
     const net = networks.get(netId);
     const problems: string[] = [];
@@ -230,7 +237,8 @@ async function observe(kube: KubeReader, ctx: FunctionContext): Promise<Observat
     else if (problems.length > 0) indeterminate.push({ key: ep.uid, reason: problems.join('; ') });
   }
 
-  // Leaked bits: set, clearable, held by no DanmEp.
+  // Leaked bits: set, clearable, held by no DanmEp, and no pod being set up on the network.
+  const settingUp = networksBeingSetUp(pods.items, parsedEps);
   for (const net of networks.values()) {
     if (net.problem || !inScope(net.namespace)) continue;
     for (const [family, pool] of [
@@ -253,6 +261,7 @@ async function observe(kube: KubeReader, ctx: FunctionContext): Promise<Observat
           family,
           index: i,
           address,
+          alloc: pool.bitmap.encode(),
         };
         // The network's resourceVersion is the fingerprint: a bit freed and set again in between changes it.
         const t: Target = {
@@ -265,6 +274,11 @@ async function observe(kube: KubeReader, ctx: FunctionContext): Promise<Observat
         };
         targets.push(t);
         if (holders.has(holderKey(net.id, family, i))) used.push(key);
+        else if (settingUp.any || settingUp.ids.has(net.id))
+          indeterminate.push({
+            key,
+            reason: `${settingUp.any ?? settingUp.ids.get(net.id)}: its CNI ADD may hold this address`,
+          });
         else if (unknownEverywhere || unknownHolders.has(net.id))
           indeterminate.push({ key, reason: 'a DanmEp that could not be parsed may hold this address' });
       }
@@ -275,6 +289,21 @@ async function observe(kube: KubeReader, ctx: FunctionContext): Promise<Observat
 
 function addressAt(pool: Pool, i: number): string {
   return formatAddress(pool.cidr.family, pool.cidr.network + BigInt(i));
+}
+
+/**
+ * Within a run, the network may have changed since the snapshot (this run clearing other
+ * leaked bits does that). It is still safe to clear the bit when no bit was set since:
+ * no allocation happened, so the bit cannot have been handed to a new owner.
+ */
+function allocatedSince(pool: Pool | undefined, d: BitData): string | undefined {
+  if (!pool) return 'the address family is gone from the network';
+  if (!pool.bitmap.isSet(d.index)) return 'bit is no longer set';
+  const seen = Bitmap.decode(d.alloc, pool.cidr);
+  if (typeof seen === 'string') return `observed bitmap unreadable: ${seen}`;
+  for (const i of pool.bitmap.setBits())
+    if (!seen.isSet(i)) return 'an address was allocated in the network since the snapshot';
+  return undefined;
 }
 
 function networkRef(group: string, type: NetworkType): ResourceRef {
@@ -293,19 +322,24 @@ async function freshHolder(
   signal: AbortSignal,
 ): Promise<string | undefined> {
   const eps = await kube.listAll(danmResources(group).danmeps, { signal });
+  const pods = await kube.listAll(PODS, { metadataOnly: true, signal });
+  const parsed = eps.items.map(parseEndpoint).flatMap((p) => (p.ok ? [p.ep] : []));
+  const settingUp = networksBeingSetUp(pods.items, parsed);
+  const inflight = settingUp.any ?? settingUp.ids.get(netId);
+  if (inflight) return inflight;
   for (const o of eps.items) {
     const p = parseEndpoint(o);
     if (!p.ok) {
       // An unparsable DanmEp on this network may hold the bit: treat as held.
       const spec = (o.spec ?? {}) as Record<string, unknown>;
       if (spec.NetworkName === undefined || netId.endsWith(`/${String(spec.NetworkName)}`))
-        return `${p.namespace}/${p.name} (unparsable)`;
+        return `held by DanmEp ${p.namespace}/${p.name} (unparsable)`;
       continue;
     }
     if (p.ep.uid === except) continue;
     if (networkId(p.ep.networkType, p.ep.namespace, p.ep.network) !== netId) continue;
     const a = family === 4 ? p.ep.v4 : p.ep.v6;
-    if (a && bitIndex(pool, a) === index) return `${p.ep.namespace}/${p.ep.name}`;
+    if (a && bitIndex(pool, a) === index) return `held by DanmEp ${p.ep.namespace}/${p.ep.name}`;
   }
   return undefined;
 }
@@ -342,13 +376,14 @@ async function recheck(kube: KubeReader, target: Target, ctx: FunctionContext): 
   }
   const net = await readNetwork(kube, d.group, d.networkType, d.namespace, d.name, ctx.signal);
   if (!net) return { ok: false, reason: 'network is gone' };
-  if (net.uid !== d.uid || net.resourceVersion !== d.rv)
-    return { ok: false, reason: 'network changed since the snapshot' };
+  if (net.uid !== d.uid) return { ok: false, reason: 'network was re-created' };
   const pool = d.family === 4 ? net.v4 : net.v6;
+  const why = allocatedSince(pool, d);
+  if (why) return { ok: false, reason: why };
   if (!pool?.bitmap.isSet(d.index) || !clearable(pool, d.index))
     return { ok: false, reason: 'bit is no longer set or clearable' };
   const holder = await freshHolder(kube, d.group, net.id, d.family, d.index, pool, undefined, ctx.signal);
-  if (holder) return { ok: false, reason: `DanmEp ${holder} holds ${d.address}` };
+  if (holder) return { ok: false, reason: `${d.address}: ${holder}` };
   return { ok: true };
 }
 
@@ -375,7 +410,7 @@ async function clearAddress(
     if (!pool.bitmap.isSet(idx)) return { address: text, outcome: 'already clear' };
     if (!clearable(pool, idx)) return { address: text, outcome: 'reserved, left set' };
     const holder = await freshHolder(kube, d.group, net.id, family, idx, pool, d.uid, signal);
-    if (holder) return { address: text, outcome: `held by DanmEp ${holder}, left set` };
+    if (holder) return { address: text, outcome: `${holder}, left set` };
     try {
       await kube.replace(
         networkRef(d.group, d.networkType),
@@ -457,9 +492,9 @@ async function remove(kube: KubeClient, target: Target, ctx: FunctionContext): P
   }
   const net = await readNetwork(kube, d.group, d.networkType, d.namespace, d.name, ctx.signal);
   if (!net || net.uid !== d.uid) return { outcome: 'skipped', reason: 'network is gone' };
-  if (net.resourceVersion !== d.rv)
-    return { outcome: 'skipped', reason: 'network changed since the re-check' };
   const pool = d.family === 4 ? net.v4 : net.v6;
+  const why = allocatedSince(pool, d);
+  if (why) return { outcome: 'skipped', reason: why };
   if (!pool?.bitmap.isSet(d.index) || !clearable(pool, d.index))
     return { outcome: 'skipped', reason: 'bit is no longer set or clearable' };
   try {

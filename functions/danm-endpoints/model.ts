@@ -249,3 +249,62 @@ export function clearable(p: Pool, i: number): boolean {
 export function bitIndex(p: Pool, a: Address): number | undefined {
   return contains(p.cidr, a) ? Number(a.value - p.cidr.network) : undefined;
 }
+
+export const INTERFACES_ANNOTATION = 'danm.k8s.io/interfaces';
+
+/**
+ * The networks a pod asks for in `danm.k8s.io/interfaces` (`network` = DanmNet,
+ * `tenantNetwork`, `clusterNetwork`); no annotation means the DanmNet `default`
+ * of its namespace. `undefined`: the annotation cannot be read (any network).
+ */
+export function requestedNetworks(pod: KubeObject): string[] | undefined {
+  const ns = pod.metadata.namespace;
+  const raw = pod.metadata.annotations?.[INTERFACES_ANNOTATION];
+  if (raw === undefined) return [networkId('DanmNet', ns, 'default')];
+  let v: unknown;
+  try {
+    v = JSON.parse(raw);
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(v)) return undefined;
+  const out: string[] = [];
+  for (const e of v as Record<string, unknown>[]) {
+    if (!e || typeof e !== 'object') return undefined;
+    if (typeof e.network === 'string') out.push(networkId('DanmNet', ns, e.network));
+    else if (typeof e.tenantNetwork === 'string') out.push(networkId('TenantNetwork', ns, e.tenantNetwork));
+    else if (typeof e.clusterNetwork === 'string')
+      out.push(networkId('ClusterNetwork', ns, e.clusterNetwork));
+    else return undefined;
+  }
+  return out;
+}
+
+/**
+ * Networks on which a live pod is being set up: it asks for the network but has no DanmEp
+ * there yet, so its CNI ADD may have set a bit that no DanmEp holds. `'*'` when some pod's
+ * request cannot be read. Bits of these networks are never cleared.
+ */
+export function networksBeingSetUp(
+  pods: readonly KubeObject[],
+  endpoints: readonly Endpoint[],
+): { ids: Map<string, string>; any?: string } {
+  const has = new Set(
+    endpoints.map((e) => `${e.podUID}|${networkId(e.networkType, e.namespace, e.network)}`),
+  );
+  const ids = new Map<string, string>();
+  let any: string | undefined;
+  // Terminating pods count too: a pod deleted right after it was scheduled may still be in CNI ADD.
+  for (const p of pods) {
+    const nets = requestedNetworks(p);
+    const who = `${p.metadata.namespace}/${p.metadata.name}`;
+    if (nets === undefined) {
+      any ??= `pod ${who} has an unreadable ${INTERFACES_ANNOTATION} annotation`;
+      continue;
+    }
+    for (const n of nets)
+      if (!has.has(`${p.metadata.uid}|${n}`) && !ids.has(n))
+        ids.set(n, `pod ${who} is being set up on it (no DanmEp yet)`);
+  }
+  return any !== undefined ? { ids, any } : { ids };
+}

@@ -1,7 +1,7 @@
 /** Renders one diff-log JSON line as a row of a readable table. */
 import { formatDuration } from '../engine/duration.ts';
 
-const WIDTH = { event: 20, kind: 17, name: 40 };
+const WIDTH = { event: 21, kind: 17, name: 40 };
 
 function pad(s: string, n: number): string {
   return s.length >= n ? `${s.slice(0, n - 1)}…` : s + ' '.repeat(n - s.length);

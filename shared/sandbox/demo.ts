@@ -82,7 +82,7 @@ export async function demo(opts: {
     say(
       '08:51 CNI ADD finished: the new ss-cinfo-0 has its DanmEp on .15; the new ss-cinfo-4 came up on .16.',
     );
-    await pass('pass 2 at 08:51 (apply): the bit of the new pod is rescued, the old endpoints are pending');
+    await pass('pass 2 at 08:51 (apply): .15 is held by the new DanmEp; the old endpoints are pending');
     now += 5 * MIN;
     const last = await pass(
       'pass 3 at 08:56 (apply): a grace window after the first observation, re-checked, deleted',
@@ -143,7 +143,7 @@ export async function demo(opts: {
       'the new ss-cinfo-0 kept its DanmEp and 10.10.10.15 in every pass: matched by Pod UID, never by name,',
     );
     say(
-      'and its address, set before its DanmEp existed, was only a pending candidate until the DanmEp appeared.',
+      'and its address, set before its DanmEp existed, was indeterminate (the pod was being set up), never a candidate.',
     );
     say(
       `whereabouts: the re-created db-0 kept 192.168.2.11; the old allocation 192.168.2.10 was reclaimed (${wb.reclaimed})`,

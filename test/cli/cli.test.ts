@@ -103,12 +103,15 @@ test('state show and reset on an empty store; diff of two snapshots', () => {
 test('demo (npm start) shows the incident and ends OK', () => {
   const r = twopass(['demo']);
   assert.is(r.code, 0, r.err);
-  assert.match(r.out, /candidate\.rescued +DanmBit +DanmNet default\/test-net1 10\.10\.10\.15/);
+  assert.match(
+    r.out,
+    /target\.indeterminate +DanmBit +DanmNet default\/test-net1 10\.10\.10\.15 +pod default\/ss-cinfo-0 is being set up/,
+  );
   assert.match(r.out, /resource\.deleted +DanmEp +default\/ss-cinfo-0/);
   assert.match(r.out, /sandbox: OK/);
   const j = twopass(['demo', '--output', 'json']);
   const events = j.json().map((e) => e.event);
-  assert.ok(events.includes('candidate.rescued') && events.includes('resource.deleted'));
+  assert.ok(events.includes('target.indeterminate') && events.includes('resource.deleted'));
 });
 
 const real = suite<{ t?: KubeTarget }>('twopass CLI on the real test cluster');

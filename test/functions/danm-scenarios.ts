@@ -72,10 +72,12 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
     const between = await r.run(); // between the new pod and its DanmEp
     assert.equal(between.deleted, []);
     await check('between the new pod and its DanmEp');
-    assert.is(
-      r.events('candidate.new').length,
-      3,
-      'two old DanmEps and the in-flight bit are first observations',
+    assert.is(r.events('candidate.new').length, 2, 'the two old DanmEps are first observations');
+    assert.ok(
+      r
+        .events('target.indeterminate')
+        .some((e) => String(e.name).endsWith('10.10.10.15') && String(e.reason).includes('being set up')),
+      'the in-flight bit is indeterminate: the new pod is being set up on the network',
     );
     await seedIncident.cniDone(kube, w);
     r.now += MIN;
@@ -83,9 +85,9 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
     const after = await r.run();
     assert.equal(after.deleted, []);
     await check('after CNI ADD');
-    assert.ok(
-      r.events('candidate.rescued', m).some((e) => String(e.name).endsWith('10.10.10.15')),
-      'the in-flight bit is rescued',
+    assert.not.ok(
+      r.events('candidate.new', m).some((e) => String(e.name).endsWith('10.10.10.15')),
+      'the in-flight bit was never a candidate',
     );
     assert.ok(
       await epExists(kube, w.oldEps['ss-cinfo-0']!),

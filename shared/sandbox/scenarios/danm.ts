@@ -57,11 +57,17 @@ export async function createPod(
   ns: string,
   name: string,
   nodeName?: string,
+  network = 'test-net1',
 ): Promise<KubeObject> {
   return kube.create(PODS, {
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: { name, namespace: ns, labels: { app: name.replace(/-\d+$/, '') } },
+    metadata: {
+      name,
+      namespace: ns,
+      labels: { app: name.replace(/-\d+$/, '') },
+      annotations: { 'danm.k8s.io/interfaces': JSON.stringify([{ network, ip: 'dynamic' }]) },
+    },
     spec: {
       containers: [{ name: 'app', image: 'registry.local/cinfo:1.0' }],
       ...(nodeName ? { nodeName } : {}),

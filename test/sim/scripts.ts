@@ -1,0 +1,48 @@
+/** Named incident scenarios: a scripted world, the same script for every cleaner. */
+import { type Cleaner, MIN, type World } from './harness.ts';
+
+export type Script<W extends World> = Readonly<{
+  name: string;
+  /** The incident in ../shared/reference/incidents.md it replays. */
+  incident: string;
+  minutes: number;
+  intervalMinutes: number;
+  setup: (w: W, now: number) => void;
+  /** Scripted events by minute. */
+  at?: Readonly<Record<number, (w: W, now: number) => void>>;
+  /** Runs before the Nth list call of the run at the given minute (the world moves mid-run). */
+  midRun?: Readonly<{ minute: number; listCall: number; run: (w: W, now: number) => void }>;
+  /** Orphans that must be gone at the end (liveness in the script). */
+  mustReclaim?: boolean;
+  /** twopass runs with this policy here (e.g. the evidence guard at its default). */
+  policy?: import('../../shared/engine/types.ts').Policy;
+}>;
+
+export type ScriptResult = { violations: string[]; orphansLeft: number };
+
+export async function runScript<W extends World>(
+  makeWorld: (clock: () => number) => W,
+  makeCleaner: (w: W, clock: () => number) => Cleaner,
+  s: Script<W>,
+): Promise<ScriptResult> {
+  const clock = { now: Date.parse('2026-01-01T00:00:00Z') };
+  const w = makeWorld(() => clock.now);
+  const cleaner = makeCleaner(w, () => clock.now);
+  s.setup(w, clock.now);
+  let minute = 0;
+  let calls = 0;
+  w.setInterleave(() => {
+    calls++;
+    if (s.midRun && minute === s.midRun.minute && calls === s.midRun.listCall) s.midRun.run(w, clock.now);
+  });
+  for (minute = 0; minute <= s.minutes; minute++) {
+    clock.now += MIN;
+    w.tick(clock.now);
+    s.at?.[minute]?.(w, clock.now);
+    if (minute % s.intervalMinutes === 0) {
+      calls = 0;
+      await cleaner.run(clock.now);
+    }
+  }
+  return { violations: w.violations, orphansLeft: w.orphans().size };
+}

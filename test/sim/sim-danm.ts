@@ -1,0 +1,129 @@
+/** danm-endpoints in the simulator: the incident scripts and the policy twopass runs with. */
+import { danmEndpoints } from '../../functions/danm-endpoints/index.ts';
+import type { Policy } from '../../shared/engine/types.ts';
+import { danmNameMatchingCleaner } from './baselines/danm-name-matching.ts';
+import { type Cleaner, MIN, twopassCleaner } from './harness.ts';
+import { Rng } from './rng.ts';
+import type { Script } from './scripts.ts';
+import { DanmWorld } from './worlds/danm.ts';
+
+export const DANM_POLICY: Policy = {
+  graceMs: 5 * MIN,
+  kindGraceMs: { DanmBit: 10 * MIN },
+  maxDeletions: 1000,
+  maxDeletionPercent: 100,
+  maxEvidenceDropPercent: 100,
+};
+export const DANM_BOUNDS = { DanmEp: 15 * MIN, DanmBit: 35 * MIN };
+
+export const danmWorld = (clock: () => number) => new DanmWorld(clock);
+export const danmTwopass = (w: DanmWorld, clock: () => number, policy: Policy = DANM_POLICY): Cleaner =>
+  twopassCleaner(danmEndpoints, w.kube, w.kube, clock, policy);
+export const danmBaseline = (w: DanmWorld): Cleaner => danmNameMatchingCleaner(w.kube);
+
+const rng = () => new Rng(7);
+const five = (w: DanmWorld, now: number) => {
+  for (let i = 0; i < 5; i++) w.createPod(`ss-${i}`, now, 0);
+  w.tick(now);
+};
+
+export const DANM_SCRIPTS: Script<DanmWorld>[] = [
+  {
+    name: 'seed: StatefulSet pod re-created while its CNI ADD is in flight',
+    incident: '2 name reuse',
+    minutes: 40,
+    intervalMinutes: 5,
+    setup: five,
+    at: {
+      2: (w, now) =>
+        ['ss-0', 'ss-4'].forEach((n) => w.deletePod(n, now, rng(), { force: true, skipDel: true })),
+    },
+    midRun: {
+      minute: 5,
+      listCall: 2,
+      run: (w, now) => {
+        w.createPod('ss-0', now, 0);
+        w.tick(now);
+      },
+    },
+    mustReclaim: true,
+  },
+  {
+    name: 'allocation before evidence: the bit 4 minutes before the DanmEp',
+    incident: '3 allocation before evidence',
+    minutes: 40,
+    intervalMinutes: 5,
+    setup: five,
+    at: { 3: (w, now) => void w.createPod('late-0', now, 4 * MIN) },
+  },
+  {
+    name: 'wrong list order: a pod and its DanmEp created between two lists',
+    incident: '4 wrong list order',
+    minutes: 20,
+    intervalMinutes: 5,
+    setup: five,
+    midRun: {
+      minute: 5,
+      listCall: 2,
+      run: (w, now) => {
+        w.createPod('new-0', now, 0);
+        w.tick(now);
+      },
+    },
+  },
+  {
+    name: 'double free: an orphan DanmEp whose address was re-assigned',
+    incident: '6 freed then re-allocated, 7 double free',
+    minutes: 40,
+    intervalMinutes: 5,
+    setup: (w, now) => {
+      five(w, now);
+      w.deletePod('ss-1', now, rng(), { force: true, skipDel: true });
+      // someone freed its address and handed it to a new pod, whose DanmEp holds it now
+      const ep = w.eps().find((e) => (e.spec as { Pod: string }).Pod === 'ss-1')!;
+      const addr = (ep.spec as { Interface: { Address: string } }).Interface.Address;
+      const idx = Number(addr.split('/')[0]!.split('.')[3]);
+      const net = w.net();
+      const spec = net.spec as { Options: Record<string, unknown> };
+      w.kube.store.update(R_NET, 'default', 'net', {
+        ...net,
+        spec: { ...spec, Options: { ...spec.Options, alloc: w.bitmap().with(idx, false).encode() } },
+      });
+      w.createPod('reuser-0', now, 0);
+      w.tick(now);
+    },
+    mustReclaim: true,
+  },
+  {
+    name: 'long Terminating: a pod stays Terminating for an hour',
+    incident: '8 long Terminating',
+    minutes: 70,
+    intervalMinutes: 5,
+    setup: (w, now) => {
+      w.createPod('slow-0', now, 0, { nodeName: 'node-1' });
+      w.tick(now);
+    },
+    at: {
+      1: (w, now) =>
+        w.deletePod('slow-0', now, {
+          int: () => 60,
+          next: () => 0,
+          chance: () => false,
+          pick: <T>(x: readonly T[]) => x[0]!,
+        } as unknown as Rng),
+    },
+  },
+  {
+    name: 'evidence lister broke: the pod list comes back empty',
+    incident: '15 evidence lister broke (and 5 incomplete evidence source)',
+    minutes: 30,
+    intervalMinutes: 5,
+    setup: five,
+    at: { 6: (w) => void (w.brokenPodLister = true) },
+    policy: { ...DANM_POLICY, maxEvidenceDropPercent: 30 },
+  },
+];
+
+import { R } from '../../shared/sandbox/scenarios/danm.ts';
+
+const R_NET = R.DanmNet;

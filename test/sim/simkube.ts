@@ -1,0 +1,160 @@
+/**
+ * SimKube: the KubeClient port over the fake server's in-memory store, with no
+ * HTTP, so that the real function code runs against a simulated world. Lists
+ * are consistent snapshots; a hook runs between list calls (the world moves
+ * while a run observes); writes are reported to the world's invariant checker;
+ * read faults can be injected.
+ */
+import { randomUUID } from 'node:crypto';
+import { ConflictError, KubeApiError, ListIncompleteError } from '../../shared/kube/errors.ts';
+import type {
+  DeleteOutcome,
+  JsonPatchOp,
+  KubeClient,
+  ListOptions,
+  ListResult,
+  NewObject,
+  Preconditions,
+} from '../../shared/kube/ports.ts';
+import type { KubeObject, ResourceRef } from '../../shared/kube/resources.ts';
+import { selector } from '../../shared/sandbox/kube/server.ts';
+import { FakeApiError, FakeStore } from '../../shared/sandbox/kube/store.ts';
+
+export type WriteEvent =
+  | { kind: 'delete'; ref: ResourceRef; before: KubeObject }
+  | { kind: 'update'; ref: ResourceRef; before: KubeObject; after: KubeObject }
+  | { kind: 'create'; ref: ResourceRef; after: KubeObject };
+
+export class SimKube implements KubeClient {
+  readonly store: FakeStore;
+  /** Runs before every list call (and so between the lists of one observation). */
+  beforeList: (ref: ResourceRef) => void = () => {};
+  /** Told of every write the cleaner makes. */
+  onWrite: (e: WriteEvent) => void = () => {};
+  /** Probability that a read fails (an API fault). */
+  faultRate = 0;
+  rng: () => number = Math.random;
+  reads = 0;
+
+  constructor(now: () => number) {
+    this.store = new FakeStore(() => new Date(now()));
+  }
+
+  private fault(what: string): void {
+    this.reads++;
+    if (this.faultRate > 0 && this.rng() < this.faultRate)
+      throw new KubeApiError(what, 503, 'ServiceUnavailable', 'simulated fault');
+  }
+
+  private wrap<T>(f: () => T): T {
+    try {
+      return f();
+    } catch (err) {
+      if (err instanceof FakeApiError) {
+        const Cls = err.code === 409 ? ConflictError : KubeApiError;
+        throw new Cls('sim', err.code, err.reason, err.message);
+      }
+      throw err;
+    }
+  }
+
+  async listAll(ref: ResourceRef, o: ListOptions = {}): Promise<ListResult> {
+    this.beforeList(ref);
+    try {
+      this.fault(`list ${ref.plural}`);
+    } catch (err) {
+      throw new ListIncompleteError(`list ${ref.plural}`, (err as Error).message);
+    }
+    const r = this.store.find(ref.group, ref.version, ref.plural);
+    if (!r) throw new ListIncompleteError(`list ${ref.plural}`, 'not served');
+    const items = this.store
+      .list(r, o.namespace)
+      .filter(selector(o.labelSelector ?? null, o.fieldSelector ?? null)) as KubeObject[];
+    return {
+      items: o.metadataOnly ? items.map((i) => ({ metadata: i.metadata }) as KubeObject) : items,
+      resourceVersion: this.store.resourceVersion,
+      pages: 1,
+      restarts: 0,
+    };
+  }
+
+  async get(ref: ResourceRef, ns: string | undefined, name: string): Promise<KubeObject | undefined> {
+    this.fault(`get ${ref.plural}`);
+    const r = this.store.find(ref.group, ref.version, ref.plural);
+    return r ? (this.store.tryGet(r, ns, name) as KubeObject | undefined) : undefined;
+  }
+
+  async serves(group: string, version: string, plural: string): Promise<boolean> {
+    return this.store.find(group, version, plural) !== undefined;
+  }
+
+  async create(ref: ResourceRef, obj: NewObject): Promise<KubeObject> {
+    const o = structuredClone(obj) as KubeObject;
+    if (!o.metadata.name && o.metadata.generateName)
+      o.metadata.name = `${o.metadata.generateName}${randomUUID().slice(0, 5)}`;
+    const after = this.wrap(() => this.store.create(ref, o.metadata.namespace, o)) as KubeObject;
+    if (ref.plural !== 'events') this.onWrite({ kind: 'create', ref, after });
+    return after;
+  }
+
+  async replace(ref: ResourceRef, obj: KubeObject): Promise<KubeObject> {
+    const before = this.store.tryGet(ref, obj.metadata.namespace, obj.metadata.name) as
+      | KubeObject
+      | undefined;
+    const after = this.wrap(() =>
+      this.store.update(ref, obj.metadata.namespace, obj.metadata.name, obj),
+    ) as KubeObject;
+    if (before) this.onWrite({ kind: 'update', ref, before, after });
+    return after;
+  }
+
+  async jsonPatch(
+    ref: ResourceRef,
+    ns: string | undefined,
+    name: string,
+    ops: readonly JsonPatchOp[],
+  ): Promise<KubeObject> {
+    const before = this.store.tryGet(ref, ns, name) as KubeObject | undefined;
+    const after = this.wrap(() => this.store.jsonPatch(ref, ns, name, ops)) as KubeObject;
+    if (before) this.onWrite({ kind: 'update', ref, before, after });
+    return after;
+  }
+
+  async mergePatch(
+    ref: ResourceRef,
+    ns: string | undefined,
+    name: string,
+    patch: unknown,
+  ): Promise<KubeObject> {
+    const before = this.store.tryGet(ref, ns, name) as KubeObject | undefined;
+    const after = this.wrap(() => this.store.mergePatch(ref, ns, name, patch)) as KubeObject;
+    if (before) this.onWrite({ kind: 'update', ref, before, after });
+    return after;
+  }
+
+  async deleteWithPreconditions(
+    ref: ResourceRef,
+    ns: string | undefined,
+    name: string,
+    pre: Preconditions,
+  ): Promise<DeleteOutcome> {
+    return this.doDelete(ref, ns, name, { preconditions: pre, gracePeriodSeconds: 0 });
+  }
+
+  async delete(ref: ResourceRef, ns: string | undefined, name: string): Promise<DeleteOutcome> {
+    return this.doDelete(ref, ns, name, { gracePeriodSeconds: 0 });
+  }
+
+  private doDelete(ref: ResourceRef, ns: string | undefined, name: string, opts: unknown): DeleteOutcome {
+    const before = this.store.tryGet(ref, ns, name) as KubeObject | undefined;
+    if (!before) return 'gone';
+    try {
+      this.store.delete(ref, ns, name, opts);
+    } catch (err) {
+      if (err instanceof FakeApiError && err.code === 409) return 'conflict';
+      throw err;
+    }
+    this.onWrite({ kind: 'delete', ref, before });
+    return 'deleted';
+  }
+}

@@ -1,0 +1,302 @@
+/**
+ * A simulated DANM cluster: a DanmNet, pods that come and go (StatefulSet pods
+ * re-created under the same name), the CNI plugin (ADD sets the bit, then
+ * writes the DanmEp after a delay; DEL removes the DanmEp, then clears the bit;
+ * sometimes it never runs), node loss with force deletion, long Terminating.
+ * The invariant checker sees every write the cleaner makes.
+ */
+import { Bitmap } from '../../../functions/danm-endpoints/bitmap.ts';
+import type { KubeObject } from '../../../shared/kube/resources.ts';
+import { PODS } from '../../../shared/kube/resources.ts';
+import { formatAddress, parseAddress, parseCidr } from '../../../shared/net/ip.ts';
+import { R } from '../../../shared/sandbox/scenarios/danm.ts';
+import type { World } from '../harness.ts';
+import type { Rng } from '../rng.ts';
+import { SimKube } from '../simkube.ts';
+
+const NS = 'default';
+const NET = 'net';
+const CIDR = parseCidr('10.20.0.0/26')!;
+const MIN = 60_000;
+
+type Pending = { at: number; run: () => void };
+
+export class DanmWorld implements World {
+  readonly kube: SimKube;
+  readonly violations: string[] = [];
+  /** address index -> pod uid of a CNI ADD in flight (bit set, DanmEp not yet written). */
+  readonly inflight = new Map<number, string>();
+  private pending: Pending[] = [];
+  private seq = 0;
+  private interleave: (() => void) | undefined;
+  private stsNames = ['ss-0', 'ss-1', 'ss-2', 'ss-3', 'ss-4'];
+  /** Pods listed by the fault "evidence lister broke": when set, pod lists come back empty. */
+  brokenPodLister = false;
+
+  constructor(clock: () => number) {
+    this.kube = new SimKube(clock);
+    const s = this.kube.store;
+    s.register(R.danmeps);
+    s.register(R.DanmNet);
+    s.register(R.TenantNetwork);
+    s.register(R.ClusterNetwork);
+    let b = Bitmap.empty(CIDR).with(0, true).with(63, true);
+    void b;
+    s.create(R.DanmNet, NS, {
+      metadata: { name: NET, namespace: NS },
+      spec: {
+        NetworkID: NET,
+        Options: { cidr: CIDR.text, alloc: (b = Bitmap.empty(CIDR).with(0, true).with(63, true)).encode() },
+      },
+    });
+    const orig = this.kube.listAll.bind(this.kube);
+    this.kube.listAll = async (ref, o) => {
+      const r = await orig(ref, o);
+      return ref.plural === 'pods' && this.brokenPodLister ? { ...r, items: [] } : r;
+    };
+    this.kube.beforeList = () => this.interleave?.();
+    this.kube.onWrite = (e) => this.check(e);
+  }
+
+  setInterleave(f: (() => void) | undefined): void {
+    this.interleave = f;
+  }
+
+  setFaults(rate: number, rng: Rng): void {
+    this.kube.faultRate = rate;
+    this.kube.rng = () => rng.next();
+  }
+
+  // ---- world state ----
+
+  net(): KubeObject {
+    return this.kube.store.get(R.DanmNet, NS, NET) as KubeObject;
+  }
+
+  bitmap(): Bitmap {
+    return Bitmap.decode((this.net().spec as { Options: { alloc: string } }).Options.alloc, CIDR) as Bitmap;
+  }
+
+  private writeBit(i: number, value: boolean): void {
+    const net = this.net();
+    const spec = net.spec as { Options: Record<string, unknown> };
+    this.kube.store.update(R.DanmNet, NS, NET, {
+      ...net,
+      spec: { ...spec, Options: { ...spec.Options, alloc: this.bitmap().with(i, value).encode() } },
+    });
+  }
+
+  pods(): KubeObject[] {
+    return this.kube.store.list(PODS, NS) as KubeObject[];
+  }
+
+  eps(): KubeObject[] {
+    return this.kube.store.list(R.danmeps, NS) as KubeObject[];
+  }
+
+  private epIndex(ep: KubeObject): number | undefined {
+    const a = parseAddress(
+      String((ep.spec as { Interface: { Address: string } }).Interface.Address).split('/')[0]!,
+    );
+    return a ? Number(a.value - CIDR.network) : undefined;
+  }
+
+  // ---- events ----
+
+  createPod(
+    name: string,
+    now: number,
+    addDelayMs: number,
+    opts: { nodeName?: string } = {},
+  ): KubeObject | undefined {
+    if (this.kube.store.tryGet(PODS, NS, name)) return undefined;
+    const pod = this.kube.store.create(PODS, NS, {
+      metadata: {
+        name,
+        namespace: NS,
+        annotations: { 'danm.k8s.io/interfaces': JSON.stringify([{ network: NET }]) },
+      },
+      spec: {
+        containers: [{ name: 'c', image: 'x' }],
+        ...(opts.nodeName ? { nodeName: opts.nodeName } : {}),
+      },
+    }) as KubeObject;
+    // CNI ADD: the bit first, the DanmEp later.
+    const bm = this.bitmap();
+    let idx = -1;
+    for (let i = 1; i < 63; i++)
+      if (!bm.isSet(i) && !this.inflight.has(i)) {
+        idx = i;
+        break;
+      }
+    if (idx < 0) return pod; // pool exhausted: the pod has no address
+    this.writeBit(idx, true);
+    this.inflight.set(idx, pod.metadata.uid);
+    const finish = () => {
+      this.inflight.delete(idx);
+      this.kube.store.create(R.danmeps, NS, {
+        metadata: { name: `ep-${++this.seq}`, namespace: NS },
+        spec: {
+          NetworkName: NET,
+          apiType: 'DanmNet',
+          Pod: name,
+          PodUID: pod.metadata.uid,
+          Interface: { Name: 'eth0', Address: `${formatAddress(4, CIDR.network + BigInt(idx))}/26` },
+        },
+      });
+    };
+    if (addDelayMs === 0)
+      finish(); // a fast CNI ADD: done before anything else happens
+    else this.later(now + addDelayMs, finish);
+    return pod;
+  }
+
+  /** CNI DEL: the DanmEp goes, then the bit (unless the address now belongs to someone else). */
+  cniDel(podUid: string): void {
+    for (const ep of this.eps()) {
+      if ((ep.spec as { PodUID: string }).PodUID !== podUid) continue;
+      this.kube.store.delete(R.danmeps, NS, ep.metadata.name, {});
+      const i = this.epIndex(ep);
+      if (i !== undefined && !this.eps().some((e) => this.epIndex(e) === i) && !this.inflight.has(i))
+        this.writeBit(i, false);
+    }
+  }
+
+  deletePod(name: string, now: number, rng: Rng, opts: { force?: boolean; skipDel?: boolean } = {}): void {
+    const pod = this.kube.store.tryGet(PODS, NS, name) as KubeObject | undefined;
+    if (!pod) return;
+    this.kube.store.delete(PODS, NS, name, { gracePeriodSeconds: opts.force ? 0 : undefined });
+    const gone = () =>
+      !this.kube.store.tryGet(PODS, NS, name) ||
+      (this.kube.store.get(PODS, NS, name) as KubeObject).metadata.uid !== pod.metadata.uid;
+    if (!gone()) {
+      // Terminating (a scheduled pod): the kubelet finishes it later, with CNI DEL.
+      this.later(now + rng.int(1, 60) * MIN, () => {
+        const cur = this.kube.store.tryGet(PODS, NS, name) as KubeObject | undefined;
+        if (cur && cur.metadata.uid === pod.metadata.uid) {
+          this.kube.store.delete(PODS, NS, name, { gracePeriodSeconds: 0 });
+          this.cniDel(pod.metadata.uid);
+        }
+      });
+      return;
+    }
+    if (!opts.skipDel) this.later(now + rng.int(0, 2) * MIN, () => this.cniDel(pod.metadata.uid));
+  }
+
+  private later(at: number, run: () => void): void {
+    this.pending.push({ at, run });
+  }
+
+  tick(now: number): void {
+    const due = this.pending.filter((p) => p.at <= now);
+    this.pending = this.pending.filter((p) => p.at > now);
+    for (const p of due) p.run();
+  }
+
+  settle(now: number): void {
+    for (let i = 0; i < 10 && this.pending.length; i++) {
+      const all = this.pending;
+      this.pending = [];
+      for (const p of all) p.run();
+    }
+    void now;
+  }
+
+  step(rng: Rng, now: number): void {
+    const r = rng.next();
+    const sts = rng.pick(this.stsNames);
+    if (r < 0.35) {
+      // a pod starts (a StatefulSet pod, or a plain one); CNI ADD writes the DanmEp 0-3 min later
+      const name = rng.chance(0.6) ? sts : `web-${++this.seq}`;
+      this.createPod(name, now, rng.int(0, 3) * MIN, rng.chance(0.3) ? { nodeName: 'node-1' } : {});
+    } else if (r < 0.6) {
+      const pods = this.pods();
+      if (pods.length) this.deletePod(rng.pick(pods).metadata.name, now, rng, { skipDel: rng.chance(0.3) });
+    } else if (r < 0.8) {
+      // node lost: force deletion without CNI DEL, and the StatefulSet re-creates the pod under the same name
+      const pods = this.pods();
+      if (!pods.length) return;
+      const victim = rng.pick(pods);
+      this.deletePod(victim.metadata.name, now, rng, { force: true, skipDel: true });
+      if (victim.metadata.name.startsWith('ss-'))
+        this.later(now + rng.int(0, 2) * MIN, () =>
+          this.createPod(victim.metadata.name, now, rng.int(0, 3) * MIN),
+        );
+    } else if (r < 0.85) {
+      // a pod deleted while its CNI ADD is in flight: the ADD finishes anyway (an orphan DanmEp)
+      const pods = this.pods();
+      if (pods.length) this.deletePod(rng.pick(pods).metadata.name, now, rng, { force: true, skipDel: true });
+    } else if (r < 0.95) {
+      // an operator (or another tool) frees the address of a DanmEp whose pod is gone, leaving the DanmEp:
+      // the address can then be handed to a new pod
+      const uids = new Set(this.pods().map((p) => p.metadata.uid));
+      const stale = this.eps().filter((e) => !uids.has((e.spec as { PodUID: string }).PodUID));
+      if (stale.length) {
+        const i = this.epIndex(rng.pick(stale));
+        if (i !== undefined && this.bitmap().isSet(i)) this.writeBit(i, false);
+      }
+    } else {
+      // an ADD abandoned on a dead node: the bit is set, no DanmEp ever comes
+      const bm = this.bitmap();
+      for (let i = 1; i < 63; i++)
+        if (!bm.isSet(i) && !this.inflight.has(i)) {
+          this.writeBit(i, true);
+          break;
+        }
+    }
+  }
+
+  // ---- invariants and orphans ----
+
+  private check(e: import('../simkube.ts').WriteEvent): void {
+    if (e.kind === 'delete' && e.ref.plural === 'danmeps') {
+      const uid = (e.before.spec as { PodUID: string }).PodUID;
+      const live = this.pods().find((p) => p.metadata.uid === uid);
+      if (live)
+        this.violations.push(
+          `deleted DanmEp ${e.before.metadata.name} of live pod ${live.metadata.name} (${uid.slice(0, 8)})`,
+        );
+    }
+    if (e.kind === 'update' && e.ref.plural === 'danmnets') {
+      const before = Bitmap.decode(
+        (e.before.spec as { Options: { alloc: string } }).Options.alloc,
+        CIDR,
+      ) as Bitmap;
+      const after = Bitmap.decode(
+        (e.after.spec as { Options: { alloc: string } }).Options.alloc,
+        CIDR,
+      ) as Bitmap;
+      for (const i of before.setBits()) {
+        if (after.isSet(i)) continue;
+        const holder = this.eps().find((ep) => this.epIndex(ep) === i);
+        if (holder)
+          this.violations.push(
+            `freed ${formatAddress(4, CIDR.network + BigInt(i))} held by live DanmEp ${holder.metadata.name}`,
+          );
+        // an ADD in flight for a live pod owns the address (one for a pod already gone makes an orphan anyway)
+        const owner = this.inflight.get(i);
+        if (owner !== undefined && this.pods().some((p) => p.metadata.uid === owner)) {
+          this.violations.push(
+            `freed ${formatAddress(4, CIDR.network + BigInt(i))} of an in-flight CNI ADD of a live pod`,
+          );
+        }
+        if (i === 0 || i === 63) this.violations.push('freed a reserved address');
+      }
+    }
+  }
+
+  orphans(): Map<string, string> {
+    const out = new Map<string, string>();
+    const uids = new Set(this.pods().map((p) => p.metadata.uid));
+    const held = new Set<number>();
+    for (const ep of this.eps()) {
+      const i = this.epIndex(ep);
+      if (i !== undefined) held.add(i);
+      if (!uids.has((ep.spec as { PodUID: string }).PodUID)) out.set(`ep/${ep.metadata.uid}`, 'DanmEp');
+    }
+    const bm = this.bitmap();
+    for (const i of bm.setBits())
+      if (i !== 0 && i !== 63 && !held.has(i) && !this.inflight.has(i)) out.set(`bit/${i}`, 'DanmBit');
+    return out;
+  }
+}
