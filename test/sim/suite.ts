@@ -2,6 +2,8 @@
 import { type Cleaner, MIN, runSchedule, type World } from './harness.ts';
 import { runScript, type Script } from './scripts.ts';
 import { DANM_BOUNDS, DANM_POLICY, DANM_SCRIPTS, danmBaseline, danmTwopass, danmWorld } from './sim-danm.ts';
+import { LB_BOUNDS, LB_SCRIPTS, lbBaseline, lbTwopass, lbWorld } from './sim-lbaas.ts';
+import { WB_BOUNDS, WB_SCRIPTS, wbBaseline, wbTwopass, wbWorld } from './sim-whereabouts.ts';
 
 export type SimFunction<W extends World> = Readonly<{
   name: string;
@@ -30,6 +32,34 @@ export const SIM_FUNCTIONS: SimFunction<World>[] = [
     ],
     scripts: DANM_SCRIPTS as never,
     bounds: DANM_BOUNDS,
+  },
+  {
+    name: 'whereabouts-ips',
+    world: wbWorld,
+    twopass: wbTwopass as never,
+    baselines: [
+      {
+        name: 'pods before pools, by podref (early whereabouts)',
+        make: wbBaseline as never,
+        prone: [WB_SCRIPTS[1]!.name],
+      },
+    ],
+    scripts: WB_SCRIPTS as never,
+    bounds: WB_BOUNDS,
+  },
+  {
+    name: 'lbaas-ports',
+    world: lbWorld,
+    twopass: lbTwopass as never,
+    baselines: [
+      {
+        name: 'in-memory port map with a start-up barrier (ch-k8s-lbaas)',
+        make: lbBaseline as never,
+        prone: [LB_SCRIPTS[0]!.name],
+      },
+    ],
+    scripts: LB_SCRIPTS as never,
+    bounds: LB_BOUNDS,
   },
 ];
 void DANM_POLICY;
