@@ -247,6 +247,9 @@ export const lbaasPorts: TwopassFunction<LbaasReader, LbaasWriter> = {
     maxDeletionPercent: 20,
     maxEvidenceDropPercent: 30,
   },
+  // One deletion at a time: each re-check lists the Services right before its own delete, so that no
+  // other deletion's work widens the window in which the controller could take the port.
+  maxConcurrency: 1,
   connect,
   observe,
   recheck,

@@ -208,7 +208,8 @@ export function summarize(snapshot: Snapshot): LastSnapshot {
   const evidence: Record<string, true> = {};
   for (const s of snapshot.sources) {
     counts[s.name] = s.count;
-    if (s.role !== 'target') evidence[s.name] = true;
+    // Only pure evidence is guarded: a source that also lists targets shrinks when twopass works.
+    if (s.role === 'evidence') evidence[s.name] = true;
     if (s.listVersion !== undefined) listVersions[s.name] = s.listVersion;
   }
   return {

@@ -150,6 +150,6 @@ export function isComplete(snapshot: Snapshot): boolean {
 
 export function evidenceCount(snapshot: Snapshot): number {
   let n = 0;
-  for (const s of snapshot.sources) if (s.role !== 'target') n += s.count;
+  for (const s of snapshot.sources) if (s.role === 'evidence') n += s.count;
   return n;
 }

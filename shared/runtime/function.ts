@@ -54,6 +54,8 @@ export interface TwopassFunction<R, W> {
   readonly name: string;
   readonly description: string;
   readonly defaults: FunctionDefaults;
+  /** Deletions in flight at once for this function (default: the run's concurrency). */
+  readonly maxConcurrency?: number;
   /** Lists targets first, then evidence; throws (ListIncompleteError) when a list cannot be proven complete. */
   observe(reader: R, ctx: FunctionContext): Promise<Observation>;
   /** Re-reads the target and the narrow evidence for it just before removal. */

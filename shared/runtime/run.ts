@@ -311,7 +311,12 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
       }
     }
   };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(req.concurrency, queue.length)) }, worker));
+  await Promise.all(
+    Array.from(
+      { length: Math.max(1, Math.min(req.concurrency, fn.maxConcurrency ?? req.concurrency, queue.length)) },
+      worker,
+    ),
+  );
 
   // 6. Save again without what was deleted or skipped (a skipped candidate starts over).
   if (drop.size > 0) {

@@ -29,6 +29,8 @@ export class FakeKubeServer {
   readonly store: FakeStore;
   readonly faults = new FaultPlan();
   readonly requests: RequestRecord[] = [];
+  /** Called when a request arrives, before anything is done with it (tests kill clients here). */
+  onRequest: ((method: string, path: string) => void) | undefined;
   private readonly continuations = new Map<string, Continuation>();
   private readonly server: Server;
   private readonly opts: FakeKubeOptions;
@@ -92,6 +94,7 @@ export class FakeKubeServer {
     const url = new URL(req.url ?? '/', 'http://x');
     const method = req.method ?? 'GET';
     const body = await readBody(req);
+    this.onRequest?.(method, url.pathname);
     const fault = this.faults.match(method, url.pathname + url.search);
     const record = (status: number, bytes: number, f?: string) =>
       this.requests.push({
@@ -104,6 +107,11 @@ export class FakeKubeServer {
         ...(f ? { fault: f } : {}),
       });
     if (fault?.delayMs) await new Promise((r) => setTimeout(r, fault.delayMs));
+    if (req.socket.destroyed) {
+      // the client is gone (killed, timed out) before the server got to its request: nothing is applied
+      record(0, 0, 'client gone');
+      return;
+    }
     if (fault?.reset) {
       record(0, 0, 'reset');
       req.socket.destroy();

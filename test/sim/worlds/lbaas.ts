@@ -95,8 +95,11 @@ export class LbaasWorld implements World {
     this.neutron.onDeletePort = (p) => {
       const by = this.services().find((s) => s.metadata.annotations?.[PORT_ANNOTATION] === p.id);
       if (by) this.violations.push(`deleted port ${p.id} of Service ${by.metadata.name}`);
-      if ([...this.placing.values()].includes(p.id))
-        this.violations.push(`deleted port ${p.id} the controller is placing a Service on`);
+      const placing = [...this.placing].find(
+        ([svc, port]) => port === p.id && this.kube.store.tryGet(SERVICES, NS, svc),
+      );
+      if (placing)
+        this.violations.push(`deleted port ${p.id} the controller is placing Service ${placing[0]} on`);
     };
   }
 
@@ -171,6 +174,7 @@ export class LbaasWorld implements World {
     const svc = this.kube.store.tryGet(SERVICES, NS, name) as KubeObject | undefined;
     if (!svc) return;
     this.kube.store.delete(SERVICES, NS, name, {});
+    this.placing.delete(name); // a placement in progress for a deleted Service is abandoned
     const portId = svc.metadata.annotations?.[PORT_ANNOTATION];
     if (portId && !this.controllerDown) {
       for (const [id, f] of this.neutron.fips) if (f.port_id === portId) this.neutron.fips.delete(id);
