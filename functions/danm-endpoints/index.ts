@@ -246,6 +246,7 @@ async function observe(kube: KubeReader, ctx: FunctionContext): Promise<Observat
       [6, net.v6],
     ] as const) {
       if (!pool) continue;
+      const observedAlloc = pool.bitmap.encode(); // one string shared by every bit target of the pool
       for (const i of pool.bitmap.setBits()) {
         if (!clearable(pool, i)) continue;
         const address = addressAt(pool, i);
@@ -261,7 +262,7 @@ async function observe(kube: KubeReader, ctx: FunctionContext): Promise<Observat
           family,
           index: i,
           address,
-          alloc: pool.bitmap.encode(),
+          alloc: observedAlloc,
         };
         // The network's resourceVersion is the fingerprint: a bit freed and set again in between changes it.
         const t: Target = {

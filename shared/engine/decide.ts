@@ -77,9 +77,20 @@ export function decide(previous: State, snapshot: Snapshot, policy: Policy, now:
   const seen = new Set<string>();
 
   for (const t of snapshot.targets) {
+    const prev = Object.hasOwn(prevCandidates, t.key) ? prevCandidates[t.key] : undefined;
+    // The common case first (in use, nothing stored): no state, no event, nothing to remember.
+    if (
+      prev === undefined &&
+      !t.keep &&
+      blocker === undefined &&
+      used.has(t.key) &&
+      !indeterminate.has(t.key)
+    ) {
+      summary.used++;
+      continue;
+    }
     if (seen.has(t.key)) continue; // a duplicate key in one snapshot counts once
     seen.add(t.key);
-    const prev = Object.hasOwn(prevCandidates, t.key) ? prevCandidates[t.key] : undefined;
     const base = { key: t.key, kind: t.kind, name: t.name };
     if (t.keep) {
       summary.kept++;

@@ -188,4 +188,35 @@ for (const crash of CRASHES) {
   });
 }
 
+test('two runs at once: exactly one proceeds, the other exits 5 having observed and written nothing', async () => {
+  const t = await fakeTarget();
+  const kube = t.client();
+  try {
+    const fake = t.fake!;
+    await kube.create(NAMESPACES, { metadata: { name: 'twopass-system' } });
+    const dir = mkdtempSync(join(tmpdir(), 'twopass-race-'));
+    writeFileSync(join(dir, 'kubeconfig'), t.kubeconfig());
+    writeFileSync(join(dir, 'config.yaml'), 'state: configmap:twopass-system\nleaseDuration: 30s\n');
+    const args = [
+      'run',
+      'danm-endpoints',
+      '--kubeconfig',
+      join(dir, 'kubeconfig'),
+      '--config',
+      join(dir, 'config.yaml'),
+      '--apply',
+    ];
+    fake.faults.add({ method: 'GET', path: '/api/v1/pods', delayMs: 1500, times: 1 }); // the first run is still observing
+    const [a, b] = await Promise.all([runCli(args), sleep(300).then(() => runCli(args))]);
+    const codes = [a.code, b.code].sort();
+    assert.equal(codes, [0, 5]);
+    const loser = a.code === 5 ? a : b;
+    assert.not.ok(loser.out.includes('"event":"snapshot.taken"'), 'the locked run observed nothing');
+    assert.match(loser.out, /held by twopass-/);
+  } finally {
+    await kube.close();
+    await t.close();
+  }
+});
+
 test.run();

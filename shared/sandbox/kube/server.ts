@@ -35,6 +35,8 @@ export class FakeKubeServer {
   private readonly server: Server;
   private readonly opts: FakeKubeOptions;
   private seq = 0;
+  /** TCP connections accepted so far (benchmarks compare HTTP clients with it). */
+  connections = 0;
   url = '';
 
   constructor(opts: FakeKubeOptions = {}) {
@@ -46,6 +48,7 @@ export class FakeKubeServer {
       });
     });
     this.server.keepAliveTimeout = 30_000;
+    this.server.on('connection', () => this.connections++);
   }
 
   async start(): Promise<string> {

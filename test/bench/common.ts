@@ -1,0 +1,50 @@
+/** Shared bits of the benchmarks: machine line, child-process measurement, markdown tables. */
+import { spawnSync } from 'node:child_process';
+import { cpus, totalmem } from 'node:os';
+
+export function machine(): string {
+  const c = cpus();
+  return `${c.length} cores (${c[0]?.model.trim() ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}`;
+}
+
+/** Runs one measurement in a fresh process (clean peak RSS); it prints one JSON line last. */
+export function measure(file: string, args: string[]): Record<string, number | string> {
+  const r = spawnSync(process.execPath, ['--expose-gc', new URL(file, import.meta.url).pathname, ...args], {
+    encoding: 'utf8',
+    maxBuffer: 64 * 2 ** 20,
+    timeout: 30 * 60_000,
+  });
+  const line = r.stdout.trim().split('\n').pop() ?? '';
+  try {
+    return JSON.parse(line) as Record<string, number | string>;
+  } catch {
+    throw new Error(`${file} ${args.join(' ')} failed (exit ${r.status}): ${r.stderr.slice(-2000)}`);
+  }
+}
+
+export function peakRssMiB(): number {
+  return Math.round(process.resourceUsage().maxRSS / 1024);
+}
+
+export function mdTable(title: string, head: string[], rows: (string | number)[][], note?: string): string {
+  const lines = [
+    `### ${title}`,
+    '',
+    `Machine: ${machine()}`,
+    '',
+    `| ${head.join(' | ')} |`,
+    `|${head.map(() => '---').join('|')}|`,
+    ...rows.map((r) => `| ${r.join(' | ')} |`),
+  ];
+  if (note) lines.push('', note);
+  return `${lines.join('\n')}\n`;
+}
+
+export function arg(name: string, def?: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  if (i >= 0 && process.argv[i + 1] !== undefined) return process.argv[i + 1]!;
+  if (def === undefined) throw new Error(`--${name} is required`);
+  return def;
+}
+
+export const ms = (n: number) => `${n.toFixed(n < 10 ? 2 : 0)} ms`;

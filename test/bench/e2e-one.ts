@@ -1,0 +1,124 @@
+/** One end-to-end measurement against a running fake: twopass, the naive cleaner, or the listing floor. */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Pool } from 'undici';
+import { FUNCTIONS } from '../../functions/index.ts';
+import { IPPOOLS } from '../../functions/whereabouts-ips/model.ts';
+import { resolveConfig } from '../../shared/config.ts';
+import { KubeHttpClient } from '../../shared/kube/client.ts';
+import { type KubeObject, PODS, SERVICES } from '../../shared/kube/resources.ts';
+import { createLogger } from '../../shared/log/logger.ts';
+import { runFunction } from '../../shared/runtime/wire.ts';
+import { R } from '../../shared/sandbox/scenarios/danm.ts';
+import { arg, peakRssMiB } from './common.ts';
+
+const fn = arg('fn');
+const variant = arg('variant');
+const server = arg('server');
+const pageSize = Number(arg('page-size', '500'));
+const env = JSON.parse(arg('env', '{}')) as Record<string, string>;
+const headers = JSON.parse(arg('headers', '{}')) as Record<string, string>;
+const insecure = arg('insecure', 'false') === 'true';
+const opts = { server, headers, ...(insecure ? { tls: { rejectUnauthorized: false } } : {}) };
+
+async function floor(paths: string[], accept: string[]): Promise<number> {
+  const pool = new Pool(server, {
+    connections: 1,
+    ...(insecure ? { connect: { rejectUnauthorized: false } } : {}),
+  });
+  let items = 0;
+  for (const [i, path] of paths.entries()) {
+    let cont: string | undefined;
+    do {
+      const q = `?limit=${pageSize}${cont ? `&continue=${encodeURIComponent(cont)}` : ''}`;
+      const r = await pool.request({
+        method: 'GET',
+        path: path + q,
+        headers: { ...headers, accept: accept[i] ?? 'application/json' },
+      });
+      const body = JSON.parse(await r.body.text()) as {
+        items: unknown[] | null;
+        metadata: { continue?: string };
+      };
+      items += body.items?.length ?? 0;
+      cont = body.metadata.continue || undefined;
+    } while (cont);
+  }
+  await pool.close();
+  return items;
+}
+
+const META = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';
+const t = performance.now();
+let detail: unknown;
+if (variant === 'twopass') {
+  const entry = FUNCTIONS.find((e) => e.fn.name === fn)!;
+  const dir = mkdtempSync(join(tmpdir(), 'twopass-bench-'));
+  const cfg = resolveConfig(
+    {
+      pageSize,
+      functions: {
+        [fn]: {
+          enabled: true,
+          maxEvidenceDropPercent: 100,
+          settings: fn === 'lbaas-ports' ? { projectId: 'project-a' } : {},
+        },
+      },
+    },
+    'bench',
+    { state: `file:${dir}` },
+  );
+  const r = await runFunction(
+    entry.fn,
+    cfg,
+    {
+      clock: Date.now,
+      log: createLogger({ output: 'json', level: 'silent' }),
+      kubeOptions: opts,
+      processEnv: env,
+    },
+    { apply: false, record: true },
+  );
+  detail = { exit: r.exitCode, targets: r.summary?.targets, newCandidates: r.summary?.newCandidates };
+} else if (variant === 'naive') {
+  // what the DANM cleaner does: list the targets, then GET each one's pod by name
+  const kube = new KubeHttpClient({ ...opts, pageSize });
+  let gets = 0;
+  if (fn === 'danm-endpoints') {
+    for (const ep of (await kube.listAll(R.danmeps, {})).items) {
+      const s = ep.spec as { Pod: string };
+      await kube.get(PODS, ep.metadata.namespace, s.Pod);
+      gets++;
+    }
+  } else if (fn === 'whereabouts-ips') {
+    for (const pool of (await kube.listAll(IPPOOLS, {})).items) {
+      for (const a of Object.values(
+        (pool.spec as { allocations: Record<string, { podref: string }> }).allocations,
+      )) {
+        const [ns, name] = a.podref.split('/') as [string, string];
+        await kube.get(PODS, ns, name);
+        gets++;
+      }
+    }
+  } else {
+    for (const s of (await kube.listAll(SERVICES, {})).items as KubeObject[]) void s;
+  }
+  await kube.close();
+  detail = { gets };
+} else {
+  const lists: Record<string, [string[], string[]]> = {
+    'danm-endpoints': [
+      ['/apis/danm.k8s.io/v1/danmnets', '/apis/danm.k8s.io/v1/danmeps', '/api/v1/pods'],
+      ['application/json', 'application/json', META],
+    ],
+    'whereabouts-ips': [
+      ['/apis/whereabouts.cni.cncf.io/v1alpha1/ippools', '/api/v1/pods'],
+      ['application/json', META],
+    ],
+    'lbaas-ports': [['/api/v1/services'], ['application/json']],
+  };
+  const [paths, accept] = lists[fn]!;
+  detail = { items: await floor(paths, accept) };
+}
+console.log(JSON.stringify({ fn, variant, ms: performance.now() - t, peakRssMiB: peakRssMiB(), detail }));

@@ -1,0 +1,41 @@
+/**
+ * `npm run bench`: every benchmark, each printing a markdown table; the tables are
+ * also written to test/bench/RESULTS.md. Benchmarks are not tests: no verdicts.
+ *   npm run bench -- engine|e2e|http|real   one of them
+ *   npm run bench -- --quick                smaller sizes
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { e2eBench } from './e2e.ts';
+import { engineBench } from './engine.ts';
+import { httpBench } from './http.ts';
+import { realBench } from './real.ts';
+
+const quick = process.argv.includes('--quick');
+const only = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const want = (name: string) => only.length === 0 || only.includes(name);
+const sections: string[] = [];
+const out = (s: string) => {
+  console.log(s);
+  sections.push(s);
+};
+if (want('engine')) out(engineBench(quick ? [10_000, 100_000] : [10_000, 100_000, 1_000_000]));
+if (want('e2e')) out(await e2eBench(quick ? [10_000] : [10_000, 100_000]));
+if (want('http')) out(await httpBench());
+if (want('real')) {
+  if (process.env.TWOPASS_NO_REAL_CLUSTER === '1')
+    out('### Real kube-apiserver\n\nskipped: TWOPASS_NO_REAL_CLUSTER=1\n');
+  else out(await realBench(quick ? 5_000 : 20_000));
+}
+if (!quick && only.length === 0) {
+  const path = new URL('./RESULTS.md', import.meta.url);
+  let history = '';
+  try {
+    history = readFileSync(path, 'utf8').split('\n## What changed')[1] ?? '';
+  } catch {
+    /* first run */
+  }
+  writeFileSync(
+    path,
+    `# Benchmark results\n\nWritten by \`npm run bench\`; the latest run replaces the tables.\n\n${sections.join('\n')}\n## What changed${history || '\n'}`,
+  );
+}
