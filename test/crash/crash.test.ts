@@ -157,11 +157,18 @@ for (const crash of CRASHES) {
       const settled = async () =>
         JSON.stringify(allocated((await kube.get(R.DanmNet, ns, 'test-net1'))!)) ===
         JSON.stringify(['10.10.10.0', '10.10.10.20', '10.10.10.21', '10.10.10.255']);
-      for (let i = 0; i < 6 && !(await settled()); i++) {
+      let last = '';
+      for (let i = 0; i < 10 && !(await settled()); i++) {
         const r = await runCli(args);
         assert.is(r.code, 0, r.out.slice(-800));
+        last = r.out
+          .split('\n')
+          .filter((l) => /candidate|deleted|skipped|indeterminate/.test(l))
+          .map((l) => l.slice(0, 300))
+          .join('\n');
         await sleep(1100);
       }
+      void last;
       for (const ep of live)
         assert.ok(await kube.get(R.danmeps, ns, ep.metadata.name), 'a live DanmEp survived');
       for (const ep of orphans)
