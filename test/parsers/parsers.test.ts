@@ -3,11 +3,14 @@ import fc from 'fast-check';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { Bitmap } from '../../functions/danm-endpoints/bitmap.ts';
-import { parseEndpoint, parseNetwork } from '../../functions/danm-endpoints/model.ts';
+import { parseEndpoint, parseNetwork, requestedNetworks } from '../../functions/danm-endpoints/model.ts';
+import { NETWORK_STATUS, networkStatusIps } from '../../functions/whereabouts-ips/model.ts';
 import { parseConfigText } from '../../shared/config.ts';
 import { parseDuration } from '../../shared/engine/duration.ts';
 import type { KubeObject } from '../../shared/kube/resources.ts';
 import { formatAddress, parseAddress, parseCidr, parseInterfaceAddress } from '../../shared/net/ip.ts';
+import { fromCloud } from '../../shared/openstack/config.ts';
+import { OpenStackConfigError } from '../../shared/openstack/errors.ts';
 import { ConfigError } from '../../shared/runtime/errors.ts';
 import { StateCorruptError } from '../../shared/state/errors.ts';
 import { parseState } from '../../shared/state/schema.ts';
@@ -134,6 +137,66 @@ test('config text: anything is a config or a ConfigError', () => {
           parseConfigText(text, 'fuzz');
         } catch (err) {
           if (!(err instanceof ConfigError)) throw err;
+        }
+        return true;
+      },
+    ),
+    { numRuns: RUNS },
+  );
+});
+
+test('network-status annotations and DANM interface requests: anything is a value or a reason', () => {
+  assert.equal(
+    [...(networkStatusIps({ [NETWORK_STATUS]: '[{"ips":["10.0.0.1","fd00::1"]}]' }) as Set<string>)],
+    ['10.0.0.1', 'fd00::1'],
+  );
+  assert.is(networkStatusIps({}), undefined);
+  assert.match(String(networkStatusIps({ [NETWORK_STATUS]: '{' })), /not JSON/);
+  fc.assert(
+    fc.property(
+      fc.oneof(
+        fc.string(),
+        fc.jsonValue().map((v) => JSON.stringify(v)),
+      ),
+      (raw) => {
+        const r = networkStatusIps({ [NETWORK_STATUS]: raw });
+        const nets = requestedNetworks({
+          metadata: {
+            name: 'p',
+            namespace: 'n',
+            uid: 'u',
+            resourceVersion: '1',
+            annotations: { 'danm.k8s.io/interfaces': raw },
+          },
+        });
+        return (typeof r === 'string' || r instanceof Set) && (nets === undefined || Array.isArray(nets));
+      },
+    ),
+    { numRuns: RUNS },
+  );
+});
+
+test('clouds.yaml: any cloud entry is a config or an OpenStackConfigError that never echoes a secret', () => {
+  fc.assert(
+    fc.property(
+      fc.jsonValue(),
+      fc.constantFrom('password', 'v3applicationcredential', undefined),
+      (auth, type) => {
+        try {
+          fromCloud(
+            'fuzz',
+            {
+              ...(type ? { auth_type: type } : {}),
+              auth:
+                auth && typeof auth === 'object'
+                  ? { ...(auth as object), password: 'p4ssw0rd-secret' }
+                  : auth,
+            },
+            'fuzz',
+          );
+        } catch (err) {
+          if (!(err instanceof OpenStackConfigError)) throw err;
+          assert.not.ok((err as Error).message.includes('p4ssw0rd-secret'));
         }
         return true;
       },
