@@ -124,19 +124,51 @@ if (variant === 'twopass') {
     // the same Neutron lists twopass makes (tagged ports, tagged FIPs, all project ports), token included
     const { request } = await import('undici');
     const cloud = (await import('../../shared/openstack/config.ts')).loadCloudConfig(env);
-    const auth = await request(`${cloud.authUrl}/auth/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ auth: { identity: { methods: ['application_credential'], application_credential: { id: cloud.applicationCredentialId, secret: cloud.applicationCredentialSecret } } } }) });
+    const auth = await request(`${cloud.authUrl}/auth/tokens`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        auth: {
+          identity: {
+            methods: ['application_credential'],
+            application_credential: {
+              id: cloud.applicationCredentialId,
+              secret: cloud.applicationCredentialSecret,
+            },
+          },
+        },
+      }),
+    });
     const token = String(auth.headers['x-subject-token']);
-    const catalog = (await auth.body.json()) as { token: { catalog: { type: string; endpoints: { url: string }[] }[] } };
+    const catalog = (await auth.body.json()) as {
+      token: { catalog: { type: string; endpoints: { url: string }[] }[] };
+    };
     const base = `${catalog.token.catalog.find((c) => c.type === 'network')!.endpoints[0]!.url}/v2.0`;
     const pool = new Pool(new URL(base).origin, { connections: 1 });
-    for (const [col, q] of [['ports', `tags=${encodeURIComponent('cah-loadbalancer.k8s.cloudandheat.com/managed')}&project_id=project-a`], ['floatingips', `tags=${encodeURIComponent('cah-loadbalancer.k8s.cloudandheat.com/managed')}&project_id=project-a`], ['ports', 'project_id=project-a']] as const) {
+    for (const [col, q] of [
+      [
+        'ports',
+        `tags=${encodeURIComponent('cah-loadbalancer.k8s.cloudandheat.com/managed')}&project_id=project-a`,
+      ],
+      [
+        'floatingips',
+        `tags=${encodeURIComponent('cah-loadbalancer.k8s.cloudandheat.com/managed')}&project_id=project-a`,
+      ],
+      ['ports', 'project_id=project-a'],
+    ] as const) {
       let url: string | undefined = `${base}/${col}?${q}&limit=${pageSize}`;
       while (url) {
         const u = new URL(url);
-        const r = await pool.request({ method: 'GET', path: u.pathname + u.search, headers: { 'x-auth-token': token } });
+        const r = await pool.request({
+          method: 'GET',
+          path: u.pathname + u.search,
+          headers: { 'x-auth-token': token },
+        });
         const body = JSON.parse(await r.body.text()) as Record<string, unknown>;
         items += (body[col] as unknown[]).length;
-        url = ((body[`${col}_links`] as { rel: string; href: string }[] | undefined) ?? []).find((l) => l.rel === 'next')?.href;
+        url = ((body[`${col}_links`] as { rel: string; href: string }[] | undefined) ?? []).find(
+          (l) => l.rel === 'next',
+        )?.href;
       }
     }
     await pool.close();

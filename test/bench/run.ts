@@ -27,8 +27,11 @@ if (want('real')) {
     out('### Real kube-apiserver\n\nskipped: TWOPASS_NO_REAL_CLUSTER=1\n');
   else {
     // the cluster binaries are built (once, then cached) exactly as `npm test` does
-    const b = spawnSync('bash', [new URL('../cluster/build.sh', import.meta.url).pathname], { stdio: ['ignore', 'ignore', 'inherit'] });
-    if (b.status !== 0) throw new Error('test/cluster/build.sh failed: cannot run the real-cluster benchmark');
+    const b = spawnSync('bash', [new URL('../cluster/build.sh', import.meta.url).pathname], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    if (b.status !== 0)
+      throw new Error('test/cluster/build.sh failed: cannot run the real-cluster benchmark');
     out(await realBench(quick ? 5_000 : 20_000));
   }
 }

@@ -35,8 +35,9 @@ export const DANM_SCRIPTS: Script<DanmWorld>[] = [
     intervalMinutes: 5,
     setup: five,
     at: {
-      2: (w, now) =>
-        ['ss-0', 'ss-4'].forEach((n) => w.deletePod(n, now, rng(), { force: true, skipDel: true })),
+      2: (w, now) => {
+        for (const n of ['ss-0', 'ss-4']) w.deletePod(n, now, rng(), { force: true, skipDel: true });
+      },
     },
     midRun: {
       minute: 5,
@@ -119,7 +120,11 @@ export const DANM_SCRIPTS: Script<DanmWorld>[] = [
     minutes: 30,
     intervalMinutes: 5,
     setup: five,
-    at: { 6: (w) => void (w.brokenPodLister = true) },
+    at: {
+      6: (w) => {
+        w.brokenPodLister = true;
+      },
+    },
     policy: { ...DANM_POLICY, maxEvidenceDropPercent: 30 },
   },
 ];

@@ -19,8 +19,9 @@ export const wbTwopass = (w: WhereaboutsWorld, clock: () => number, policy: Poli
   twopassCleaner(whereaboutsIps, w.kube, w.kube, clock, policy);
 export const wbBaseline = (w: WhereaboutsWorld): Cleaner => podsBeforePoolsCleaner(w.kube);
 
-const three = (w: WhereaboutsWorld, now: number) =>
-  ['db-0', 'db-1', 'db-2'].forEach((n) => w.createPod(n, now, 0));
+const three = (w: WhereaboutsWorld, now: number) => {
+  for (const n of ['db-0', 'db-1', 'db-2']) w.createPod(n, now, 0);
+};
 
 export const WB_SCRIPTS: Script<WhereaboutsWorld>[] = [
   {

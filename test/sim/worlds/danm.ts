@@ -40,13 +40,11 @@ export class DanmWorld implements World {
     s.register(R.DanmNet);
     s.register(R.TenantNetwork);
     s.register(R.ClusterNetwork);
-    let b = Bitmap.empty(CIDR).with(0, true).with(63, true);
-    void b;
     s.create(R.DanmNet, NS, {
       metadata: { name: NET, namespace: NS },
       spec: {
         NetworkID: NET,
-        Options: { cidr: CIDR.text, alloc: (b = Bitmap.empty(CIDR).with(0, true).with(63, true)).encode() },
+        Options: { cidr: CIDR.text, alloc: Bitmap.empty(CIDR).with(0, true).with(63, true).encode() },
       },
     });
     const orig = this.kube.listAll.bind(this.kube);
