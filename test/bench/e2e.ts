@@ -15,7 +15,8 @@ import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
 import { mdTable, ms } from './common.ts';
 import { danmWorld, lbaasWorld, NS, whereaboutsWorld } from './worlds.ts';
 
-function child(args: string[]): Promise<Record<string, unknown>> {
+/** Runs e2e-one.ts in its own process (a clean peak RSS) and returns its JSON line. */
+export function child(args: string[]): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
     const c = spawn(process.execPath, [new URL('./e2e-one.ts', import.meta.url).pathname, ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],

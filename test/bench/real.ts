@@ -3,30 +3,11 @@
  * creates (its own rate reported), metadata-only vs full pod lists, a page-size
  * sweep, and a whole twopass run next to the listing floor.
  */
-import { spawn } from 'node:child_process';
 import { KubeHttpClient } from '../../shared/kube/client.ts';
 import { NAMESPACES, PODS } from '../../shared/kube/resources.ts';
 import { ADMIN_TOKEN, startCluster } from '../cluster/cluster.ts';
 import { mdTable, ms } from './common.ts';
-
-function child(args: string[]): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
-    const c = spawn(process.execPath, [new URL('./e2e-one.ts', import.meta.url).pathname, ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    c.stdout.on('data', (d: Buffer) => (out += d));
-    c.stderr.on('data', (d: Buffer) => (err += d));
-    c.on('exit', () => {
-      try {
-        resolve(JSON.parse(out.trim().split('\n').pop() ?? '') as Record<string, unknown>);
-      } catch {
-        reject(new Error(err.slice(-1500)));
-      }
-    });
-  });
-}
+import { child } from './e2e.ts';
 
 export async function realBench(n = 20_000): Promise<string> {
   const cluster = await startCluster();

@@ -6,12 +6,13 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { KubeHttpClient } from '../../shared/kube/client.ts';
+import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
 
 export const KUBE_VERSION = process.env.TWOPASS_KUBE_VERSION ?? 'v1.36.3';
 export const ADMIN_TOKEN = 'twopass-admin-token';
@@ -238,40 +239,27 @@ async function fetchInsecure(url: string): Promise<number> {
   }
 }
 
+/** Installs the CRD manifests (shared with the sandbox) and waits until the server serves them. */
 export async function installCrds(kube: KubeHttpClient, dir: string): Promise<void> {
-  const { readdirSync } = await import('node:fs');
-  const CRDS = {
-    group: 'apiextensions.k8s.io',
-    version: 'v1',
-    plural: 'customresourcedefinitions',
-    kind: 'CustomResourceDefinition',
-    namespaced: false,
-  };
   const wanted: { group: string; version: string; plural: string }[] = [];
-  for (const f of readdirSync(dir)
-    .filter((n) => n.endsWith('.yaml'))
-    .sort()) {
+  for (const f of readdirSync(dir).filter((n) => n.endsWith('.yaml'))) {
     for (const doc of parseAllDocuments(readFileSync(join(dir, f), 'utf8'))) {
       const crd = doc.toJS() as {
-        metadata: { name: string };
         spec: { group: string; names: { plural: string }; versions: { name: string }[] };
-      };
-      if (!crd) continue;
-      try {
-        await kube.create(CRDS, crd as never);
-      } catch (err) {
-        if (!String((err as Error).message).includes('AlreadyExists')) throw err;
-      }
-      wanted.push({
-        group: crd.spec.group,
-        version: crd.spec.versions[0]!.name,
-        plural: crd.spec.names.plural,
-      });
+      } | null;
+      if (crd)
+        wanted.push({
+          group: crd.spec.group,
+          version: crd.spec.versions[0]!.name,
+          plural: crd.spec.names.plural,
+        });
     }
   }
+  await installCrdsFromDir(kube);
   const until = Date.now() + 60_000;
   for (const w of wanted) {
     for (;;) {
+      // a fresh client each time: discovery answers are cached per client
       const fresh = new KubeHttpClient({
         server: kube.server,
         headers: { authorization: `Bearer ${ADMIN_TOKEN}` },

@@ -3,7 +3,6 @@
  * run against a KubeTarget (the real API server in danm-endpoints.real.test.ts,
  * the fake in danm-endpoints.fake.test.ts).
  */
-import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
 import { EVENTS, type KubeObject, PODS } from '../../shared/kube/resources.ts';
@@ -21,30 +20,12 @@ import {
 } from '../../shared/sandbox/scenarios/danm.ts';
 import { danmRunner } from '../helpers/danm.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
+import { targetSuite } from '../helpers/target-suite.ts';
 
 const MIN = 60_000;
 
 export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget | undefined>): void {
-  const test = suite<{ t?: KubeTarget; kube?: KubeHttpClient }>(`danm-endpoints (${label})`);
-  let skip = false;
-  test.before(async (ctx) => {
-    const t = await getTarget();
-    if (!t) {
-      skip = true;
-      return;
-    }
-    ctx.t = t;
-    ctx.kube = t.client();
-  });
-  test.after(async (ctx) => {
-    await ctx.kube?.close();
-    await ctx.t?.close();
-  });
-  const it = (name: string, fn: (t: KubeTarget, kube: KubeHttpClient) => Promise<void>) =>
-    test(name, async (ctx) => {
-      if (skip) return;
-      await fn(ctx.t!, ctx.kube!);
-    });
+  const { it, run } = targetSuite(`danm-endpoints (${label})`, getTarget);
 
   const epExists = async (kube: KubeHttpClient, ep: KubeObject) =>
     (await kube.get(R.danmeps, ep.metadata.namespace, ep.metadata.name))?.metadata.uid === ep.metadata.uid;
@@ -336,5 +317,5 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
     t.fake?.faults.clear();
   });
 
-  test.run();
+  run();
 }

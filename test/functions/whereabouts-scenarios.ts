@@ -1,9 +1,7 @@
 /** whereabouts-ips end to end, against the real API server and the fake. */
-import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { whereaboutsIps } from '../../functions/whereabouts-ips/index.ts';
 import { IPPOOLS, RESERVATIONS } from '../../functions/whereabouts-ips/model.ts';
-import type { KubeHttpClient } from '../../shared/kube/client.ts';
 import type { KubeClient } from '../../shared/kube/ports.ts';
 import { EVENTS, PODS } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
@@ -21,31 +19,13 @@ import {
 } from '../../shared/sandbox/scenarios/whereabouts.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { runner } from '../helpers/runner.ts';
+import { targetSuite } from '../helpers/target-suite.ts';
 
 const MIN = 60_000;
 const RANGE = '192.168.2.0/24';
 
 export function whereaboutsScenarios(label: string, getTarget: () => Promise<KubeTarget | undefined>): void {
-  const test = suite<{ t?: KubeTarget; kube?: KubeHttpClient }>(`whereabouts-ips (${label})`);
-  let skip = false;
-  test.before(async (ctx) => {
-    const t = await getTarget();
-    if (!t) {
-      skip = true;
-      return;
-    }
-    ctx.t = t;
-    ctx.kube = t.client();
-  });
-  test.after(async (ctx) => {
-    await ctx.kube?.close();
-    await ctx.t?.close();
-  });
-  const it = (name: string, fn: (t: KubeTarget, kube: KubeHttpClient) => Promise<void>) =>
-    test(name, async (ctx) => {
-      if (skip) return;
-      await fn(ctx.t!, ctx.kube!);
-    });
+  const { it, run } = targetSuite(`whereabouts-ips (${label})`, getTarget);
 
   it('StatefulSet pod re-created with the same name: the new allocation survives, the old one goes after two observations', async (t, kube) => {
     const ns = await t.namespace();
@@ -226,5 +206,5 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
     void PODS;
   });
 
-  test.run();
+  run();
 }
