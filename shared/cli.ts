@@ -4,6 +4,7 @@
  * builds dependencies, and calls the same run() as the scheduler and handler.
  */
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { FUNCTIONS, findFunction } from '../functions/index.ts';
 import {
@@ -21,15 +22,15 @@ import { formatDuration } from './engine/duration.ts';
 import type { Snapshot } from './engine/types.ts';
 import { createLogger, type OutputMode } from './log/logger.ts';
 import { RunMetrics } from './metrics/metrics.ts';
+import { packageRoot } from './paths.ts';
 import { ConfigError, EXIT } from './runtime/errors.ts';
 import type { AnyFunction } from './runtime/function.ts';
 import { startScheduler } from './runtime/scheduler.ts';
 import { connectKube, runFunction, stateFor } from './runtime/wire.ts';
 import { demo } from './sandbox/demo.ts';
 
-const VERSION = (
-  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
-).version;
+const VERSION = (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string })
+  .version;
 
 const COMMON = `Common options:
   --config FILE            YAML config (see README); flags override env, env overrides the file

@@ -3,8 +3,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import type { KubeClient } from '../kube/ports.ts';
+import { packageRoot } from '../paths.ts';
 
-export const CRD_DIR = new URL('../../test/fixtures/crds/', import.meta.url).pathname;
+export const CRD_DIR = join(packageRoot(), 'test', 'fixtures', 'crds');
 const CRDS = {
   group: 'apiextensions.k8s.io',
   version: 'v1',
