@@ -1,0 +1,248 @@
+/**
+ * Fault matrices for whereabouts-ips (Kubernetes faults) and lbaas-ports (Kubernetes
+ * and Neutron/Keystone faults): every call a run makes x the faults. Each cell must
+ * end in a completed run, an aborted run (exit 3) that deleted nothing and left the
+ * state as it was, or a skipped/failed deletion; the address or port in use survives.
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { lbaasPorts } from '../../functions/lbaas-ports/index.ts';
+import { whereaboutsIps } from '../../functions/whereabouts-ips/index.ts';
+import { resolveConfig } from '../../shared/config.ts';
+import { KubeHttpClient } from '../../shared/kube/client.ts';
+import { NAMESPACES } from '../../shared/kube/resources.ts';
+import type { AnyFunction } from '../../shared/runtime/function.ts';
+import { runFunction } from '../../shared/runtime/wire.ts';
+import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
+import type { Fault } from '../../shared/sandbox/kube/faults.ts';
+import { FakeKubeServer } from '../../shared/sandbox/kube/server.ts';
+import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
+import { controllerPort, createService } from '../../shared/sandbox/scenarios/lbaas.ts';
+import {
+  allocations,
+  containerId,
+  createPodWithStatus,
+  createPool,
+} from '../../shared/sandbox/scenarios/whereabouts.ts';
+import { captureLog } from '../helpers/memfn.ts';
+
+const MIN = 60_000;
+type Where = 'kube' | 'os';
+type Call = {
+  name: string;
+  where: Where;
+  method: string;
+  path: RegExp;
+  nth: number;
+  paged?: boolean;
+  write?: boolean;
+};
+const FAULTS: { name: string; fault: Omit<Fault, 'path' | 'method' | 'nth'>; pagedOnly?: boolean }[] = [
+  { name: '500', fault: { status: 500 } },
+  { name: '429+RA', fault: { status: 429, retryAfterSeconds: 1 } },
+  { name: 'timeout', fault: { delayMs: 700 } },
+  { name: 'reset', fault: { reset: true } },
+  { name: 'truncated', fault: { truncate: true } },
+  { name: '403', fault: { status: 403 } },
+  { name: '410', fault: { expireContinue: true }, pagedOnly: true },
+  { name: 'empty page', fault: { emptyPage: true }, pagedOnly: true },
+];
+
+type World = { check: () => Promise<{ liveOk: boolean; orphanGone: boolean }> };
+
+async function cell(
+  fn: AnyFunction,
+  call: Call,
+  f: (typeof FAULTS)[number],
+  setup: (kube: KubeHttpClient, os: FakeOpenStack) => Promise<World>,
+  settings: Record<string, unknown>,
+  graceMin: number,
+): Promise<string> {
+  const fake = new FakeKubeServer();
+  await fake.start();
+  const os = new FakeOpenStack();
+  await os.start();
+  const kube = new KubeHttpClient({ server: fake.url });
+  try {
+    await installCrdsFromDir(kube);
+    await kube.create(NAMESPACES, { metadata: { name: 'faults' } });
+    const w = await setup(kube, os);
+    const dir = mkdtempSync(join(tmpdir(), 'twopass-fault-'));
+    writeFileSync(join(dir, 'clouds.yaml'), os.cloudsYaml());
+    const processEnv = { OS_CLOUD: 'fake', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') };
+    const cfg = resolveConfig(
+      {
+        callTimeout: 400,
+        pageSize: 2,
+        functions: {
+          [fn.name]: { enabled: true, maxDeletionPercent: 100, maxEvidenceDropPercent: 100, settings },
+        },
+      },
+      'faults',
+      { state: `file:${dir}` },
+    );
+    let now = Date.now() + MIN;
+    const kubeOptions = { server: fake.url, sleep: async () => {} };
+    await runFunction(
+      fn,
+      cfg,
+      { clock: () => now, log: captureLog(() => now).log, kubeOptions, processEnv },
+      { apply: true },
+    );
+    const stateBefore = readFileSync(join(dir, `${fn.name}.json`), 'utf8');
+    now += graceMin * MIN;
+    const plan = call.where === 'kube' ? fake.faults : os.faults;
+    plan.add({ method: call.method, path: call.path, nth: call.nth, ...f.fault });
+    const cap = captureLog(() => now);
+    const r = await runFunction(
+      fn,
+      cfg,
+      { clock: () => now, log: cap.log, kubeOptions, processEnv },
+      { apply: true },
+    );
+    const fired = plan.fired() > 0;
+    plan.clear();
+    const { liveOk, orphanGone } = await w.check();
+    const where = `${fn.name}: ${call.name} x ${f.name}`;
+    assert.ok(liveOk, `${where}: something in use was deleted`);
+    if (!fired) return 'not hit';
+    if (r.exitCode === 3) {
+      assert.not.ok(orphanGone, `${where}: aborted but deleted`);
+      assert.is(
+        readFileSync(join(dir, `${fn.name}.json`), 'utf8'),
+        stateBefore,
+        `${where}: aborted but the state changed`,
+      );
+      assert.ok(String(cap.events('run.aborted')[0]?.reason ?? '').length > 0);
+      return 'abort';
+    }
+    if (r.exitCode === 0 && r.deleted.length === 1) return orphanGone ? 'ok' : 'ok?';
+    const lines = cap.events('delete.failed').concat(cap.events('delete.skipped'));
+    assert.ok(lines.length > 0, `${where}: exit ${r.exitCode} without a delete.failed/skipped line`);
+    return orphanGone ? 'deleted, unconfirmed' : r.failed.length ? 'delete failed' : 'skipped';
+  } finally {
+    await kube.close();
+    await fake.stop();
+    await os.stop();
+  }
+}
+
+async function matrix(
+  fn: AnyFunction,
+  calls: Call[],
+  setup: Parameters<typeof cell>[3],
+  settings: Record<string, unknown>,
+  graceMin: number,
+): Promise<string> {
+  const rows = [
+    `| ${fn.name} call | ${FAULTS.map((f) => f.name).join(' | ')} |`,
+    `|${'---|'.repeat(FAULTS.length + 1)}`,
+  ];
+  for (const call of calls) {
+    const out: string[] = [];
+    for (const f of FAULTS)
+      out.push(f.pagedOnly && !call.paged ? 'n/a' : await cell(fn, call, f, setup, settings, graceMin));
+    rows.push(`| ${call.name} | ${out.join(' | ')} |`);
+  }
+  return rows.join('\n');
+}
+
+test('whereabouts-ips: every call x every fault', async () => {
+  const calls: Call[] = [
+    {
+      name: 'discover whereabouts',
+      where: 'kube',
+      method: 'GET',
+      path: /^\/apis\/whereabouts\.cni\.cncf\.io\/v1alpha1(\?|$)/,
+      nth: 1,
+    },
+    { name: 'list ippools', where: 'kube', method: 'GET', path: /\/ippools\?/, nth: 1 },
+    { name: 'list pods p1', where: 'kube', method: 'GET', path: /\/api\/v1\/pods\?/, nth: 1 },
+    { name: 'list pods p2', where: 'kube', method: 'GET', path: /\/api\/v1\/pods\?/, nth: 2, paged: true },
+    { name: 'recheck get pool', where: 'kube', method: 'GET', path: /\/ippools\/pool$/, nth: 1 },
+    { name: 'recheck get pod', where: 'kube', method: 'GET', path: /\/pods\/gone-0$/, nth: 1 },
+    { name: 'patch pool', where: 'kube', method: 'PATCH', path: /\/ippools\/pool$/, nth: 1, write: true },
+    { name: 'create event', where: 'kube', method: 'POST', path: /\/events$/, nth: 1, write: true },
+  ];
+  const table = await matrix(
+    whereaboutsIps,
+    calls,
+    async (kube) => {
+      const live = containerId();
+      await createPool(kube, 'faults', 'pool', '192.168.2.0/24', {
+        '192.168.2.10': { id: live, podref: 'faults/live-0' },
+        '192.168.2.11': { id: containerId(), podref: 'faults/gone-0' },
+      });
+      for (const [n, ip] of [
+        ['live-0', '192.168.2.10'],
+        ['x-1', '192.168.2.90'],
+        ['x-2', '192.168.2.91'],
+      ] as const)
+        await createPodWithStatus(kube, 'faults', n, [ip]);
+      return {
+        check: async () => {
+          const a = await allocations(kube, 'faults', 'pool');
+          return {
+            liveOk: Object.values(a).some((x) => x.id === live),
+            orphanGone: !Object.values(a).some((x) => x.podref === 'faults/gone-0'),
+          };
+        },
+      };
+    },
+    {},
+    6,
+  );
+  console.log(`\n${table}\n`);
+});
+
+test('lbaas-ports: every call x every fault (Kubernetes, Keystone, Neutron)', async () => {
+  const calls: Call[] = [
+    { name: 'keystone token', where: 'os', method: 'POST', path: /\/auth\/tokens$/, nth: 1 },
+    { name: 'list tagged ports p1', where: 'os', method: 'GET', path: /\/ports\?.*tags=/, nth: 1 },
+    { name: 'list tagged ports p2', where: 'os', method: 'GET', path: /\/ports\?.*tags=/, nth: 2 },
+    { name: 'list floating IPs', where: 'os', method: 'GET', path: /\/floatingips\?/, nth: 1 },
+    { name: 'list project ports', where: 'os', method: 'GET', path: /\/ports\?(?!.*tags=)/, nth: 1 },
+    { name: 'list services p1', where: 'kube', method: 'GET', path: /\/api\/v1\/services\?/, nth: 1 },
+    {
+      name: 'list services p2',
+      where: 'kube',
+      method: 'GET',
+      path: /\/api\/v1\/services\?/,
+      nth: 2,
+      paged: true,
+    },
+    { name: 'recheck get port', where: 'os', method: 'GET', path: /\/ports\/[^?]+$/, nth: 1 },
+    { name: 'recheck get FIP', where: 'os', method: 'GET', path: /\/floatingips\/[^?]+$/, nth: 1 },
+    { name: 'recheck list services', where: 'kube', method: 'GET', path: /\/api\/v1\/services\?/, nth: 3 },
+    { name: 'extensions', where: 'os', method: 'GET', path: /\/extensions$/, nth: 1 },
+    { name: 'delete FIP', where: 'os', method: 'DELETE', path: /\/floatingips\//, nth: 1, write: true },
+    { name: 'delete port', where: 'os', method: 'DELETE', path: /\/ports\//, nth: 1, write: true },
+    { name: 'confirm get port', where: 'os', method: 'GET', path: /\/ports\/[^?]+$/, nth: 2 },
+  ];
+  const table = await matrix(
+    lbaasPorts,
+    calls,
+    async (kube, os) => {
+      const live = controllerPort(os, {});
+      const other = controllerPort(os, {});
+      const orphan = controllerPort(os, {});
+      await createService(kube, 'faults', 'app', { portId: live.port.id });
+      await createService(kube, 'faults', 'app-2', { portId: other.port.id });
+      await createService(kube, 'faults', 'plain', { managed: false, type: 'ClusterIP' });
+      return {
+        check: async () => ({
+          liveOk: os.ports.has(live.port.id) && os.fips.has(live.fip!.id) && os.ports.has(other.port.id),
+          orphanGone: !os.ports.has(orphan.port.id),
+        }),
+      };
+    },
+    { projectId: 'project-a' },
+    31,
+  );
+  console.log(`\n${table}\n`);
+});
+
+test.run();
