@@ -10,6 +10,7 @@ import { type KubeObject, SERVICES } from '../../kube/resources.ts';
 import type { FloatingIp, Port } from '../../openstack/neutron.ts';
 import type { FakeOpenStack } from '../openstack/server.ts';
 
+// Addresses stay unique across every world of one process (tests share the real cluster's Services).
 let nextIp = 10;
 
 /** What the controller creates for a Service: a tagged port with a fixed IP, and a tagged FIP on it. */
@@ -23,15 +24,15 @@ export function controllerPort(
     description: CONTROLLER_DESCRIPTION,
     project_id: opts.project ?? 'project-a',
     tags: opts.untagged ? [] : [MANAGED_TAG, ...(opts.extraTags ?? [])],
-    fixed_ips: [{ ip_address: `10.0.1.${n}`, subnet_id: 'subnet-1' }],
+    fixed_ips: [{ ip_address: `10.1.${(n >> 8) & 255}.${n & 255}`, subnet_id: 'subnet-1' }],
     device_owner: 'compute:nova',
     device_id: '',
   });
   if (opts.withFip === false) return { port };
   const fip = os.addFip({
-    floating_ip_address: `203.0.113.${n}`,
+    floating_ip_address: `198.18.${(n >> 8) & 255}.${n & 255}`,
     port_id: port.id,
-    fixed_ip_address: `10.0.1.${n}`,
+    fixed_ip_address: `10.1.${(n >> 8) & 255}.${n & 255}`,
     project_id: opts.project ?? 'project-a',
     tags: opts.untagged ? [] : [MANAGED_TAG],
     description: CONTROLLER_DESCRIPTION,
