@@ -29,7 +29,10 @@ export class Http {
     return this.agent.close();
   }
 
-  /** A request; GETs are retried on 429/5xx/connection errors with backoff, honouring Retry-After. */
+  /**
+   * A request; GETs (and calls marked `safeToRetry`, like issuing a token) are retried on
+   * 429/5xx/connection errors with backoff, honouring Retry-After. Deletes never are.
+   */
   async send(
     call: string,
     method: string,
@@ -37,8 +40,9 @@ export class Http {
     headers: Record<string, string>,
     body?: unknown,
     signal?: AbortSignal,
+    safeToRetry = false,
   ): Promise<Reply> {
-    const attempts = method === 'GET' ? (this.opts.readAttempts ?? 4) : 1;
+    const attempts = method === 'GET' || safeToRetry ? (this.opts.readAttempts ?? 4) : 1;
     for (let attempt = 1; ; attempt++) {
       try {
         const r = await this.once(call, method, url, headers, body, signal);

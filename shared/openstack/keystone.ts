@@ -103,6 +103,7 @@ export class KeystoneAuth {
       {},
       this.body(),
       signal,
+      true, // issuing a token changes nothing: safe to retry
     );
     if (r.status !== 201)
       throw new OpenStackApiError(
