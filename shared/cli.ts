@@ -26,7 +26,7 @@ import { packageRoot } from './paths.ts';
 import { ConfigError, EXIT } from './runtime/errors.ts';
 import type { AnyFunction } from './runtime/function.ts';
 import { startScheduler } from './runtime/scheduler.ts';
-import { connectKube, runFunction, stateFor } from './runtime/wire.ts';
+import { connectKube, connectPorts, runFunction, stateFor } from './runtime/wire.ts';
 import { demo } from './sandbox/demo.ts';
 
 const VERSION = (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string })
@@ -388,16 +388,7 @@ async function explainCommand(args: readonly string[], cfg: Config, io: Io): Pro
     const { state } = await store.load(name);
     const fc = functionConfig(cfg, name, fn.defaults);
     const now = io.clock();
-    const ports = fn.connect
-      ? await fn.connect({
-          kube,
-          settings: fc.settings,
-          env: io.env,
-          clock: io.clock,
-          callTimeoutMs: cfg.callTimeoutMs,
-          pageSize: cfg.pageSize,
-        })
-      : { reader: kube, writer: kube, close: async () => {} };
+    const ports = await connectPorts(fn, kube, cfg, fc.settings, io.env, io.clock);
     const obs = await fn.observe(ports.reader, {
       now,
       signal: AbortSignal.timeout(cfg.deadlineMs),

@@ -16,7 +16,7 @@ import { FileLock, FileStateStore } from '../state/file.ts';
 import { LeaseLock } from '../state/lease.ts';
 import type { Lock, StateStore } from '../state/store.ts';
 import { ConfigError } from './errors.ts';
-import type { AnyFunction } from './function.ts';
+import type { AnyFunction, Ports } from './function.ts';
 import { type RunHooks, type RunRequest, type RunResult, run } from './run.ts';
 
 export type Clients = { kube?: KubeHttpClient };
@@ -73,27 +73,9 @@ export async function runFunction(
 ): Promise<RunResult> {
   const fc = functionConfig(cfg, fn.name, fn.defaults);
   const kube = await connectKube(cfg, env);
-  let ports: { reader: unknown; writer: unknown; close: () => Promise<void> } = {
-    reader: kube,
-    writer: kube,
-    close: async () => {},
-  };
+  let ports: Ports<unknown, unknown> = { reader: kube, writer: kube, close: async () => {} };
   try {
-    if (fn.connect) {
-      try {
-        ports = await fn.connect({
-          kube,
-          settings: fc.settings,
-          env: env.processEnv ?? {},
-          clock: env.clock,
-          callTimeoutMs: cfg.callTimeoutMs,
-          pageSize: cfg.pageSize,
-        });
-      } catch (err) {
-        if (err instanceof ConfigError) throw err;
-        throw new ConfigError(`${fn.name}: ${(err as Error).message}`, { cause: err });
-      }
-    }
+    ports = await connectPorts(fn, kube, cfg, fc.settings, env.processEnv ?? {}, env.clock);
     const { store, lock } = stateFor(cfg, kube);
     const request: RunRequest = {
       apply: options.apply ?? fc.apply,
@@ -124,6 +106,31 @@ export async function runFunction(
   } finally {
     await ports.close();
     await kube.close();
+  }
+}
+
+/** A function's reader and writer ports: its own connect(), or the Kubernetes client for both. */
+export async function connectPorts(
+  fn: AnyFunction,
+  kube: KubeHttpClient,
+  cfg: Config,
+  settings: Readonly<Record<string, unknown>>,
+  env: Readonly<Record<string, string | undefined>>,
+  clock: () => number,
+): Promise<Ports<unknown, unknown>> {
+  if (!fn.connect) return { reader: kube, writer: kube, close: async () => {} };
+  try {
+    return await fn.connect({
+      kube,
+      settings,
+      env,
+      clock,
+      callTimeoutMs: cfg.callTimeoutMs,
+      pageSize: cfg.pageSize,
+    });
+  } catch (err) {
+    if (err instanceof ConfigError) throw err;
+    throw new ConfigError(`${fn.name}: ${(err as Error).message}`, { cause: err });
   }
 }
 

@@ -12,6 +12,7 @@ import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { KubeHttpClient } from '../../shared/kube/client.ts';
+import { tokenKubeconfig } from '../../shared/kube/kubeconfig.ts';
 import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
 
 export const KUBE_VERSION = process.env.TWOPASS_KUBE_VERSION ?? 'v1.36.3';
@@ -63,23 +64,7 @@ export function freePort(): Promise<number> {
   });
 }
 
-function kubeconfigFor(server: string, token: string): string {
-  return [
-    'apiVersion: v1',
-    'kind: Config',
-    'clusters:',
-    '- name: test',
-    `  cluster: { server: "${server}", insecure-skip-tls-verify: true }`,
-    'users:',
-    '- name: user',
-    `  user: { token: "${token}" }`,
-    'contexts:',
-    '- name: test',
-    '  context: { cluster: test, user: user }',
-    'current-context: test',
-    '',
-  ].join('\n');
-}
+const kubeconfigFor = (server: string, token: string) => tokenKubeconfig(server, token, 'test');
 
 const children = new Set<ChildProcess>();
 process.on('exit', () => {

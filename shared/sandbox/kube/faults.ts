@@ -38,6 +38,23 @@ export type RequestRecord = Readonly<{
 
 type Armed = { fault: Fault; seen: number; fired: number };
 
+/** The request log both fake servers keep: every request, with the fault applied to it. */
+export class RequestLog {
+  readonly entries: RequestRecord[] = [];
+  private seq = 0;
+  record(method: string, url: URL, status: number, bytes: number, fault?: string): void {
+    this.entries.push({
+      seq: ++this.seq,
+      method,
+      path: url.pathname,
+      query: url.search,
+      status,
+      bytes,
+      ...(fault ? { fault } : {}),
+    });
+  }
+}
+
 export class FaultPlan {
   private armed: Armed[] = [];
 

@@ -8,8 +8,9 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tokenKubeconfig } from '../../kube/kubeconfig.ts';
 import type { KubeObject, ResourceRef } from '../../kube/resources.ts';
-import { describeFault, type Fault, FaultPlan, type RequestRecord } from './faults.ts';
+import { describeFault, type Fault, FaultPlan, RequestLog, type RequestRecord } from './faults.ts';
 import { FakeApiError, FakeStore, type StoredObject } from './store.ts';
 
 type Continuation = { items: StoredObject[]; rv: string; createdAt: number; expired: boolean };
@@ -28,13 +29,16 @@ export type ParsedPath =
 export class FakeKubeServer {
   readonly store: FakeStore;
   readonly faults = new FaultPlan();
-  readonly requests: RequestRecord[] = [];
+  private readonly log = new RequestLog();
+  /** Every request so far, oldest first. */
+  get requests(): RequestRecord[] {
+    return this.log.entries;
+  }
   /** Called when a request arrives, before anything is done with it (tests kill clients here). */
   onRequest: ((method: string, path: string) => void) | undefined;
   private readonly continuations = new Map<string, Continuation>();
   private readonly server: Server;
   private readonly opts: FakeKubeOptions;
-  private seq = 0;
   /** TCP connections accepted so far (benchmarks compare HTTP clients with it). */
   connections = 0;
   url = '';
@@ -64,21 +68,7 @@ export class FakeKubeServer {
 
   /** A kubeconfig (YAML) for this server, as client-node and the CLI read it. */
   kubeconfig(token = 'fake-admin-token'): string {
-    return [
-      'apiVersion: v1',
-      'kind: Config',
-      'clusters:',
-      '- name: fake',
-      `  cluster: { server: "${this.url}", insecure-skip-tls-verify: true }`,
-      'users:',
-      `- name: admin`,
-      `  user: { token: "${token}" }`,
-      'contexts:',
-      '- name: fake',
-      '  context: { cluster: fake, user: admin }',
-      'current-context: fake',
-      '',
-    ].join('\n');
+    return tokenKubeconfig(this.url, token, 'fake');
   }
 
   /** Expire every continue token handed out so far (410 on next use). */
@@ -100,15 +90,7 @@ export class FakeKubeServer {
     this.onRequest?.(method, url.pathname);
     const fault = this.faults.match(method, url.pathname + url.search);
     const record = (status: number, bytes: number, f?: string) =>
-      this.requests.push({
-        seq: ++this.seq,
-        method,
-        path: url.pathname,
-        query: url.search,
-        status,
-        bytes,
-        ...(f ? { fault: f } : {}),
-      });
+      this.log.record(method, url, status, bytes, f);
     if (fault?.delayMs) await new Promise((r) => setTimeout(r, fault.delayMs));
     if (req.socket.destroyed) {
       // the client is gone (killed, timed out) before the server got to its request: nothing is applied

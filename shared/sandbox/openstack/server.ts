@@ -12,7 +12,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { FloatingIp, Port } from '../../openstack/neutron.ts';
-import { describeFault, FaultPlan, type RequestRecord } from '../kube/faults.ts';
+import { describeFault, FaultPlan, RequestLog, type RequestRecord } from '../kube/faults.ts';
 
 export type FakeUser = {
   name: string;
@@ -33,7 +33,11 @@ export type FakeOpenStackOptions = Readonly<{
 
 export class FakeOpenStack {
   readonly faults = new FaultPlan();
-  readonly requests: RequestRecord[] = [];
+  private readonly log = new RequestLog();
+  /** Every request so far, oldest first. */
+  get requests(): RequestRecord[] {
+    return this.log.entries;
+  }
   readonly users: FakeUser[] = [
     {
       name: 'twopass',
@@ -54,7 +58,6 @@ export class FakeOpenStack {
   tokenTtlMs: number;
   private readonly now: () => number;
   private readonly server: Server;
-  private seq = 0;
   url = '';
 
   constructor(opts: FakeOpenStackOptions = {}) {
@@ -138,15 +141,7 @@ export class FakeOpenStack {
     for await (const c of req) raw += c;
     const fault = this.faults.match(method, url.pathname + url.search);
     const record = (status: number, bytes: number, f?: string) =>
-      this.requests.push({
-        seq: ++this.seq,
-        method,
-        path: url.pathname,
-        query: url.search,
-        status,
-        bytes,
-        ...(f ? { fault: f } : {}),
-      });
+      this.log.record(method, url, status, bytes, f);
     const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
       const text = body === undefined ? '' : JSON.stringify(body);
       if (fault?.truncate && text) {
