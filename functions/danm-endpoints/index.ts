@@ -21,6 +21,7 @@ import { Bitmap } from './bitmap.ts';
 import {
   bitIndex,
   clearable,
+  DEFAULT_NETWORK,
   danmResources,
   type Endpoint,
   GROUPS,
@@ -31,6 +32,7 @@ import {
   type Pool,
   parseEndpoint,
   parseNetwork,
+  unparsableMayHold,
 } from './model.ts';
 
 export const NAME = 'danm-endpoints';
@@ -153,22 +155,13 @@ async function observe(kube: KubeReader, ctx: FunctionContext): Promise<Observat
   const indeterminate: Indeterminate[] = [];
   const holders = new Map<string, string>(); // holderKey -> DanmEp uid
   const parsedEps: Endpoint[] = [];
-  const unknownHolders = new Set<string>(); // network ids whose bits some unparsable DanmEp may hold
-  let unknownEverywhere = false;
+  const unknownHolders = new Set<string>(); // network ids whose bits some unreadable network or DanmEp may hold
+  const unparsable: KubeObject[] = []; // DanmEps that do not parse: they may hold bits (unparsableMayHold)
 
   for (const o of eps.items) {
     const parsed = parseEndpoint(o);
     if (!parsed.ok) {
-      const spec = (o.spec ?? {}) as Record<string, unknown>;
-      const type =
-        spec.apiType === 'TenantNetwork' || spec.apiType === 'ClusterNetwork' ? spec.apiType : 'DanmNet';
-      if (
-        typeof spec.NetworkName === 'string' &&
-        spec.NetworkName !== '' &&
-        (spec.apiType === undefined || spec.apiType === '' || spec.apiType === type)
-      ) {
-        unknownHolders.add(networkId(type as NetworkType, parsed.namespace, spec.NetworkName));
-      } else unknownEverywhere = true;
+      unparsable.push(o);
       if (parsed.uid && inScope(parsed.namespace)) {
         targets.push({
           key: parsed.uid,
@@ -238,7 +231,8 @@ async function observe(kube: KubeReader, ctx: FunctionContext): Promise<Observat
   }
 
   // Leaked bits: set, clearable, held by no DanmEp, and no pod being set up on the network.
-  const settingUp = networksBeingSetUp(pods.items, parsedEps);
+  // The default network of a pod is resolved against this snapshot's complete network lists.
+  const settingUp = networksBeingSetUp(pods.items, parsedEps, new Set(networks.keys()));
   for (const net of networks.values()) {
     if (net.problem || !inScope(net.namespace)) continue;
     for (const [family, pool] of [
@@ -275,12 +269,11 @@ async function observe(kube: KubeReader, ctx: FunctionContext): Promise<Observat
         };
         targets.push(t);
         if (holders.has(holderKey(net.id, family, i))) used.push(key);
-        else if (settingUp.any || settingUp.ids.has(net.id))
-          indeterminate.push({
-            key,
-            reason: `${settingUp.any ?? settingUp.ids.get(net.id)}: its CNI ADD may hold this address`,
-          });
-        else if (unknownEverywhere || unknownHolders.has(net.id))
+        else if (settingUp(net.id) !== undefined)
+          indeterminate.push({ key, reason: `${settingUp(net.id)}: its CNI ADD may hold this address` });
+        else if (unknownHolders.has(net.id))
+          indeterminate.push({ key, reason: 'a DanmEp on an unreadable network may hold this address' });
+        else if (unparsable.some((o) => unparsableMayHold(o, net)))
           indeterminate.push({ key, reason: 'a DanmEp that could not be parsed may hold this address' });
       }
     }
@@ -311,30 +304,48 @@ function networkRef(group: string, type: NetworkType): ResourceRef {
   return danmResources(group)[type];
 }
 
+/**
+ * The `default` networks that exist now, from complete lists (field selector on the name):
+ * what DANM resolves a pod's default network against. Needed only when the network being
+ * re-checked is itself named `default`; a pod on its default network is on no other.
+ */
+async function existingDefaults(kube: KubeReader, group: string, signal: AbortSignal): Promise<Set<string>> {
+  const R = danmResources(group);
+  const out = new Set<string>();
+  for (const type of NETWORK_TYPES) {
+    const ref = R[type];
+    if (!(await kube.serves(group, 'v1', ref.plural, signal))) continue;
+    const l = await kube.listAll(ref, { fieldSelector: `metadata.name=${DEFAULT_NETWORK}`, signal });
+    for (const o of l.items)
+      if (o.metadata.name === DEFAULT_NETWORK)
+        out.add(networkId(type, o.metadata.namespace, o.metadata.name));
+  }
+  return out;
+}
+
 /** A fresh full list of DanmEps: who holds address `addr` of network `netId`, other than `except`. */
 async function freshHolder(
   kube: KubeReader,
   group: string,
-  netId: string,
+  net: Network,
   family: 4 | 6,
   index: number,
   pool: Pool,
   except: string | undefined,
   signal: AbortSignal,
 ): Promise<string | undefined> {
+  const netId = net.id;
+  // Networks first (as in a snapshot): a default network created after can only widen what is protected.
+  const existing = net.name === DEFAULT_NETWORK ? await existingDefaults(kube, group, signal) : undefined;
   const eps = await kube.listAll(danmResources(group).danmeps, { signal });
   const pods = await kube.listAll(PODS, { metadataOnly: true, signal });
   const parsed = eps.items.map(parseEndpoint).flatMap((p) => (p.ok ? [p.ep] : []));
-  const settingUp = networksBeingSetUp(pods.items, parsed);
-  const inflight = settingUp.any ?? settingUp.ids.get(netId);
+  const inflight = networksBeingSetUp(pods.items, parsed, existing)(netId);
   if (inflight) return inflight;
   for (const o of eps.items) {
     const p = parseEndpoint(o);
     if (!p.ok) {
-      // An unparsable DanmEp on this network may hold the bit: treat as held.
-      const spec = (o.spec ?? {}) as Record<string, unknown>;
-      if (spec.NetworkName === undefined || netId.endsWith(`/${String(spec.NetworkName)}`))
-        return `held by DanmEp ${p.namespace}/${p.name} (unparsable)`;
+      if (unparsableMayHold(o, net)) return `may be held by DanmEp ${p.namespace}/${p.name} (unparsable)`;
       continue;
     }
     if (p.ep.uid === except) continue;
@@ -383,7 +394,7 @@ async function recheck(kube: KubeReader, target: Target, ctx: FunctionContext): 
   if (why) return { ok: false, reason: why };
   if (!pool?.bitmap.isSet(d.index) || !clearable(pool, d.index))
     return { ok: false, reason: 'bit is no longer set or clearable' };
-  const holder = await freshHolder(kube, d.group, net.id, d.family, d.index, pool, undefined, ctx.signal);
+  const holder = await freshHolder(kube, d.group, net, d.family, d.index, pool, undefined, ctx.signal);
   if (holder) return { ok: false, reason: `${d.address}: ${holder}` };
   return { ok: true };
 }
@@ -410,7 +421,7 @@ async function clearAddress(
       return { address: text, outcome: 'outside the network range, left alone' };
     if (!pool.bitmap.isSet(idx)) return { address: text, outcome: 'already clear' };
     if (!clearable(pool, idx)) return { address: text, outcome: 'reserved, left set' };
-    const holder = await freshHolder(kube, d.group, net.id, family, idx, pool, d.uid, signal);
+    const holder = await freshHolder(kube, d.group, net, family, idx, pool, d.uid, signal);
     if (holder) return { address: text, outcome: `${holder}, left set` };
     try {
       await kube.replace(

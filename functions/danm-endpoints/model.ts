@@ -127,6 +127,30 @@ export function parseEndpoint(o: KubeObject): ParsedEndpoint {
   };
 }
 
+/**
+ * Whether a DanmEp that does not parse may hold bits of network `net`: the one it names
+ * when its network kind and name can be read, else any network of its namespace with
+ * that name (or any at all), and every ClusterNetwork. A DanmEp of no readable
+ * namespace may hold bits anywhere.
+ */
+export function unparsableMayHold(
+  o: KubeObject,
+  net: Readonly<{ type: NetworkType; namespace?: string | undefined; name: string }>,
+): boolean {
+  const ns = o.metadata?.namespace;
+  if (typeof ns !== 'string' || ns === '') return true;
+  if (net.type !== 'ClusterNetwork' && net.namespace !== ns) return false;
+  const spec = (o.spec && typeof o.spec === 'object' ? o.spec : {}) as Record<string, unknown>;
+  const name = typeof spec.NetworkName === 'string' && spec.NetworkName !== '' ? spec.NetworkName : undefined;
+  if (name === undefined) return true;
+  if (name !== net.name) return false;
+  const apiType = spec.apiType ?? '';
+  const type = apiType === '' ? 'DanmNet' : apiType;
+  return type === 'DanmNet' || type === 'TenantNetwork' || type === 'ClusterNetwork'
+    ? type === net.type
+    : true;
+}
+
 export type Pool = Readonly<{
   cidr: Cidr;
   bitmap: Bitmap;
@@ -251,60 +275,131 @@ export function bitIndex(p: Pool, a: Address): number | undefined {
 }
 
 export const INTERFACES_ANNOTATION = 'danm.k8s.io/interfaces';
+export const DEFAULT_NETWORK = 'default';
+
+/** The ids of the three networks a pod may be attached to by default, in DANM's order of preference. */
+export function defaultCandidates(namespace: string | undefined): string[] {
+  return [
+    networkId('DanmNet', namespace, DEFAULT_NETWORK),
+    networkId('TenantNetwork', namespace, DEFAULT_NETWORK),
+    networkId('ClusterNetwork', namespace, DEFAULT_NETWORK),
+  ];
+}
 
 /**
- * The networks a pod asks for in `danm.k8s.io/interfaces` (`network` = DanmNet,
- * `tenantNetwork`, `clusterNetwork`); no annotation means the DanmNet `default`
- * of its namespace. `undefined`: the annotation cannot be read (any network).
+ * The default network of a namespace, resolved as DANM's netcontrol does: DanmNet
+ * `default` in the namespace, else TenantNetwork `default` there, else ClusterNetwork
+ * `default`; none when no such network exists (DANM's CNI ADD then fails). `existing`
+ * is the set of network ids of one complete snapshot; without it the resolution is not
+ * certain and every candidate is returned.
  */
-export function requestedNetworks(pod: KubeObject): string[] | undefined {
+export function defaultNetwork(namespace: string | undefined, existing?: ReadonlySet<string>): string[] {
+  const all = defaultCandidates(namespace);
+  if (!existing) return all;
+  const first = all.find((id) => existing.has(id));
+  return first ? [first] : [];
+}
+
+/** What a pod asks for in `danm.k8s.io/interfaces`. */
+export type NetworkRequest =
+  | Readonly<{ kind: 'explicit'; ids: readonly string[] }>
+  /** No annotation, or an empty list: DANM attaches the pod to its namespace's default network. */
+  | Readonly<{ kind: 'default'; ids: readonly string[] }>
+  /** The annotation cannot be read: the pod may be set up on any network it can reach. */
+  | Readonly<{ kind: 'unreadable'; reason: string }>;
+
+/**
+ * The networks a pod asks for (`network` = DanmNet, `tenantNetwork`, `clusterNetwork`).
+ * No annotation or `[]` means the default network, resolved against `existing` when the
+ * caller has a complete list of networks, else every candidate default.
+ */
+export function requestedNetworks(pod: KubeObject, existing?: ReadonlySet<string>): NetworkRequest {
   const ns = pod.metadata.namespace;
   const raw = pod.metadata.annotations?.[INTERFACES_ANNOTATION];
-  if (raw === undefined) return [networkId('DanmNet', ns, 'default')];
+  if (raw === undefined) return { kind: 'default', ids: defaultNetwork(ns, existing) };
   let v: unknown;
   try {
     v = JSON.parse(raw);
   } catch {
-    return undefined;
+    return { kind: 'unreadable', reason: `${INTERFACES_ANNOTATION} is not JSON` };
   }
-  if (!Array.isArray(v)) return undefined;
+  if (!Array.isArray(v)) return { kind: 'unreadable', reason: `${INTERFACES_ANNOTATION} is not a list` };
+  if (v.length === 0) return { kind: 'default', ids: defaultNetwork(ns, existing) };
   const out: string[] = [];
-  for (const e of v as Record<string, unknown>[]) {
-    if (!e || typeof e !== 'object') return undefined;
-    if (typeof e.network === 'string') out.push(networkId('DanmNet', ns, e.network));
-    else if (typeof e.tenantNetwork === 'string') out.push(networkId('TenantNetwork', ns, e.tenantNetwork));
-    else if (typeof e.clusterNetwork === 'string')
-      out.push(networkId('ClusterNetwork', ns, e.clusterNetwork));
-    else return undefined;
+  for (const e of v as unknown[]) {
+    if (!e || typeof e !== 'object' || Array.isArray(e))
+      return { kind: 'unreadable', reason: `${INTERFACES_ANNOTATION} has an entry that is not an object` };
+    const x = e as Record<string, unknown>;
+    const name = (k: string) => (typeof x[k] === 'string' && x[k] !== '' ? (x[k] as string) : undefined);
+    const net = name('network');
+    const tenant = name('tenantNetwork');
+    const cluster = name('clusterNetwork');
+    if (net !== undefined) out.push(networkId('DanmNet', ns, net));
+    else if (tenant !== undefined) out.push(networkId('TenantNetwork', ns, tenant));
+    else if (cluster !== undefined) out.push(networkId('ClusterNetwork', ns, cluster));
+    else
+      return {
+        kind: 'unreadable',
+        reason: `${INTERFACES_ANNOTATION} has an entry that names no network`,
+      };
   }
-  return out;
+  return { kind: 'explicit', ids: out };
 }
+
+/** The namespace of a network id (undefined for a ClusterNetwork). */
+function namespaceOfId(id: string): string | undefined {
+  const parts = id.split('/');
+  return parts[0] === 'ClusterNetwork' ? undefined : parts[1];
+}
+
+/** For a network id: why a pod may be in CNI ADD on it (so its unheld bits must stay), or undefined. */
+export type SetUpCheck = (netId: string) => string | undefined;
 
 /**
  * Networks on which a live pod is being set up: it asks for the network but has no DanmEp
- * there yet, so its CNI ADD may have set a bit that no DanmEp holds. `'*'` when some pod's
- * request cannot be read. Bits of these networks are never cleared.
+ * there yet, so its CNI ADD may have set a bit that no DanmEp holds. A pod on its default
+ * network counts as set up once it has a DanmEp on any candidate default (DANM gives it
+ * exactly one). A pod whose request cannot be read may be set up on every network it can
+ * reach: the networks of its namespace and every ClusterNetwork. Bits of these networks
+ * are never cleared. `existing`: the network ids of the same complete snapshot (exact
+ * default resolution); without it every candidate default counts.
  */
 export function networksBeingSetUp(
   pods: readonly KubeObject[],
   endpoints: readonly Endpoint[],
-): { ids: Map<string, string>; any?: string } {
+  existing?: ReadonlySet<string>,
+): SetUpCheck {
   const has = new Set(
     endpoints.map((e) => `${e.podUID}|${networkId(e.networkType, e.namespace, e.network)}`),
   );
   const ids = new Map<string, string>();
-  let any: string | undefined;
+  const namespaces = new Map<string, string>();
+  let cluster: string | undefined;
   // Terminating pods count too: a pod deleted right after it was scheduled may still be in CNI ADD.
   for (const p of pods) {
-    const nets = requestedNetworks(p);
-    const who = `${p.metadata.namespace}/${p.metadata.name}`;
-    if (nets === undefined) {
-      any ??= `pod ${who} has an unreadable ${INTERFACES_ANNOTATION} annotation`;
+    const req = requestedNetworks(p, existing);
+    const ns = p.metadata.namespace ?? '';
+    const who = `pod ${ns}/${p.metadata.name}`;
+    if (req.kind === 'unreadable') {
+      const why = `${who} may be set up on any network it can reach (${req.reason})`;
+      if (!namespaces.has(ns)) namespaces.set(ns, why);
+      cluster ??= why;
       continue;
     }
-    for (const n of nets)
+    if (req.kind === 'default') {
+      if (defaultCandidates(ns).some((id) => has.has(`${p.metadata.uid}|${id}`))) continue;
+      for (const n of req.ids)
+        if (!ids.has(n)) ids.set(n, `${who} is being set up on its default network (no DanmEp yet)`);
+      continue;
+    }
+    for (const n of req.ids)
       if (!has.has(`${p.metadata.uid}|${n}`) && !ids.has(n))
-        ids.set(n, `pod ${who} is being set up on it (no DanmEp yet)`);
+        ids.set(n, `${who} is being set up on it (no DanmEp yet)`);
   }
-  return any !== undefined ? { ids, any } : { ids };
+  return (netId) => {
+    const direct = ids.get(netId);
+    if (direct !== undefined) return direct;
+    const ns = namespaceOfId(netId);
+    return ns === undefined ? cluster : namespaces.get(ns);
+  };
 }

@@ -317,5 +317,108 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
     t.fake?.faults.clear();
   });
 
+  // DANM attaches a pod with no `danm.k8s.io/interfaces` annotation, or with `[]`, to its
+  // namespace's default network: DanmNet `default`, else TenantNetwork `default`, else
+  // ClusterNetwork `default`. A pod being set up there protects the network's unheld bits.
+  for (const kind of ['DanmNet', 'TenantNetwork', 'ClusterNetwork'] as const)
+    for (const [label, interfaces] of [
+      ['no annotation', null],
+      ['an empty list', '[]'],
+    ] as const)
+      it(`default network ${kind}, pod with ${label}: its in-flight address stays; leaked bits go once it is set up`, async (t, kube) => {
+        const ns = await t.namespace();
+        const nsOf = kind === 'ClusterNetwork' ? undefined : ns;
+        const netBits = async () =>
+          allocated((await kube.get(R[kind], nsOf, 'default'))!).filter(
+            (a) => a !== '10.30.0.0' && a !== '10.30.0.255',
+          );
+        // A ClusterNetwork is cluster-wide: one `default` at a time, removed when the test ends.
+        const net = await createNetwork(
+          kube,
+          ns,
+          'default',
+          '10.30.0.0/24',
+          ['10.30.0.70', '10.30.0.72'],
+          {},
+          kind,
+        );
+        let ep: KubeObject | undefined;
+        try {
+          const pod = await createPod(kube, ns, 'web-0', 'node-1', 'default', interfaces);
+          const r = danmRunner(t.options, [ns], Date.now() + MIN);
+          // .70: the CNI ADD of web-0 set the bit; its DanmEp is not written yet
+          await r.run();
+          r.now += 11 * MIN;
+          const during = await r.run();
+          assert.equal(during.deleted, [], 'nothing is cleared while web-0 is being set up');
+          assert.equal(await netBits(), ['10.30.0.70', '10.30.0.72']);
+          const why = r
+            .events('target.indeterminate')
+            .filter((e) => String(e.name).endsWith('10.30.0.70'))
+            .map((e) => String(e.reason));
+          // a ClusterNetwork is reachable from every namespace: another pod being set up may be named first
+          const who = kind === 'ClusterNetwork' ? '' : `pod ${ns}/web-0 `;
+          assert.ok(
+            why.some((x) => x.includes(`${who}is being set up on its default network`)),
+            `indeterminate because a pod is being set up there: ${why.join(' | ')}`,
+          );
+          // CNI ADD finishes: the DanmEp holds .70; .72 is a true leak and goes after its grace
+          ep = await createEndpoint(kube, pod, 'default', '10.30.0.70/24', 'eth0', kind);
+          r.now += MIN;
+          await r.run();
+          r.now += 11 * MIN;
+          const after = await r.run();
+          // On the shared real cluster, pods of other suites (no DANM annotation, no DanmEp) are being
+          // set up on ClusterNetwork `default` too, and rightly keep its unheld bits.
+          if (kind !== 'ClusterNetwork' || t.name === 'fake') {
+            assert.equal(await netBits(), ['10.30.0.70'], 'the leaked .72 was reclaimed, .70 kept');
+            assert.is(after.deleted.length, 1);
+          } else assert.ok((await netBits()).includes('10.30.0.70'));
+        } finally {
+          if (kind === 'ClusterNetwork') {
+            await kube.delete(R.ClusterNetwork, undefined, net.metadata.name);
+            // its DanmEp would hold .70 of the next ClusterNetwork `default`
+            if (ep) await kube.delete(R.danmeps, ns, ep.metadata.name);
+            await forceDeletePod(kube, ns, 'web-0');
+          }
+        }
+      });
+
+  it('default network resolution is exact: a pod on DanmNet default does not block TenantNetwork default', async (t, kube) => {
+    const ns = await t.namespace();
+    await createNetwork(kube, ns, 'default', '10.31.0.0/24', ['10.31.0.5'], {}, 'DanmNet');
+    await createNetwork(kube, ns, 'default', '10.32.0.0/24', ['10.32.0.9'], {}, 'TenantNetwork');
+    await createPod(kube, ns, 'setting-up-0', 'node-1', 'default', null);
+    const r = danmRunner(t.options, [ns], Date.now() + MIN);
+    await r.run();
+    r.now += 11 * MIN;
+    await r.run();
+    const tenant = allocated((await kube.get(R.TenantNetwork, ns, 'default'))!);
+    const danmnet = allocated((await kube.get(R.DanmNet, ns, 'default'))!);
+    assert.not.ok(
+      tenant.includes('10.32.0.9'),
+      "TenantNetwork default is not the pod's network: its leak goes",
+    );
+    assert.ok(danmnet.includes('10.31.0.5'), "DanmNet default is the pod's network: its unheld bit stays");
+  });
+
+  it('an unreadable interfaces annotation protects every network the pod can reach', async (t, kube) => {
+    const ns = await t.namespace();
+    await createNetwork(kube, ns, 'other', '10.33.0.0/24', ['10.33.0.7']);
+    await createNetwork(kube, ns, 'tn', '10.34.0.0/24', ['10.34.0.7'], {}, 'TenantNetwork');
+    await createPod(kube, ns, 'odd-0', 'node-1', 'other', '{"network":"other"}');
+    const r = danmRunner(t.options, [ns], Date.now() + MIN);
+    await r.run();
+    r.now += 11 * MIN;
+    assert.equal((await r.run()).deleted, []);
+    assert.ok(allocated((await kube.get(R.DanmNet, ns, 'other'))!).includes('10.33.0.7'));
+    assert.ok(allocated((await kube.get(R.TenantNetwork, ns, 'tn'))!).includes('10.34.0.7'));
+    assert.ok(
+      r
+        .events('target.indeterminate')
+        .some((e) => /may be set up on any network it can reach/.test(String(e.reason))),
+    );
+  });
+
   run();
 }

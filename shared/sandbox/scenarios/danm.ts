@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Bitmap } from '../../../functions/danm-endpoints/bitmap.ts';
-import { danmResources } from '../../../functions/danm-endpoints/model.ts';
+import { danmResources, type NetworkType } from '../../../functions/danm-endpoints/model.ts';
 import type { KubeClient } from '../../kube/ports.ts';
 import { type KubeObject, PODS } from '../../kube/resources.ts';
 import { contains, formatAddress, parseAddress, parseCidr } from '../../net/ip.ts';
@@ -39,11 +39,12 @@ export async function createNetwork(
   cidr: string,
   addresses: readonly string[],
   extra: Record<string, unknown> = {},
+  kind: NetworkType = 'DanmNet',
 ): Promise<KubeObject> {
-  return kube.create(R.DanmNet, {
+  return kube.create(R[kind], {
     apiVersion: 'danm.k8s.io/v1',
-    kind: 'DanmNet',
-    metadata: { name, namespace: ns },
+    kind,
+    metadata: kind === 'ClusterNetwork' ? { name } : { name, namespace: ns },
     spec: {
       NetworkID: name,
       NetworkType: 'ipvlan',
@@ -58,6 +59,8 @@ export async function createPod(
   name: string,
   nodeName?: string,
   network = 'test-net1',
+  /** The `danm.k8s.io/interfaces` value; `null` leaves the annotation out (the default network). */
+  interfaces: string | null = JSON.stringify([{ network, ip: 'dynamic' }]),
 ): Promise<KubeObject> {
   return kube.create(PODS, {
     apiVersion: 'v1',
@@ -66,7 +69,7 @@ export async function createPod(
       name,
       namespace: ns,
       labels: { app: name.replace(/-\d+$/, '') },
-      annotations: { 'danm.k8s.io/interfaces': JSON.stringify([{ network, ip: 'dynamic' }]) },
+      ...(interfaces !== null ? { annotations: { 'danm.k8s.io/interfaces': interfaces } } : {}),
     },
     spec: {
       containers: [{ name: 'app', image: 'registry.local/cinfo:1.0' }],
@@ -81,6 +84,7 @@ export async function createEndpoint(
   network: string,
   address: string,
   iface = 'eth0',
+  apiType: NetworkType = 'DanmNet',
 ): Promise<KubeObject> {
   return kube.create(R.danmeps, {
     apiVersion: 'danm.k8s.io/v1',
@@ -89,7 +93,7 @@ export async function createEndpoint(
     spec: {
       NetworkName: network,
       NetworkType: 'ipvlan',
-      apiType: 'DanmNet',
+      apiType,
       Pod: pod.metadata.name,
       PodUID: pod.metadata.uid,
       Host: 'worker',
@@ -106,15 +110,16 @@ export async function setBits(
   name: string,
   addresses: readonly string[],
   value = true,
+  kind: NetworkType = 'DanmNet',
 ): Promise<void> {
   for (let attempt = 0; attempt < 5; attempt++) {
-    const net = (await kube.get(R.DanmNet, ns, name))!;
+    const net = (await kube.get(R[kind], kind === 'ClusterNetwork' ? undefined : ns, name))!;
     const opts = (net.spec as { Options: { cidr: string; alloc: string } }).Options;
     const cidr = parseCidr(opts.cidr)!;
     let b = Bitmap.decode(opts.alloc, cidr) as Bitmap;
     for (const a of addresses) b = b.with(Number(parseAddress(a)!.value - cidr.network), value);
     try {
-      await kube.replace(R.DanmNet, {
+      await kube.replace(R[kind], {
         ...net,
         spec: { ...(net.spec as object), Options: { ...opts, alloc: b.encode() } },
       } as KubeObject);
