@@ -30,7 +30,7 @@ if (values.seed !== undefined && values.runs === undefined) {
   let bad = 0;
   for (const f of fns) {
     const clock = { now: Date.parse('2026-01-01T00:00:00Z') };
-    const w = f.world(() => clock.now);
+    const w = f.world(() => clock.now, seed);
     const r = await runSchedule(
       w,
       f.twopass(w, () => clock.now),

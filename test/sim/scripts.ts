@@ -14,6 +14,8 @@ export type Script<W extends World> = Readonly<{
   midRun?: Readonly<{ minute: number; listCall: number; run: (w: W, now: number) => void }>;
   /** Orphans that must be gone at the end (liveness in the script). */
   mustReclaim?: boolean;
+  /** Which world layout the script runs in (the world factory's variant; default 0). */
+  variant?: number;
   /** twopass runs with this policy here (e.g. the evidence guard at its default). */
   policy?: import('../../shared/engine/types.ts').Policy;
 }>;
@@ -21,12 +23,12 @@ export type Script<W extends World> = Readonly<{
 export type ScriptResult = { violations: string[]; orphansLeft: number };
 
 export async function runScript<W extends World>(
-  makeWorld: (clock: () => number) => W,
+  makeWorld: (clock: () => number, variant?: number) => W,
   makeCleaner: (w: W, clock: () => number) => Cleaner,
   s: Script<W>,
 ): Promise<ScriptResult> {
   const clock = { now: Date.parse('2026-01-01T00:00:00Z') };
-  const w = makeWorld(() => clock.now);
+  const w = makeWorld(() => clock.now, s.variant);
   const cleaner = makeCleaner(w, () => clock.now);
   s.setup(w, clock.now);
   let minute = 0;

@@ -5,7 +5,7 @@ import { danmNameMatchingCleaner } from './baselines/danm-name-matching.ts';
 import { type Cleaner, MIN, twopassCleaner } from './harness.ts';
 import { Rng } from './rng.ts';
 import type { Script } from './scripts.ts';
-import { DanmWorld } from './worlds/danm.ts';
+import { DANM_LAYOUTS, DanmWorld } from './worlds/danm.ts';
 
 export const DANM_POLICY: Policy = {
   graceMs: 5 * MIN,
@@ -16,7 +16,9 @@ export const DANM_POLICY: Policy = {
 };
 export const DANM_BOUNDS = { DanmEp: 15 * MIN, DanmBit: 35 * MIN };
 
-export const danmWorld = (clock: () => number) => new DanmWorld(clock);
+/** Variant (the seed in random schedules) picks the layout: DanmNet `net`, or a `default` DanmNet, TenantNetwork or ClusterNetwork. */
+export const danmWorld = (clock: () => number, variant = 0) =>
+  new DanmWorld(clock, DANM_LAYOUTS[variant % DANM_LAYOUTS.length]!);
 export const danmTwopass = (w: DanmWorld, clock: () => number, policy: Policy = DANM_POLICY): Cleaner =>
   twopassCleaner(danmEndpoints, w.kube, w.kube, clock, policy);
 export const danmBaseline = (w: DanmWorld): Cleaner => danmNameMatchingCleaner(w.kube);
@@ -127,6 +129,41 @@ export const DANM_SCRIPTS: Script<DanmWorld>[] = [
     },
     policy: { ...DANM_POLICY, maxEvidenceDropPercent: 30 },
   },
+  ...DANM_LAYOUTS.slice(1).map(
+    (layout, i): Script<DanmWorld> => ({
+      name: `seed on ${layout.kind} default: re-created StatefulSet pods (no annotation, or []) in CNI ADD on a freed address`,
+      incident: '2 name reuse, default network',
+      minutes: 40,
+      intervalMinutes: 5,
+      variant: i + 1,
+      setup: (w, now) => {
+        for (let k = 0; k < 5; k++) w.createPod(`ss-${k}`, now, 0, { ask: k % 2 ? 'empty' : 'none' });
+        w.tick(now);
+      },
+      at: {
+        2: (w, now) => {
+          for (const n of ['ss-0', 'ss-4']) w.deletePod(n, now, rng(), { force: true, skipDel: true });
+        },
+        // someone frees the address of ss-0's orphaned DanmEp; the new ss-0 lands on it (CNI ADD in flight)
+        3: (w, now) => {
+          const ep = w.eps().find((e) => (e.spec as { Pod: string }).Pod === 'ss-0')!;
+          const addr = (ep.spec as { Interface: { Address: string } }).Interface.Address;
+          w.freeAddress(Number(addr.split('/')[0]!.split('.')[3]));
+          w.createPod('ss-0', now, 8 * MIN, { ask: i % 2 ? 'none' : 'empty' });
+        },
+      },
+      // ss-4 re-created between a name-matching cleaner's pod list and its DanmEp list
+      midRun: {
+        minute: 5,
+        listCall: 2,
+        run: (w, now) => {
+          w.createPod('ss-4', now, 0, { ask: 'none' });
+          w.tick(now);
+        },
+      },
+      mustReclaim: true,
+    }),
+  ),
 ];
 
 import { R } from '../../shared/sandbox/scenarios/danm.ts';

@@ -7,7 +7,8 @@ import { WB_BOUNDS, WB_SCRIPTS, wbBaseline, wbTwopass, wbWorld } from './sim-whe
 
 export type SimFunction<W extends World> = Readonly<{
   name: string;
-  world: (clock: () => number) => W;
+  /** A world; `variant` (the seed in random schedules) may pick its layout. */
+  world: (clock: () => number, variant?: number) => W;
   twopass: (w: W, clock: () => number, policy?: import('../../shared/engine/types.ts').Policy) => Cleaner;
   baselines: readonly Readonly<{
     name: string;
@@ -27,7 +28,15 @@ export const SIM_FUNCTIONS: SimFunction<World>[] = [
       {
         name: 'name-matching, single snapshot (DANM cleaner)',
         make: danmBaseline as never,
-        prone: [DANM_SCRIPTS[0]!.name, DANM_SCRIPTS[2]!.name, DANM_SCRIPTS[3]!.name, DANM_SCRIPTS[5]!.name],
+        prone: [
+          DANM_SCRIPTS[0]!.name,
+          DANM_SCRIPTS[2]!.name,
+          DANM_SCRIPTS[3]!.name,
+          DANM_SCRIPTS[5]!.name,
+          DANM_SCRIPTS[6]!.name,
+          DANM_SCRIPTS[7]!.name,
+          DANM_SCRIPTS[8]!.name,
+        ],
       },
     ],
     scripts: DANM_SCRIPTS as never,
@@ -136,7 +145,7 @@ export async function runRandom(
   };
   for (let seed = firstSeed; seed < firstSeed + runs; seed++) {
     const clock = { now: Date.parse('2026-01-01T00:00:00Z') };
-    const w = f.world(() => clock.now);
+    const w = f.world(() => clock.now, seed);
     const c =
       cleaner === 'twopass' ? f.twopass(w, () => clock.now) : f.baselines[cleaner]!.make(w, () => clock.now);
     const r = await runSchedule(w, c, clock, {

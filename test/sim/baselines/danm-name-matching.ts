@@ -17,17 +17,24 @@ export function danmNameMatchingCleaner(kube: SimKube): Cleaner {
     const eps = (await kube.listAll(R.danmeps, {})).items;
     const names = new Set(pods.map((p) => `${p.metadata.namespace}/${p.metadata.name}`));
     for (const ep of eps) {
-      const spec = ep.spec as { Pod: string; NetworkName: string; Interface: { Address: string } };
+      const spec = ep.spec as {
+        Pod: string;
+        NetworkName: string;
+        apiType?: 'DanmNet' | 'TenantNetwork' | 'ClusterNetwork';
+        Interface: { Address: string };
+      };
       if (names.has(`${ep.metadata.namespace}/${spec.Pod}`)) continue;
       await kube.delete(R.danmeps, ep.metadata.namespace, ep.metadata.name);
-      const net = await kube.get(R.DanmNet, ep.metadata.namespace, spec.NetworkName);
+      const type = spec.apiType ?? 'DanmNet';
+      const netNs = type === 'ClusterNetwork' ? undefined : ep.metadata.namespace;
+      const net = await kube.get(R[type], netNs, spec.NetworkName);
       if (!net) continue;
       const opts = (net.spec as { Options: { cidr: string; alloc: string } }).Options;
       const cidr = parseCidr(opts.cidr)!;
       const a = parseAddress(spec.Interface.Address.split('/')[0]!)!;
       const bm = Bitmap.decode(opts.alloc, cidr) as Bitmap;
       const alloc = bm.with(Number(a.value - cidr.network), false).encode();
-      await kube.replace(R.DanmNet, {
+      await kube.replace(R[type], {
         ...net,
         spec: { ...(net.spec as object), Options: { ...opts, alloc } },
       } as KubeObject);

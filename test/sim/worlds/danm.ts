@@ -4,8 +4,14 @@
  * writes the DanmEp after a delay; DEL removes the DanmEp, then clears the bit;
  * sometimes it never runs), node loss with force deletion, long Terminating.
  * The invariant checker sees every write the cleaner makes.
+ *
+ * The network is one of four layouts (by seed): DanmNet `net` that pods name
+ * explicitly, or the namespace's default network as a DanmNet, a TenantNetwork or a
+ * ClusterNetwork `default`, which pods reach with no `danm.k8s.io/interfaces`
+ * annotation, with `[]`, or by naming it.
  */
 import { Bitmap } from '../../../functions/danm-endpoints/bitmap.ts';
+import type { NetworkType } from '../../../functions/danm-endpoints/model.ts';
 import type { KubeObject } from '../../../shared/kube/resources.ts';
 import { PODS } from '../../../shared/kube/resources.ts';
 import { formatAddress, parseAddress, parseCidr } from '../../../shared/net/ip.ts';
@@ -15,11 +21,26 @@ import type { Rng } from '../rng.ts';
 import { SimKube } from '../simkube.ts';
 
 const NS = 'default';
-const NET = 'net';
 const CIDR = parseCidr('10.20.0.0/26')!;
 const MIN = 60_000;
 
 type Pending = { at: number; run: () => void };
+
+export type DanmLayout = Readonly<{ kind: NetworkType; name: string }>;
+export const DANM_LAYOUTS: readonly DanmLayout[] = [
+  { kind: 'DanmNet', name: 'net' },
+  { kind: 'DanmNet', name: 'default' },
+  { kind: 'TenantNetwork', name: 'default' },
+  { kind: 'ClusterNetwork', name: 'default' },
+];
+
+/** How a pod asks for its network: by name, or (on a default network) by no annotation or `[]`. */
+export type Ask = 'named' | 'none' | 'empty';
+const REQUEST_KEY: Record<NetworkType, string> = {
+  DanmNet: 'network',
+  TenantNetwork: 'tenantNetwork',
+  ClusterNetwork: 'clusterNetwork',
+};
 
 export class DanmWorld implements World {
   readonly kube: SimKube;
@@ -33,17 +54,24 @@ export class DanmWorld implements World {
   /** Pods listed by the fault "evidence lister broke": when set, pod lists come back empty. */
   brokenPodLister = false;
 
-  constructor(clock: () => number) {
+  readonly layout: DanmLayout;
+  private readonly ref: (typeof R)[NetworkType];
+  private readonly netNs: string | undefined;
+
+  constructor(clock: () => number, layout: DanmLayout = DANM_LAYOUTS[0]!) {
+    this.layout = layout;
+    this.ref = R[layout.kind];
+    this.netNs = layout.kind === 'ClusterNetwork' ? undefined : NS;
     this.kube = new SimKube(clock);
     const s = this.kube.store;
     s.register(R.danmeps);
     s.register(R.DanmNet);
     s.register(R.TenantNetwork);
     s.register(R.ClusterNetwork);
-    s.create(R.DanmNet, NS, {
-      metadata: { name: NET, namespace: NS },
+    s.create(this.ref, this.netNs, {
+      metadata: { name: layout.name, ...(this.netNs ? { namespace: this.netNs } : {}) },
       spec: {
-        NetworkID: NET,
+        NetworkID: layout.name,
         Options: { cidr: CIDR.text, alloc: Bitmap.empty(CIDR).with(0, true).with(63, true).encode() },
       },
     });
@@ -68,17 +96,22 @@ export class DanmWorld implements World {
   // ---- world state ----
 
   net(): KubeObject {
-    return this.kube.store.get(R.DanmNet, NS, NET) as KubeObject;
+    return this.kube.store.get(this.ref, this.netNs, this.layout.name) as KubeObject;
   }
 
   bitmap(): Bitmap {
     return Bitmap.decode((this.net().spec as { Options: { alloc: string } }).Options.alloc, CIDR) as Bitmap;
   }
 
+  /** Someone else (an operator, another tool) clears address bit i. */
+  freeAddress(i: number): void {
+    this.writeBit(i, false);
+  }
+
   private writeBit(i: number, value: boolean): void {
     const net = this.net();
     const spec = net.spec as { Options: Record<string, unknown> };
-    this.kube.store.update(R.DanmNet, NS, NET, {
+    this.kube.store.update(this.ref, this.netNs, this.layout.name, {
       ...net,
       spec: { ...spec, Options: { ...spec.Options, alloc: this.bitmap().with(i, value).encode() } },
     });
@@ -105,14 +138,22 @@ export class DanmWorld implements World {
     name: string,
     now: number,
     addDelayMs: number,
-    opts: { nodeName?: string } = {},
+    opts: { nodeName?: string; ask?: Ask } = {},
   ): KubeObject | undefined {
     if (this.kube.store.tryGet(PODS, NS, name)) return undefined;
+    // Only a network named `default` is reached without naming it.
+    const ask = this.layout.name === 'default' ? (opts.ask ?? 'none') : 'named';
+    const interfaces =
+      ask === 'named'
+        ? JSON.stringify([{ [REQUEST_KEY[this.layout.kind]]: this.layout.name }])
+        : ask === 'empty'
+          ? '[]'
+          : undefined;
     const pod = this.kube.store.create(PODS, NS, {
       metadata: {
         name,
         namespace: NS,
-        annotations: { 'danm.k8s.io/interfaces': JSON.stringify([{ network: NET }]) },
+        ...(interfaces !== undefined ? { annotations: { 'danm.k8s.io/interfaces': interfaces } } : {}),
       },
       spec: {
         containers: [{ name: 'c', image: 'x' }],
@@ -135,8 +176,8 @@ export class DanmWorld implements World {
       this.kube.store.create(R.danmeps, NS, {
         metadata: { name: `ep-${++this.seq}`, namespace: NS },
         spec: {
-          NetworkName: NET,
-          apiType: 'DanmNet',
+          NetworkName: this.layout.name,
+          apiType: this.layout.kind,
           Pod: name,
           PodUID: pod.metadata.uid,
           Interface: { Name: 'eth0', Address: `${formatAddress(4, CIDR.network + BigInt(idx))}/26` },
@@ -206,7 +247,11 @@ export class DanmWorld implements World {
     if (r < 0.35) {
       // a pod starts (a StatefulSet pod, or a plain one); CNI ADD writes the DanmEp 0-3 min later
       const name = rng.chance(0.6) ? sts : `web-${++this.seq}`;
-      this.createPod(name, now, rng.int(0, 3) * MIN, rng.chance(0.3) ? { nodeName: 'node-1' } : {});
+      const ask = rng.pick(['none', 'empty', 'named'] as const);
+      this.createPod(name, now, rng.int(0, 3) * MIN, {
+        ask,
+        ...(rng.chance(0.3) ? { nodeName: 'node-1' } : {}),
+      });
     } else if (r < 0.6) {
       const pods = this.pods();
       if (pods.length) this.deletePod(rng.pick(pods).metadata.name, now, rng, { skipDel: rng.chance(0.3) });
@@ -255,7 +300,7 @@ export class DanmWorld implements World {
           `deleted DanmEp ${e.before.metadata.name} of live pod ${live.metadata.name} (${uid.slice(0, 8)})`,
         );
     }
-    if (e.kind === 'update' && e.ref.plural === 'danmnets') {
+    if (e.kind === 'update' && e.ref.plural === this.ref.plural) {
       const before = Bitmap.decode(
         (e.before.spec as { Options: { alloc: string } }).Options.alloc,
         CIDR,
