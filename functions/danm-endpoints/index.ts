@@ -429,6 +429,19 @@ async function clearAddress(
         withBitmap(net, family, pool.bitmap.with(idx, false).encode()),
         signal,
       );
+      // A success that did not happen is caught here, not reported as "cleared".
+      const after = await readNetwork(kube, d.group, d.networkType, d.namespace, d.network, signal);
+      const afterPool = after && !after.problem ? (family === 4 ? after.v4 : after.v6) : undefined;
+      if (
+        after?.uid === net.uid &&
+        afterPool?.bitmap.isSet(idx) &&
+        after.resourceVersion === net.resourceVersion
+      )
+        return {
+          address: text,
+          outcome:
+            'left set: the update answered success, but a read-back finds the network unchanged (a later run reclaims it as a leaked bit)',
+        };
       return { address: addr.text, outcome: 'cleared' };
     } catch (err) {
       if (err instanceof ConflictError && attempt < CLEAR_ATTEMPTS) continue;

@@ -15,6 +15,7 @@ import type {
   NewObject,
   Preconditions,
 } from './ports.ts';
+import { checkDiscovery, checkObject, isNotFoundStatus, ListProof, ProofError } from './proof.ts';
 import { collectionPath, describe, type KubeObject, objectPath, type ResourceRef } from './resources.ts';
 
 const METADATA_ACCEPT = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json';
@@ -120,15 +121,11 @@ export class KubeHttpClient implements KubeClient {
     const maxRestarts = this.opts.maxListRestarts ?? 3;
     for (let restarts = 0; ; restarts++) {
       const items: KubeObject[] = [];
+      const proof = new ListProof(ref, options.metadataOnly === true);
       let cont: string | undefined;
-      let rv: string | undefined;
-      let pages = 0;
       try {
         do {
-          const page = await this.call<{
-            metadata?: { continue?: string; resourceVersion?: string };
-            items?: unknown;
-          }>({
+          const body = await this.call<unknown>({
             method: 'GET',
             path: collectionPath(ref, options.namespace),
             query: {
@@ -139,34 +136,14 @@ export class KubeHttpClient implements KubeClient {
             },
             accept: options.metadataOnly ? METADATA_ACCEPT : 'application/json',
             signal: options.signal,
-            what: `${what} page ${pages + 1}`,
+            what: `${what} page ${proof.pages + 1}`,
           });
-          pages++;
-          // An empty PartialObjectMetadataList comes back with `items: null` from the real server.
-          if (
-            !page ||
-            typeof page !== 'object' ||
-            !page.metadata ||
-            !(Array.isArray(page.items) || page.items === null)
-          ) {
-            throw new ListIncompleteError(what, `page ${pages} is not a list`);
-          }
-          const pageRv = page.metadata.resourceVersion;
-          if (typeof pageRv !== 'string' || pageRv === '') {
-            throw new ListIncompleteError(what, `page ${pages} has no resourceVersion`);
-          }
-          if (rv !== undefined && pageRv !== rv) {
-            throw new ListIncompleteError(
-              what,
-              `page ${pages} has resourceVersion ${pageRv}, the list began at ${rv}`,
-            );
-          }
-          rv = pageRv;
-          for (const item of (page.items ?? []) as KubeObject[]) items.push(item);
-          const next = page.metadata.continue;
-          cont = typeof next === 'string' && next !== '' ? next : undefined;
+          const page = proof.page(body, cont);
+          for (const item of page.items) items.push(item);
+          cont = page.next;
         } while (cont !== undefined);
-        return { items, resourceVersion: rv!, pages, restarts };
+        const resourceVersion = proof.finish();
+        return { items, resourceVersion, pages: proof.pages, restarts };
       } catch (err) {
         // 410 Expired on a continue token: restart the whole list, never splice.
         if (err instanceof KubeApiError && err.status === 410 && cont !== undefined && restarts < maxRestarts)
@@ -177,22 +154,34 @@ export class KubeHttpClient implements KubeClient {
     }
   }
 
+  /**
+   * The object, or undefined when the server says NotFound (a 404 with a Status body of
+   * reason NotFound). Any other answer that is not the object asked for is an error.
+   */
   async get(
     ref: ResourceRef,
     namespace: string | undefined,
     name: string,
     signal?: AbortSignal,
   ): Promise<KubeObject | undefined> {
+    const what = `get ${describe(ref, namespace, name)}`;
+    let body: unknown;
     try {
-      return await this.call<KubeObject>({
+      body = await this.call<unknown>({
         method: 'GET',
         path: objectPath(ref, namespace, name),
         signal,
-        what: `get ${describe(ref, namespace, name)}`,
+        what,
       });
     } catch (err) {
-      if (err instanceof KubeApiError && err.status === 404) return undefined;
+      if (err instanceof KubeApiError && err.notFound) return undefined;
       throw err;
+    }
+    try {
+      return checkObject(body, ref, namespace, name);
+    } catch (err) {
+      if (!(err instanceof ProofError)) throw err;
+      throw new KubeApiError(what, 0, 'BadBody', err.message, { cause: err });
     }
   }
 
@@ -200,15 +189,23 @@ export class KubeHttpClient implements KubeClient {
     const gv = group === '' ? version : `${group}/${version}`;
     let p = this.discovery.get(gv);
     if (!p) {
-      p = this.call<{ resources?: { name: string }[] }>({
+      const what = `discover ${gv}`;
+      p = this.call<unknown>({
         method: 'GET',
         path: group === '' ? `/api/${version}` : `/apis/${group}/${version}`,
         signal,
-        what: `discover ${gv}`,
+        what,
       }).then(
-        (list) => new Set((list.resources ?? []).map((r) => r.name)),
+        (doc) => {
+          try {
+            return checkDiscovery(doc, gv);
+          } catch (err) {
+            this.discovery.delete(gv);
+            throw new KubeApiError(what, 0, 'BadBody', (err as Error).message, { cause: err });
+          }
+        },
         (err) => {
-          if (err instanceof KubeApiError && err.status === 404) return undefined;
+          if (err instanceof KubeApiError && err.notFound) return undefined;
           this.discovery.delete(gv);
           throw err;
         },
@@ -220,60 +217,69 @@ export class KubeHttpClient implements KubeClient {
 
   // ---- writes (never retried here: the run loop re-checks before trying again) ----
 
-  create(ref: ResourceRef, obj: NewObject, signal?: AbortSignal): Promise<KubeObject> {
+  async create(ref: ResourceRef, obj: NewObject, signal?: AbortSignal): Promise<KubeObject> {
     const ns = obj.metadata.namespace as string | undefined;
-    return this.call({
+    const name = typeof obj.metadata.name === 'string' ? obj.metadata.name : undefined;
+    const what = `create ${describe(ref, ns, String(obj.metadata.name ?? obj.metadata.generateName ?? ''))}`;
+    const body = await this.call<unknown>({
       method: 'POST',
       path: collectionPath(ref, ns),
       body: obj,
       signal,
-      what: `create ${describe(ref, ns, String(obj.metadata.name ?? obj.metadata.generateName ?? ''))}`,
+      what,
     });
+    return written(what, body, ref, ns, name);
   }
 
-  replace(ref: ResourceRef, obj: KubeObject, signal?: AbortSignal): Promise<KubeObject> {
+  async replace(ref: ResourceRef, obj: KubeObject, signal?: AbortSignal): Promise<KubeObject> {
     const { name, namespace } = obj.metadata;
-    return this.call({
+    const what = `update ${describe(ref, namespace, name)}`;
+    const body = await this.call<unknown>({
       method: 'PUT',
       path: objectPath(ref, namespace, name),
       body: obj,
       signal,
-      what: `update ${describe(ref, namespace, name)}`,
+      what,
     });
+    return written(what, body, ref, namespace, name);
   }
 
-  jsonPatch(
+  async jsonPatch(
     ref: ResourceRef,
     namespace: string | undefined,
     name: string,
     ops: readonly JsonPatchOp[],
     signal?: AbortSignal,
   ): Promise<KubeObject> {
-    return this.call({
+    const what = `json-patch ${describe(ref, namespace, name)}`;
+    const body = await this.call<unknown>({
       method: 'PATCH',
       path: objectPath(ref, namespace, name),
       body: ops,
       contentType: 'application/json-patch+json',
       signal,
-      what: `json-patch ${describe(ref, namespace, name)}`,
+      what,
     });
+    return written(what, body, ref, namespace, name);
   }
 
-  mergePatch(
+  async mergePatch(
     ref: ResourceRef,
     namespace: string | undefined,
     name: string,
     patch: unknown,
     signal?: AbortSignal,
   ): Promise<KubeObject> {
-    return this.call({
+    const what = `merge-patch ${describe(ref, namespace, name)}`;
+    const body = await this.call<unknown>({
       method: 'PATCH',
       path: objectPath(ref, namespace, name),
       body: patch,
       contentType: 'application/merge-patch+json',
       signal,
-      what: `merge-patch ${describe(ref, namespace, name)}`,
+      what,
     });
+    return written(what, body, ref, namespace, name);
   }
 
   async deleteWithPreconditions(
@@ -322,7 +328,7 @@ export class KubeHttpClient implements KubeClient {
       });
       return 'deleted';
     } catch (err) {
-      if (err instanceof KubeApiError && err.status === 404) return 'gone';
+      if (err instanceof KubeApiError && err.notFound) return 'gone';
       if (err instanceof ConflictError) return 'conflict';
       throw err;
     }
@@ -399,8 +405,10 @@ export class KubeHttpClient implements KubeClient {
     }
     let reason = 'Unknown';
     let message = text.slice(0, 300);
+    let parsed: unknown;
     try {
-      const status = JSON.parse(text) as { reason?: string; message?: string };
+      parsed = JSON.parse(text);
+      const status = parsed as { reason?: string; message?: string };
       reason = status.reason ?? reason;
       message = status.message ?? message;
     } catch {
@@ -408,10 +416,30 @@ export class KubeHttpClient implements KubeClient {
     }
     const Cls = res.statusCode === 409 ? ConflictError : KubeApiError;
     const err = new Cls(c.what, res.statusCode, reason, message);
+    err.notFound = isNotFoundStatus(res.statusCode, parsed);
     const ra = res.headers['retry-after'];
     if (typeof ra === 'string')
       (err as KubeApiError & { retryAfterMs?: number }).retryAfterMs = Number(ra) * 1000;
     throw err;
+  }
+}
+
+/** A write's answer must be the object written; anything else is an error (the write may not have happened). */
+function written(
+  what: string,
+  body: unknown,
+  ref: ResourceRef,
+  namespace: string | undefined,
+  name: string | undefined,
+): KubeObject {
+  try {
+    if (name !== undefined) return checkObject(body, ref, namespace, name);
+    const o = body as KubeObject | undefined;
+    return checkObject(body, ref, namespace, String(o?.metadata?.name ?? ''));
+  } catch (err) {
+    throw new KubeApiError(what, 0, 'BadBody', `the server answered success, but ${(err as Error).message}`, {
+      cause: err,
+    });
   }
 }
 

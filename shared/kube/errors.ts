@@ -6,6 +6,8 @@ export class KubeApiError extends Error {
   readonly reason: string;
   readonly call: string;
   readonly retryable: boolean;
+  /** A 404 whose body is the server's Status of reason NotFound: the only answer that proves absence. */
+  notFound = false;
   constructor(call: string, status: number, reason: string, message: string, options?: ErrorOptions) {
     super(`${call}: ${status} ${reason}: ${message}`, options);
     this.call = call;

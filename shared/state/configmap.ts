@@ -165,6 +165,15 @@ export class ConfigMapStateStore implements StateStore {
       }
       throw err;
     }
+    // Read back: a success that did not happen must not let a later run load older state.
+    const back = await this.kube.get(CONFIGMAPS, this.namespace, this.headName(fn), signal);
+    if (
+      back?.metadata.resourceVersion !== written.metadata.resourceVersion ||
+      back.metadata.annotations?.[A_SHA] !== sha
+    )
+      throw new StateConflictError(
+        `${where}: the write answered success, but a read-back finds ${back ? `resourceVersion ${back.metadata.resourceVersion}` : 'no ConfigMap'}, not what was written`,
+      );
     // The slot the head used to point at is free now.
     if (oldShards > 1) await this.dropShards(fn, oldGen, oldShards, signal);
     return written.metadata.resourceVersion;

@@ -111,6 +111,15 @@ export class LeaseLock implements Lock {
       }
       throw err;
     }
+    // Read back: the Lease is ours only if the server says so now.
+    const back = (await this.kube.get(LEASES, ns, name, signal)) as Lease | undefined;
+    if (
+      back?.spec?.holderIdentity !== this.identity ||
+      back.metadata.resourceVersion !== current.metadata.resourceVersion
+    )
+      throw new LockHeldError(
+        `${fn}: Lease ${ns}/${name} was written, but a read-back finds ${back ? `holder ${back.spec?.holderIdentity ?? 'none'}` : 'no Lease'}`,
+      );
     const controller = new AbortController();
     const renewEvery = this.opts.renewEveryMs ?? (duration * 1000) / 3;
     let timer: NodeJS.Timeout | undefined;

@@ -1,0 +1,379 @@
+/**
+ * Law 1 through a fault-injecting proxy (test/helpers/fault-proxy.ts), in front of the
+ * real kube-apiserver (proof.real.test.ts) and the fake (proof.fake.test.ts): every
+ * short or malformed list ends the run with exit 3, nothing deleted and the state as
+ * it was; a GET that does not return the object is never read as "absent"; a write
+ * answered "success" that did not happen is caught by a read-back.
+ */
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as assert from 'uvu/assert';
+import { danmEndpoints } from '../../functions/danm-endpoints/index.ts';
+import { whereaboutsIps } from '../../functions/whereabouts-ips/index.ts';
+import { resolveConfig } from '../../shared/config.ts';
+import type { Target } from '../../shared/engine/types.ts';
+import { KubeHttpClient } from '../../shared/kube/client.ts';
+import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
+import { EXIT } from '../../shared/runtime/errors.ts';
+import type { AnyFunction, FunctionContext } from '../../shared/runtime/function.ts';
+import type { RunResult } from '../../shared/runtime/run.ts';
+import { runFunction } from '../../shared/runtime/wire.ts';
+import {
+  allocated,
+  createEndpoint,
+  createNetwork,
+  createPod,
+  forceDeletePod,
+  R,
+} from '../../shared/sandbox/scenarios/danm.ts';
+import {
+  allocations,
+  containerId,
+  createPodWithStatus,
+  createPool,
+} from '../../shared/sandbox/scenarios/whereabouts.ts';
+import { FaultProxy, type ProxyFaultKind } from '../helpers/fault-proxy.ts';
+import type { KubeTarget } from '../helpers/kube-target.ts';
+import { captureLog } from '../helpers/memfn.ts';
+import { targetSuite } from '../helpers/target-suite.ts';
+
+const MIN = 60_000;
+
+/** Faults on a list page that must make the snapshot incomplete. */
+const LIST_FAULTS: { kind: ProxyFaultKind; page: number; metadataOnly: boolean }[] = [
+  { kind: 'drop-continue', page: 1, metadataOnly: true },
+  { kind: 'empty-items', page: 2, metadataOnly: true },
+  { kind: 'previous-page', page: 2, metadataOnly: true },
+  { kind: 'other-rv', page: 2, metadataOnly: true },
+  { kind: 'no-items', page: 2, metadataOnly: true },
+  { kind: 'empty-body', page: 1, metadataOnly: true },
+  { kind: 'html', page: 2, metadataOnly: true },
+  { kind: 'truncated', page: 2, metadataOnly: true },
+  // a metadata-only page names no resource: another resource's list is caught on full lists
+  { kind: 'other-resource', page: 1, metadataOnly: false },
+  { kind: 'previous-page', page: 2, metadataOnly: false },
+  { kind: 'drop-continue', page: 1, metadataOnly: false },
+];
+
+type Rig = {
+  proxy: FaultProxy;
+  client: KubeHttpClient;
+  run: (apply?: boolean) => Promise<RunResult & { lines: Record<string, unknown>[] }>;
+  state: () => string;
+  now: { t: number };
+};
+
+function rig(t: KubeTarget, fn: AnyFunction, proxy: FaultProxy, ns: string, state?: string): Rig {
+  const dir = mkdtempSync(join(tmpdir(), 'twopass-proof-'));
+  const now = { t: Date.now() + MIN };
+  const options = { ...t.options, server: proxy.url, tls: {}, sleep: async () => {} };
+  return {
+    proxy,
+    client: new KubeHttpClient(options),
+    now,
+    state: () => {
+      try {
+        return readFileSync(join(dir, `${fn.name}.json`), 'utf8');
+      } catch {
+        return '';
+      }
+    },
+    run: async (apply = true) => {
+      const cap = captureLog(() => now.t);
+      const cfg = resolveConfig(
+        {
+          pageSize: 2,
+          functions: { [fn.name]: { maxDeletionPercent: 100, settings: { namespaces: [ns] } } },
+        },
+        'proof',
+        { state: state ?? `file:${dir}` },
+      );
+      const r = await runFunction(
+        fn,
+        cfg,
+        { clock: () => now.t, log: cap.log, kubeOptions: options },
+        { apply },
+      );
+      return { ...r, lines: cap.lines };
+    },
+  };
+}
+
+const ctxFor = (now: number): FunctionContext => ({
+  now,
+  signal: new AbortController().signal,
+  settings: {},
+  note: () => {},
+});
+
+export function proofScenarios(label: string, getTarget: () => Promise<KubeTarget | undefined>): void {
+  const { it, run } = targetSuite(`law 1 through a fault proxy (${label})`, getTarget);
+
+  const withProxy = async (t: KubeTarget, body: (p: FaultProxy) => Promise<void>) => {
+    const p = await new FaultProxy(t.options.server).start();
+    try {
+      await body(p);
+    } finally {
+      await p.stop();
+    }
+  };
+
+  /** A DANM world: three live pods with DanmEps, one orphaned DanmEp; more than one page of each list. */
+  const danmWorld = async (kube: KubeHttpClient, ns: string) => {
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', [
+      '10.10.10.5',
+      '10.10.10.6',
+      '10.10.10.7',
+      '10.10.10.9',
+    ]);
+    const live: KubeObject[] = [];
+    for (const [i, ip] of ['10.10.10.5', '10.10.10.6', '10.10.10.7'].entries())
+      live.push(await createEndpoint(kube, await createPod(kube, ns, `live-${i}`), 'test-net1', `${ip}/24`));
+    const orphan = await createEndpoint(
+      kube,
+      await createPod(kube, ns, 'gone-0'),
+      'test-net1',
+      '10.10.10.9/24',
+    );
+    await forceDeletePod(kube, ns, 'gone-0');
+    return { live, orphan };
+  };
+
+  for (const f of LIST_FAULTS)
+    it(`danm-endpoints: ${f.kind} on page ${f.page} of the ${f.metadataOnly ? 'pods (metadata-only)' : 'DanmEps'} list: exit 3, nothing deleted, state as it was`, async (t, kube) => {
+      const ns = await t.namespace();
+      const w = await danmWorld(kube, ns);
+      await withProxy(t, async (proxy) => {
+        const r = rig(t, danmEndpoints, proxy, ns);
+        assert.is((await r.run()).exitCode, EXIT.ok, 'first observation');
+        const before = r.state();
+        r.now.t += 6 * MIN;
+        proxy.add({
+          kind: f.kind,
+          method: 'GET',
+          path: f.metadataOnly ? /^\/api\/v1\/pods\?/ : /^\/apis\/danm\.k8s\.io\/v1\/danmeps\?/,
+          nth: f.page,
+          // a read is retried: an answer that is broken on the wire stays broken here
+          times: f.kind === 'html' || f.kind === 'truncated' ? 10 : 1,
+        });
+        const res = await r.run();
+        assert.is(proxy.fired(), 1, 'the fault happened');
+        assert.is(res.exitCode, EXIT.incomplete, `exit 3 (${JSON.stringify(res.error)})`);
+        assert.equal(res.deleted, []);
+        assert.is(r.state(), before, 'the stored state did not advance');
+        const aborted = res.lines.find((l) => l.event === 'run.aborted');
+        assert.match(
+          String(aborted?.reason),
+          /list incomplete|BadBody|not JSON|truncated|socket|closed|terminated/i,
+        );
+        assert.ok(
+          await kube.get(R.danmeps, ns, w.orphan.metadata.name),
+          'the orphan waits for a complete snapshot',
+        );
+        await r.client.close();
+      });
+    });
+
+  it('danm-endpoints: an empty discovery answer ends the run (exit 3) with a message, not a TypeError', async (t, kube) => {
+    const ns = await t.namespace();
+    await danmWorld(kube, ns);
+    await withProxy(t, async (proxy) => {
+      const r = rig(t, danmEndpoints, proxy, ns);
+      proxy.add({ kind: 'empty-body', method: 'GET', path: /^\/apis\/danm\.k8s\.io\/v1$/ });
+      const res = await r.run();
+      assert.is(proxy.fired(), 1);
+      assert.is(res.exitCode, EXIT.incomplete);
+      const reason = String(res.lines.find((l) => l.event === 'run.aborted')?.reason);
+      assert.not.match(reason, /Cannot read properties/);
+      assert.match(reason, /discover danm\.k8s\.io\/v1/);
+      await r.client.close();
+    });
+  });
+
+  for (const kind of ['empty-body', 'bare-404', 'html', 'other-resource'] as const)
+    it(`danm-endpoints re-check: a GET of a live pod answered with ${kind} is never "the pod is gone"`, async (t, kube) => {
+      const ns = await t.namespace();
+      const w = await danmWorld(kube, ns);
+      await withProxy(t, async (proxy) => {
+        const r = rig(t, danmEndpoints, proxy, ns);
+        const obs = await danmEndpoints.observe(r.client, {
+          ...ctxFor(r.now.t),
+          settings: { namespaces: [ns] },
+        });
+        const target = obs.targets.find((x: Target) => x.key === w.live[0]!.metadata.uid)!;
+        assert.ok(target, 'the live DanmEp is a target');
+        const podName = (w.live[0]!.spec as { Pod: string }).Pod;
+        proxy.add({
+          kind,
+          method: 'GET',
+          path: new RegExp(`^/api/v1/namespaces/${ns}/pods/${podName}$`),
+          times: 10,
+        });
+        const verdict = await danmEndpoints.recheck(r.client, target, ctxFor(r.now.t)).then(
+          (v) => v,
+          (err: Error) => ({ ok: false as const, reason: `threw: ${err.message}` }),
+        );
+        assert.is(proxy.fired(), 1, 'the fault happened');
+        assert.is(verdict.ok, false, 'a malformed answer is not absence');
+        await r.client.close();
+      });
+    });
+
+  it('danm-endpoints: a bitmap update answered "success" that never happened is not reported cleared', async (t, kube) => {
+    const ns = await t.namespace();
+    const w = await danmWorld(kube, ns);
+    await withProxy(t, async (proxy) => {
+      const r = rig(t, danmEndpoints, proxy, ns);
+      await r.run();
+      r.now.t += 6 * MIN;
+      proxy.add({
+        kind: 'fake-success',
+        method: 'PUT',
+        path: new RegExp(`/namespaces/${ns}/danmnets/test-net1$`),
+      });
+      const res = await r.run();
+      assert.is(proxy.fired(), 1);
+      assert.equal(res.deleted, [w.orphan.metadata.uid], 'the DanmEp itself was deleted');
+      const detail = String(res.lines.find((l) => l.event === 'resource.deleted')?.detail);
+      assert.not.match(detail, /10\.10\.10\.9: cleared/);
+      assert.match(detail, /read-back/);
+      assert.ok(allocated((await kube.get(R.DanmNet, ns, 'test-net1'))!).includes('10.10.10.9'));
+      await r.client.close();
+    });
+  });
+
+  it('danm-endpoints: a DELETE answered "success" that never happened is a failed deletion (exit 1)', async (t, kube) => {
+    const ns = await t.namespace();
+    const w = await danmWorld(kube, ns);
+    await withProxy(t, async (proxy) => {
+      const r = rig(t, danmEndpoints, proxy, ns);
+      await r.run();
+      r.now.t += 6 * MIN;
+      proxy.add({
+        kind: 'fake-success',
+        method: 'DELETE',
+        path: new RegExp(`/danmeps/${w.orphan.metadata.name}$`),
+      });
+      const res = await r.run();
+      assert.is(proxy.fired(), 1);
+      assert.is(res.exitCode, EXIT.error);
+      assert.equal(res.deleted, []);
+      assert.ok(await kube.get(R.danmeps, ns, w.orphan.metadata.name));
+      await r.client.close();
+    });
+  });
+
+  it('ConfigMap state: a save answered "success" that never happened aborts the run before any deletion', async (t, kube) => {
+    const ns = await t.namespace();
+    const w = await danmWorld(kube, ns);
+    await withProxy(t, async (proxy) => {
+      const r = rig(t, danmEndpoints, proxy, ns, `configmap:${ns}`);
+      assert.is((await r.run()).exitCode, EXIT.ok);
+      r.now.t += 6 * MIN;
+      proxy.add({
+        kind: 'fake-success',
+        method: 'PUT',
+        path: new RegExp(`/namespaces/${ns}/configmaps/twopass-danm-endpoints$`),
+      });
+      const res = await r.run();
+      assert.is(proxy.fired(), 1);
+      assert.is(res.exitCode, EXIT.incomplete);
+      assert.match(String(res.lines.find((l) => l.event === 'run.aborted')?.reason), /read-back/);
+      assert.ok(await kube.get(R.danmeps, ns, w.orphan.metadata.name), 'nothing deleted');
+      await r.client.close();
+    });
+  });
+
+  it('Lease: an acquisition answered "success" that never happened is not a lock (exit 5, nothing deleted)', async (t, kube) => {
+    const ns = await t.namespace();
+    const w = await danmWorld(kube, ns);
+    await withProxy(t, async (proxy) => {
+      const r = rig(t, danmEndpoints, proxy, ns, `configmap:${ns}`);
+      assert.is((await r.run()).exitCode, EXIT.ok);
+      r.now.t += 6 * MIN;
+      proxy.add({
+        kind: 'fake-success',
+        method: 'PUT',
+        path: new RegExp(`/namespaces/${ns}/leases/twopass-danm-endpoints$`),
+      });
+      const res = await r.run();
+      assert.is(proxy.fired(), 1);
+      assert.is(res.exitCode, EXIT.locked);
+      assert.ok(await kube.get(R.danmeps, ns, w.orphan.metadata.name), 'nothing deleted');
+      await r.client.close();
+    });
+  });
+
+  /** A whereabouts world: live pods holding allocations, and one allocation of a pod that is gone. */
+  const wbWorld = async (kube: KubeHttpClient, ns: string) => {
+    const ids = [containerId(), containerId(), containerId(), containerId()];
+    for (const [i, ip] of ['10.40.0.2', '10.40.0.3', '10.40.0.4'].entries())
+      await createPodWithStatus(kube, ns, `live-${i}`, [ip]);
+    await createPool(kube, ns, '10.40.0.0-24', '10.40.0.0/24', {
+      '10.40.0.2': { id: ids[0]!, podref: `${ns}/live-0` },
+      '10.40.0.3': { id: ids[1]!, podref: `${ns}/live-1` },
+      '10.40.0.4': { id: ids[2]!, podref: `${ns}/live-2` },
+      '10.40.0.9': { id: ids[3]!, podref: `${ns}/gone-0` },
+    });
+  };
+
+  for (const kind of ['drop-continue', 'previous-page', 'empty-items'] as const)
+    it(`whereabouts-ips: ${kind} on the pods list: exit 3, nothing deleted, state as it was`, async (t, kube) => {
+      const ns = await t.namespace();
+      await wbWorld(kube, ns);
+      await withProxy(t, async (proxy) => {
+        const r = rig(t, whereaboutsIps, proxy, ns);
+        assert.is((await r.run()).exitCode, EXIT.ok);
+        const before = r.state();
+        r.now.t += 6 * MIN;
+        proxy.add({ kind, method: 'GET', path: /\/pods\?/, nth: kind === 'drop-continue' ? 1 : 2 });
+        const res = await r.run();
+        assert.is(proxy.fired(), 1);
+        assert.is(res.exitCode, EXIT.incomplete);
+        assert.is(r.state(), before);
+        assert.is(Object.keys(await allocations(kube, ns, '10.40.0.0-24')).length, 4);
+        await r.client.close();
+      });
+    });
+
+  it('whereabouts-ips: an IPPool patch answered "success" that never happened is a failed deletion', async (t, kube) => {
+    const ns = await t.namespace();
+    await wbWorld(kube, ns);
+    await withProxy(t, async (proxy) => {
+      const r = rig(t, whereaboutsIps, proxy, ns);
+      await r.run();
+      r.now.t += 6 * MIN;
+      proxy.add({ kind: 'fake-success', method: 'PATCH', path: /\/ippools\/10\.40\.0\.0-24$/ });
+      const res = await r.run();
+      assert.is(proxy.fired(), 1);
+      assert.equal(res.deleted, []);
+      assert.ok(res.failed.length + res.skipped.length > 0);
+      assert.is(Object.keys(await allocations(kube, ns, '10.40.0.0-24')).length, 4);
+      await r.client.close();
+    });
+  });
+
+  it('a live pod GET through the client: 200 without the object, or a bare 404, is an error; only NotFound is absent', async (t, kube) => {
+    const ns = await t.namespace();
+    await createPod(kube, ns, 'here-0');
+    await withProxy(t, async (proxy) => {
+      const c = new KubeHttpClient({ ...t.options, server: proxy.url, tls: {}, sleep: async () => {} });
+      for (const kind of ['empty-body', 'bare-404', 'html', 'other-resource'] as const) {
+        proxy.clear();
+        proxy.add({ kind, method: 'GET', path: /\/pods\/here-0$/, times: 10 });
+        const got = await c.get(PODS, ns, 'here-0').then(
+          (o) => (o === undefined ? 'absent' : 'object'),
+          () => 'error',
+        );
+        assert.is(got, 'error', `${kind} is an error`);
+      }
+      proxy.clear();
+      assert.is(await c.get(PODS, ns, 'not-there'), undefined, "the server's NotFound is absent");
+      assert.ok(await c.get(PODS, ns, 'here-0'));
+      await c.close();
+    });
+  });
+
+  run();
+}
