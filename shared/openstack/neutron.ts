@@ -56,6 +56,12 @@ export interface NeutronWriter {
   deleteFloatingIp(id: string, revision: number | undefined, signal?: AbortSignal): Promise<NeutronDelete>;
 }
 
+/** Neutron's own answer that a port or floating IP does not exist (not a proxy's or a router's 404). */
+function isNotFound(body: unknown, collection: 'ports' | 'floatingips'): boolean {
+  const e = (body as { NeutronError?: { type?: unknown } } | undefined)?.NeutronError;
+  return e?.type === (collection === 'ports' ? 'PortNotFound' : 'FloatingIPNotFound');
+}
+
 export class NeutronClient implements NeutronReader, NeutronWriter {
   private readonly auth: KeystoneAuth;
   private readonly http: Http;
@@ -118,6 +124,14 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
     return (await this.extensions).has(alias);
   }
 
+  /**
+   * A complete listing, proven page by page: each page is a JSON object with the
+   * collection array; every item has an id, no id comes twice, a revision_number is a
+   * count; a `next` link carries a marker that is the last id of its page (so every
+   * page moves on), and only its marker and limit are taken: the next request goes to
+   * the catalog's endpoint with this request's own filters, never to a host the link
+   * names. A page with a next link and no items cannot be proven and is an error.
+   */
   private async listAll<T extends { id: string }>(
     collection: 'ports' | 'floatingips',
     f: Filters,
@@ -130,39 +144,53 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
     if (f.device_id !== undefined) q.set('device_id', f.device_id);
     for (const field of f.fields ?? []) q.append('fields', field);
     q.set('limit', String(this.pageSize));
-    let url: string | undefined = `${await this.base(signal)}/${collection}?${q}`;
+    const base = `${await this.base(signal)}/${collection}`;
     const items: T[] = [];
     const seen = new Set<string>();
     let pages = 0;
-    let emptyInARow = 0;
-    while (url) {
-      const r = await this.call(`${what} page ${pages + 1}`, 'GET', url, {}, signal);
-      if (r.status !== 200)
-        throw new OpenStackApiError(`${what} page ${pages + 1}`, r.status, describeBody(r.body));
-      const body = r.body as Record<string, unknown>;
-      const page = body?.[collection];
-      if (!Array.isArray(page))
-        throw new OpenStackApiError(`${what} page ${pages + 1}`, r.status, 'the answer has no list');
+    let marker: string | undefined;
+    for (;;) {
+      if (marker !== undefined) q.set('marker', marker);
+      const call = `${what} page ${pages + 1}`;
+      const r = await this.call(call, 'GET', `${base}?${q}`, {}, signal);
+      if (r.status !== 200) throw new OpenStackApiError(call, r.status, describeBody(r.body));
+      const incomplete = (why: string): never => {
+        throw new OpenStackApiError(call, 0, `list incomplete: ${why}`);
+      };
+      const body = r.body as Record<string, unknown> | undefined;
+      if (!body || typeof body !== 'object' || Array.isArray(body))
+        incomplete('the answer is not a JSON object');
+      const page = body![collection];
+      if (!Array.isArray(page)) incomplete(`the answer has no ${collection} list`);
       pages++;
       for (const it of page as T[]) {
-        if (seen.has(it.id))
-          throw new OpenStackApiError(what, r.status, `item ${it.id} came twice: the pages are inconsistent`);
+        if (!it || typeof it !== 'object' || typeof it.id !== 'string' || it.id === '')
+          incomplete('an item has no id');
+        if (seen.has(it.id)) incomplete(`${it.id} came twice: the pages overlap`);
+        const rev = (it as { revision_number?: unknown }).revision_number;
+        if (rev !== undefined && !(typeof rev === 'number' && Number.isInteger(rev) && rev >= 0))
+          incomplete(`${it.id} has a revision_number that is not a count: ${JSON.stringify(rev)}`);
         seen.add(it.id);
         items.push(it);
       }
-      const links = (body[`${collection}_links`] ?? []) as { rel: string; href: string }[];
-      const next = Array.isArray(links) ? links.find((l) => l.rel === 'next')?.href : undefined;
-      // Without pagination (disabled in the deployment) there are no links: the one answer is everything.
-      // An empty page with a next link is followed (a few times at most).
-      emptyInARow = page.length === 0 ? emptyInARow + 1 : 0;
-      if (next && emptyInARow > 10)
-        throw new OpenStackApiError(
-          what,
-          r.status,
-          'more than 10 empty pages in a row: the listing cannot be proven complete',
-        );
-      url = next;
-      if (pages > 100_000) throw new OpenStackApiError(what, 0, 'more than 100000 pages: giving up');
+      const links = body![`${collection}_links`] ?? [];
+      if (!Array.isArray(links)) incomplete(`${collection}_links is not a list`);
+      const next = (links as { rel?: unknown; href?: unknown }[]).find((l) => l?.rel === 'next')?.href;
+      if (next === undefined) break;
+      if (typeof next !== 'string') incomplete('the next link has no href');
+      let nextMarker: string | null = null;
+      try {
+        nextMarker = new URL(next as string, base).searchParams.get('marker');
+      } catch {
+        incomplete('the next link is not a URL');
+      }
+      if (!nextMarker) incomplete('the next link has no marker');
+      const last = (page as T[])[(page as T[]).length - 1];
+      if (!last) incomplete('a page with a next link has no items');
+      if (nextMarker !== last!.id)
+        incomplete(`the next link's marker ${nextMarker} is not the page's last id ${last!.id}`);
+      marker = nextMarker!;
+      if (pages > 100_000) incomplete('more than 100000 pages');
     }
     return { items, pages };
   }
@@ -175,23 +203,31 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
     return this.listAll<FloatingIp>('floatingips', f, signal);
   }
 
-  private async getOne<T>(
+  /** One object; undefined only when Neutron says it is not found (its own `<Kind>NotFound` error). */
+  private async getOne<T extends { id: string }>(
     collection: 'ports' | 'floatingips',
     key: 'port' | 'floatingip',
     id: string,
     signal?: AbortSignal,
   ): Promise<T | undefined> {
+    const what = `neutron get ${key} ${id}`;
     const r = await this.call(
-      `neutron get ${key} ${id}`,
+      what,
       'GET',
       `${await this.base(signal)}/${collection}/${encodeURIComponent(id)}`,
       {},
       signal,
     );
-    if (r.status === 404) return undefined;
+    if (r.status === 404 && isNotFound(r.body, collection)) return undefined;
     if (r.status !== 200)
-      throw new OpenStackApiError(`neutron get ${key} ${id}`, r.status, describeBody(r.body));
-    return (r.body as Record<string, T>)[key];
+      throw new OpenStackApiError(what, r.status, describeBody(r.body) || 'not a Neutron answer');
+    const o = (r.body as Record<string, unknown> | undefined)?.[key] as T | undefined;
+    if (!o || typeof o !== 'object' || o.id !== id)
+      throw new OpenStackApiError(what, 0, `the answer is not ${key} ${id}`);
+    const rev = (o as { revision_number?: unknown }).revision_number;
+    if (rev !== undefined && !(typeof rev === 'number' && Number.isInteger(rev) && rev >= 0))
+      throw new OpenStackApiError(what, 0, `revision_number is not a count: ${JSON.stringify(rev)}`);
+    return o;
   }
 
   getPort(id: string, signal?: AbortSignal) {
@@ -218,7 +254,7 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
       signal,
     );
     if (r.status === 204 || r.status === 200) return 'deleted';
-    if (r.status === 404) return 'gone';
+    if (r.status === 404 && isNotFound(r.body, collection)) return 'gone';
     if (r.status === 412) return 'conflict';
     throw new OpenStackApiError(what, r.status, describeBody(r.body));
   }

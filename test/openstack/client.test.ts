@@ -82,10 +82,113 @@ test('pagination: limit/marker with links, and deployments without pagination', 
   assert.is(flat.pages, 1);
   os.pagination = true;
   os.faults.add({ path: /\/ports\?.*marker=/, nth: 1, emptyPage: true });
-  assert.is(
-    (await c.neutron.listPorts({})).items.length,
-    7,
-    'an empty page that keeps its place is followed',
+  await rejects(
+    () => c.neutron.listPorts({}),
+    /list incomplete: a page with a next link has no items/,
+    'an empty page that says more follows cannot be proven',
+  );
+  await c.close();
+});
+
+async function rejects(fn: () => Promise<unknown>, re: RegExp, what: string): Promise<void> {
+  let err: unknown;
+  try {
+    await fn();
+  } catch (e) {
+    err = e;
+  }
+  assert.ok(err instanceof Error, `${what}: expected an error`);
+  assert.match((err as Error).message, re, what);
+}
+
+type Page = {
+  ports: { id: string; revision_number?: unknown }[];
+  ports_links?: { rel: string; href: string }[];
+};
+const rewritePage = (f: (p: Page) => void) => (status: number, body: unknown) => {
+  const p = structuredClone(body) as Page;
+  f(p);
+  return [status, p] as [number, unknown];
+};
+
+test('a listing is proven page by page: marker, ids, revision numbers; a next link never redirects the token', async ({
+  os,
+  dir,
+}) => {
+  const c = client(os, dir, { pageSize: 2 });
+  for (let i = 0; i < 5; i++) os.addPort({ tags: ['t'] });
+  // Neutron builds next links from the Host header: behind a proxy they name another host.
+  os.faults.add({
+    method: 'GET',
+    path: /\/ports\?/,
+    nth: 1,
+    rewrite: rewritePage((p) => {
+      for (const l of p.ports_links ?? []) l.href = l.href.replace(/^http:\/\/[^/]+/, 'http://127.0.0.9:1');
+    }),
+  });
+  const all = await c.neutron.listPorts({ tags: ['t'] });
+  assert.is(all.items.length, 5);
+  assert.ok(
+    os.requests.filter((r) => r.path.endsWith('/ports')).every((r) => r.query.includes('tags=t')),
+    "every page went to the catalog endpoint with this request's own filters",
+  );
+  const broken: [string, (p: Page) => void, RegExp][] = [
+    [
+      'marker that is not the last id',
+      (p) => void (p.ports_links![0]!.href = p.ports_links![0]!.href.replace(/marker=[^&]+/, 'marker=zzz')),
+      /marker zzz is not the page's last id/,
+    ],
+    [
+      'no marker',
+      (p) => void (p.ports_links![0]!.href = p.ports_links![0]!.href.replace(/marker=[^&]+/, '')),
+      /no marker/,
+    ],
+    ['an id twice', (p) => void p.ports.push(p.ports[0]!), /came twice/],
+    ['an item without id', (p) => void (p.ports[0]!.id = ''), /has no id/],
+    ['revision_number not a count', (p) => void (p.ports[0]!.revision_number = '3'), /not a count/],
+    [
+      'links not a list',
+      (p) => void ((p as unknown as Record<string, unknown>).ports_links = 'x'),
+      /not a list/,
+    ],
+  ];
+  for (const [what, f, re] of broken) {
+    os.faults.clear();
+    os.faults.add({ method: 'GET', path: /\/ports\?/, nth: 1, rewrite: rewritePage(f) });
+    await rejects(() => c.neutron.listPorts({ tags: ['t'] }), re, what);
+  }
+  os.faults.clear();
+  os.faults.add({ method: 'GET', path: /\/ports\?/, nth: 1, rewrite: (s) => [s, ''] });
+  await rejects(() => c.neutron.listPorts({}), /not a JSON object/, 'an empty body is not an empty list');
+  await c.close();
+});
+
+test('a GET is the object or Neutron\'s own NotFound; anything else is an error, never "gone"', async ({
+  os,
+  dir,
+}) => {
+  const c = client(os, dir);
+  const p = os.addPort({});
+  const cases: [string, (s: number, b: unknown) => [number, unknown]][] = [
+    ['200 with an empty body', (s) => [s, '']],
+    ['200 with another port', (s, b) => [s, { port: { ...(b as { port: object }).port, id: 'other' } }]],
+    ['200 without the port', (s) => [s, {}]],
+    ['a bare 404', () => [404, '']],
+    ['a 404 of a router', () => [404, { error: { message: 'not found' } }]],
+  ];
+  for (const [what, rewrite] of cases) {
+    os.faults.clear();
+    os.faults.add({ method: 'GET', path: `/ports/${p.id}`, rewrite });
+    await rejects(() => c.neutron.getPort(p.id), /neutron get port/, what);
+  }
+  os.faults.clear();
+  assert.is((await c.neutron.getPort(p.id))?.id, p.id);
+  assert.is(await c.neutron.getPort('no-such-port'), undefined, 'PortNotFound is absent');
+  os.faults.add({ method: 'DELETE', path: `/ports/${p.id}`, rewrite: () => [404, ''] });
+  await rejects(
+    () => c.neutron.deletePort(p.id, undefined),
+    /neutron delete port/,
+    'a bare 404 is not "gone"',
   );
   await c.close();
 });

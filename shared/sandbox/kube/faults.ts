@@ -24,6 +24,8 @@ export type Fault = Readonly<{
   emptyPage?: boolean;
   /** Expire the continue token of this request (410). */
   expireContinue?: boolean;
+  /** Rewrite the answer (status, parsed body; a string body is sent as it is). */
+  rewrite?: (status: number, body: unknown) => [number, unknown];
 }>;
 
 export type RequestRecord = Readonly<{
@@ -99,6 +101,7 @@ export function describeFault(f: Fault): string {
   if (f.emptyPage) return 'empty-page';
   if (f.expireContinue) return '410';
   if (f.status !== undefined) return String(f.status);
+  if (f.rewrite) return 'rewritten';
   if (f.delayMs !== undefined) return `delay ${f.delayMs}ms`;
   return 'fault';
 }

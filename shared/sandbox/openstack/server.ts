@@ -142,8 +142,9 @@ export class FakeOpenStack {
     const fault = this.faults.match(method, url.pathname + url.search);
     const record = (status: number, bytes: number, f?: string) =>
       this.log.record(method, url, status, bytes, f);
-    const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
-      const text = body === undefined ? '' : JSON.stringify(body);
+    const send = (status0: number, body0: unknown, headers: Record<string, string> = {}) => {
+      const [status, body] = fault?.rewrite ? fault.rewrite(status0, body0) : [status0, body0];
+      const text = body === undefined ? '' : typeof body === 'string' ? body : JSON.stringify(body);
       if (fault?.truncate && text) {
         res.writeHead(status, {
           'content-type': 'application/json',
