@@ -10,6 +10,7 @@ import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
 import { type KubeObject, PODS, type ResourceRef } from '../../shared/kube/resources.ts';
 import { formatAddress, parseAddress } from '../../shared/net/ip.ts';
 import type {
+  BatchItemResult,
   FunctionContext,
   Observation,
   RecheckResult,
@@ -323,7 +324,41 @@ async function existingDefaults(kube: KubeReader, group: string, signal: AbortSi
   return out;
 }
 
-/** A fresh full list of DanmEps: who holds address `addr` of network `netId`, other than `except`. */
+/** Who holds address `index` of a network's pool (other than DanmEp `except`), from one fresh read of the evidence. */
+type Holder = (family: 4 | 6, index: number, pool: Pool, except?: string) => string | undefined;
+
+/** Fresh full lists of DanmEps and pods (and the `default` networks when `net` is one): who may hold a bit of `net`. */
+async function freshEvidence(
+  kube: KubeReader,
+  group: string,
+  net: Network,
+  signal: AbortSignal,
+): Promise<Holder> {
+  const netId = net.id;
+  // Networks first (as in a snapshot): a default network created after can only widen what is protected.
+  const existing = net.name === DEFAULT_NETWORK ? await existingDefaults(kube, group, signal) : undefined;
+  const eps = await kube.listAll(danmResources(group).danmeps, { signal });
+  const pods = await kube.listAll(PODS, { metadataOnly: true, signal });
+  const parsed = eps.items.map(parseEndpoint).flatMap((p) => (p.ok ? [p.ep] : []));
+  const inflight = networksBeingSetUp(pods.items, parsed, existing)(netId);
+  const unparsable = eps.items
+    .map((o) => ({ o, p: parseEndpoint(o) }))
+    .filter((x) => !x.p.ok && unparsableMayHold(x.o, net))
+    .map((x) => `${x.o.metadata?.namespace}/${x.o.metadata?.name}`);
+  const mine = parsed.filter((e) => networkId(e.networkType, e.namespace, e.network) === netId);
+  return (family, index, pool, except) => {
+    if (inflight) return inflight;
+    if (unparsable.length > 0) return `may be held by DanmEp ${unparsable[0]} (unparsable)`;
+    for (const e of mine) {
+      if (e.uid === except) continue;
+      const a = family === 4 ? e.v4 : e.v6;
+      if (a && bitIndex(pool, a) === index) return `held by DanmEp ${e.namespace}/${e.name}`;
+    }
+    return undefined;
+  };
+}
+
+/** A fresh full list of DanmEps: who holds address `index` of network `net`, other than `except`. */
 async function freshHolder(
   kube: KubeReader,
   group: string,
@@ -334,26 +369,7 @@ async function freshHolder(
   except: string | undefined,
   signal: AbortSignal,
 ): Promise<string | undefined> {
-  const netId = net.id;
-  // Networks first (as in a snapshot): a default network created after can only widen what is protected.
-  const existing = net.name === DEFAULT_NETWORK ? await existingDefaults(kube, group, signal) : undefined;
-  const eps = await kube.listAll(danmResources(group).danmeps, { signal });
-  const pods = await kube.listAll(PODS, { metadataOnly: true, signal });
-  const parsed = eps.items.map(parseEndpoint).flatMap((p) => (p.ok ? [p.ep] : []));
-  const inflight = networksBeingSetUp(pods.items, parsed, existing)(netId);
-  if (inflight) return inflight;
-  for (const o of eps.items) {
-    const p = parseEndpoint(o);
-    if (!p.ok) {
-      if (unparsableMayHold(o, net)) return `may be held by DanmEp ${p.namespace}/${p.name} (unparsable)`;
-      continue;
-    }
-    if (p.ep.uid === except) continue;
-    if (networkId(p.ep.networkType, p.ep.namespace, p.ep.network) !== netId) continue;
-    const a = family === 4 ? p.ep.v4 : p.ep.v6;
-    if (a && bitIndex(pool, a) === index) return `held by DanmEp ${p.ep.namespace}/${p.ep.name}`;
-  }
-  return undefined;
+  return (await freshEvidence(kube, group, net, signal))(family, index, pool, except);
 }
 
 async function readNetwork(
@@ -558,6 +574,120 @@ async function remove(kube: KubeClient, target: Target, ctx: FunctionContext): P
   };
 }
 
+const BATCH_ATTEMPTS = 5;
+
+/**
+ * The leaked bits of one network, together: one fresh read of the network and one of
+ * the evidence re-check every bit, one write with the network's resourceVersion clears
+ * those still unheld, a conflict re-reads and re-checks, a read-back confirms.
+ */
+async function removeBatch(
+  reader: KubeReader,
+  kube: KubeClient,
+  targets: readonly Target[],
+  ctx: FunctionContext,
+): Promise<BatchItemResult[]> {
+  const bits = targets.map((t) => ({ t, d: t.data as BitData }));
+  const d0 = bits[0]!.d;
+  const results = new Map<string, BatchItemResult>();
+  const skip = (key: string, reason: string) => results.set(key, { key, outcome: 'skipped', reason });
+  for (let attempt = 1; attempt <= BATCH_ATTEMPTS; attempt++) {
+    const net = await readNetwork(reader, d0.group, d0.networkType, d0.namespace, d0.name, ctx.signal);
+    if (!net || net.uid !== d0.uid) {
+      for (const { t } of bits) skip(t.key, 'network is gone or was re-created');
+      break;
+    }
+    if (net.problem) {
+      for (const { t } of bits) skip(t.key, `network cannot be read: ${net.problem}`);
+      break;
+    }
+    const holder = await freshEvidence(reader, d0.group, net, ctx.signal);
+    let v4 = net.v4?.bitmap;
+    let v6 = net.v6?.bitmap;
+    const clearing: { t: Target; d: BitData }[] = [];
+    for (const { t, d } of bits) {
+      if (results.has(t.key)) continue;
+      const pool = d.family === 4 ? net.v4 : net.v6;
+      const why =
+        allocatedSince(pool, d) ??
+        (!pool || !clearable(pool, d.index) ? 'bit is no longer clearable' : undefined) ??
+        holder(d.family, d.index, pool!);
+      if (why) {
+        skip(t.key, `re-check: ${d.address}: ${why}`);
+        continue;
+      }
+      if (d.family === 4) v4 = v4!.with(d.index, false);
+      else v6 = v6!.with(d.index, false);
+      clearing.push({ t, d });
+    }
+    if (clearing.length === 0) break;
+    const raw = structuredClone(net.raw) as KubeObject & { spec: { Options: Record<string, unknown> } };
+    if (v4 && net.v4) raw.spec.Options.alloc = v4.encode();
+    if (v6 && net.v6) raw.spec.Options.alloc6 = v6.encode();
+    try {
+      await kube.replace(networkRef(d0.group, d0.networkType), raw, ctx.signal);
+    } catch (err) {
+      if (err instanceof ConflictError && attempt < BATCH_ATTEMPTS) continue;
+      const why =
+        err instanceof ConflictError
+          ? `the network kept changing (${BATCH_ATTEMPTS} conflicts)`
+          : (err as Error).message;
+      for (const { t } of clearing)
+        results.set(
+          t.key,
+          err instanceof ConflictError
+            ? { key: t.key, outcome: 'skipped', reason: why }
+            : { key: t.key, outcome: 'failed', error: why },
+        );
+      break;
+    }
+    // Read back: a success that did not happen is a failure, never "cleared".
+    const after = await readNetwork(reader, d0.group, d0.networkType, d0.namespace, d0.name, ctx.signal);
+    const cleared: string[] = [];
+    for (const { t, d } of clearing) {
+      const pool = after && after.uid === net.uid ? (d.family === 4 ? after.v4 : after.v6) : undefined;
+      const unchanged = after?.resourceVersion === net.resourceVersion;
+      if (after && after.uid === net.uid && pool?.bitmap.isSet(d.index) && unchanged)
+        results.set(t.key, {
+          key: t.key,
+          outcome: 'failed',
+          error: 'the update answered success, but a read-back finds the network unchanged',
+        });
+      else {
+        cleared.push(d.address);
+        results.set(t.key, {
+          key: t.key,
+          outcome: 'deleted',
+          detail: `cleared ${d.address} in ${d.networkType} ${d.namespace ? `${d.namespace}/` : ''}${d.name}`,
+        });
+      }
+    }
+    if (cleared.length > 0)
+      await recordEvent(
+        kube,
+        d0.namespace ?? 'default',
+        {
+          apiVersion: `${d0.group}/v1`,
+          kind: d0.networkType,
+          name: d0.name,
+          ...(d0.namespace ? { namespace: d0.namespace } : {}),
+          uid: d0.uid,
+        },
+        'DanmAddressReclaimed',
+        `twopass cleared ${cleared.length} leaked address${cleared.length === 1 ? '' : 'es'} (held by no DanmEp) in ${d0.networkType} ${d0.name}: ${cleared.join(', ')}`,
+        'Normal',
+        ctx.now,
+        ctx.signal,
+      ).catch((err) =>
+        ctx.note('event.failed', { kind: d0.networkType, name: d0.name, error: (err as Error).message }),
+      );
+    break;
+  }
+  return bits.map(
+    ({ t }) => results.get(t.key) ?? { key: t.key, outcome: 'skipped', reason: 'the network kept changing' },
+  );
+}
+
 async function confirmGone(kube: KubeReader, target: Target, ctx: FunctionContext): Promise<boolean> {
   const d = target.data as EpData | BitData;
   if (d.t === 'ep') {
@@ -585,6 +715,9 @@ export const danmEndpoints: TwopassFunction<KubeReader, KubeClient> = {
   recheck,
   remove,
   confirmGone,
+  // Leaked bits of one network are cleared together, in one write (DanmEps go one by one).
+  batchOf: (t) => (t.kind === 'DanmBit' ? (t.data as BitData).uid : undefined),
+  removeBatch,
 };
 
 export default danmEndpoints;

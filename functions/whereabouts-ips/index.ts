@@ -9,6 +9,7 @@ import { recordEvent } from '../../shared/kube/events.ts';
 import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
 import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
 import type {
+  BatchItemResult,
   FunctionContext,
   Observation,
   RecheckResult,
@@ -327,6 +328,124 @@ async function remove(kube: KubeClient, target: Target, ctx: FunctionContext): P
   return { outcome: 'deleted', detail };
 }
 
+/**
+ * The confirmed allocations of one IPPool, together: one fresh read of the pool and one
+ * fresh list of the pods they name re-check every allocation; one JSON Patch that tests
+ * the pool's resourceVersion removes those still unused (a re-check that finds use skips
+ * just that one); a conflict re-reads and re-checks, never retries blindly; a read-back
+ * confirms; one Event for the pool.
+ */
+async function removeBatch(
+  reader: KubeReader,
+  kube: KubeClient,
+  targets: readonly Target[],
+  ctx: FunctionContext,
+): Promise<BatchItemResult[]> {
+  const allocs = targets.map((t) => ({ t, d: t.data as AllocData }));
+  const d0 = allocs[0]!.d;
+  const results = new Map<string, BatchItemResult>();
+  const skip = (key: string, reason: string) => results.set(key, { key, outcome: 'skipped', reason });
+  const namespaces = [...new Set(allocs.map(({ d }) => d.podref.split('/')[0]!))].sort();
+  for (let attempt = 1; attempt <= PATCH_ATTEMPTS; attempt++) {
+    const pool = await reader.get(IPPOOLS, d0.namespace, d0.pool, ctx.signal);
+    if (!pool || pool.metadata.uid !== d0.poolUid) {
+      for (const { t } of allocs)
+        if (!results.has(t.key)) results.set(t.key, { key: t.key, outcome: 'gone', detail: 'pool is gone' });
+      break;
+    }
+    // The evidence, fresh and complete: the pods of every namespace the allocations name.
+    const pods = new Map<string, PodView>();
+    for (const ns of namespaces)
+      for (const p of (await reader.listAll(PODS, { namespace: ns, metadataOnly: true, signal: ctx.signal }))
+        .items)
+        pods.set(`${p.metadata.namespace}/${p.metadata.name}`, podView(p));
+    const removing: { t: Target; d: AllocData }[] = [];
+    for (const { t, d } of allocs) {
+      if (results.has(t.key)) continue;
+      if (!sameAllocation(allocationAt(pool, d.offset), d)) {
+        skip(t.key, `re-check: allocation at offset ${d.offset} changed in the fresh pool`);
+        continue;
+      }
+      const j = judge(pods, d.podref, d.ip);
+      if (j !== 'unused') {
+        skip(t.key, `re-check: ${j === 'used' ? `pod ${d.podref} uses ${d.ip}` : j.indeterminate}`);
+        continue;
+      }
+      removing.push({ t, d });
+    }
+    if (removing.length === 0) break;
+    try {
+      await kube.jsonPatch(
+        IPPOOLS,
+        d0.namespace,
+        d0.pool,
+        [
+          { op: 'test', path: '/metadata/resourceVersion', value: pool.metadata.resourceVersion },
+          ...removing.map(({ d }) => ({ op: 'remove' as const, path: `/spec/allocations/${d.offset}` })),
+        ],
+        ctx.signal,
+      );
+    } catch (err) {
+      const conflict = err instanceof ConflictError || (err instanceof KubeApiError && err.status === 422);
+      if (conflict && attempt < PATCH_ATTEMPTS) continue;
+      for (const { t } of removing)
+        results.set(
+          t.key,
+          conflict
+            ? { key: t.key, outcome: 'skipped', reason: `pool kept changing (${PATCH_ATTEMPTS} conflicts)` }
+            : { key: t.key, outcome: 'failed', error: (err as Error).message },
+        );
+      break;
+    }
+    // Read back: a success that did not happen is a failure, never "removed".
+    const after = await reader.get(IPPOOLS, d0.namespace, d0.pool, ctx.signal);
+    const removed: string[] = [];
+    for (const { t, d } of removing) {
+      if (after && after.metadata.uid === d0.poolUid && sameAllocation(allocationAt(after, d.offset), d))
+        results.set(t.key, {
+          key: t.key,
+          outcome: 'failed',
+          error: 'the patch answered success, but a read-back still finds the allocation',
+        });
+      else {
+        removed.push(d.ip);
+        results.set(t.key, {
+          key: t.key,
+          outcome: 'deleted',
+          detail: `allocation ${d.ip} (offset ${d.offset}, container ${d.id.slice(0, 12)}) removed from IPPool ${d.namespace}/${d.pool}`,
+        });
+      }
+    }
+    if (removed.length > 0)
+      await recordEvent(
+        kube,
+        d0.namespace,
+        {
+          apiVersion: `${GROUP}/v1alpha1`,
+          kind: 'IPPool',
+          name: d0.pool,
+          namespace: d0.namespace,
+          uid: d0.poolUid,
+        },
+        'WhereaboutsAddressReclaimed',
+        `twopass removed ${removed.length} allocation${removed.length === 1 ? '' : 's'} of pods that are gone or no longer hold the address: ${removed.join(', ')}`,
+        'Normal',
+        ctx.now,
+        ctx.signal,
+      ).catch((err) =>
+        ctx.note('event.failed', {
+          kind: 'IPPool',
+          name: `${d0.namespace}/${d0.pool}`,
+          error: (err as Error).message,
+        }),
+      );
+    break;
+  }
+  return allocs.map(
+    ({ t }) => results.get(t.key) ?? { key: t.key, outcome: 'skipped', reason: 'the pool kept changing' },
+  );
+}
+
 async function confirmGone(kube: KubeReader, target: Target, ctx: FunctionContext): Promise<boolean> {
   const d = target.data as AllocData | ResvData;
   if (d.t === 'resv') {
@@ -352,6 +471,9 @@ export const whereaboutsIps: TwopassFunction<KubeReader, KubeClient> = {
   recheck,
   remove,
   confirmGone,
+  // The allocations of one pool are removed together, in one patch (reservations one by one).
+  batchOf: (t) => (t.kind === 'IPPoolAllocation' ? (t.data as AllocData).poolUid : undefined),
+  removeBatch,
 };
 
 export default whereaboutsIps;

@@ -15,7 +15,7 @@ import type {
   NewObject,
   Preconditions,
 } from './ports.ts';
-import { checkDiscovery, checkObject, isNotFoundStatus, ListProof, ProofError } from './proof.ts';
+import { checkDiscovery, checkKind, checkObject, isNotFoundStatus, ListProof, ProofError } from './proof.ts';
 import { collectionPath, describe, type KubeObject, objectPath, type ResourceRef } from './resources.ts';
 
 const METADATA_ACCEPT = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json';
@@ -205,7 +205,8 @@ export class KubeHttpClient implements KubeClient {
           }
         },
         (err) => {
-          if (err instanceof KubeApiError && err.notFound) return undefined;
+          // The real server answers a group/version it does not serve with a plain-text 404.
+          if (err instanceof KubeApiError && err.status === 404) return undefined;
           this.discovery.delete(gv);
           throw err;
         },
@@ -434,8 +435,8 @@ function written(
 ): KubeObject {
   try {
     if (name !== undefined) return checkObject(body, ref, namespace, name);
-    const o = body as KubeObject | undefined;
-    return checkObject(body, ref, namespace, String(o?.metadata?.name ?? ''));
+    // An unnamed create (generateName, or a review that is never stored): the kind asked for.
+    return checkKind(body, ref);
   } catch (err) {
     throw new KubeApiError(what, 0, 'BadBody', `the server answered success, but ${(err as Error).message}`, {
       cause: err,

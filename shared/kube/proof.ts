@@ -101,6 +101,18 @@ export class ListProof {
   }
 }
 
+/** An answer of the kind asked for (an unnamed create: generateName, or a review that is never stored). */
+export function checkKind(body: unknown, ref: ResourceRef): KubeObject {
+  if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body))
+    throw new ProofError('the answer is not an object');
+  const o = body as KubeObject;
+  if (o.kind !== ref.kind || o.apiVersion !== groupVersion(ref))
+    throw new ProofError(
+      `the answer is a ${String(o.apiVersion ?? '?')} ${String(o.kind ?? '?')}, not a ${groupVersion(ref)} ${ref.kind}`,
+    );
+  return o;
+}
+
 /** A 200 answer to a GET: the object asked for, of the kind asked for. */
 export function checkObject(
   body: unknown,

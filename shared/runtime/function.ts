@@ -30,6 +30,16 @@ export type RemoveResult = Readonly<
   | { outcome: 'skipped'; reason: string }
 >;
 
+/** The outcome of one target of a batch removal; a batch result is read back by the function itself. */
+export type BatchItemResult = Readonly<
+  { key: string } & (
+    | { outcome: 'deleted'; detail?: string }
+    | { outcome: 'gone'; detail?: string }
+    | { outcome: 'skipped'; reason: string }
+    | { outcome: 'failed'; error: string }
+  )
+>;
+
 export type FunctionDefaults = Policy &
   Readonly<{
     schedule: string /** false: runs only when the config enables it (it needs settings). */;
@@ -64,6 +74,23 @@ export interface TwopassFunction<R, W> {
   remove(writer: W, target: Target, ctx: FunctionContext): Promise<RemoveResult>;
   /** A follow-up read: true when the target is really gone. */
   confirmGone(reader: R, target: Target, ctx: FunctionContext): Promise<boolean>;
+  /**
+   * Targets whose removal writes the same object (the bits of one network, the
+   * allocations of one pool) share a batch key: the run loop hands them to
+   * `removeBatch` together instead of racing their writes.
+   */
+  batchOf?(target: Target): string | undefined;
+  /**
+   * Re-checks every target of one batch against one fresh read of the object and of
+   * the evidence, removes those still unused in one preconditioned write (a conflict
+   * re-reads and re-checks), and reads the object back: one result per target.
+   */
+  removeBatch?(
+    reader: R,
+    writer: W,
+    targets: readonly Target[],
+    ctx: FunctionContext,
+  ): Promise<BatchItemResult[]>;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: the registry holds functions of any port types

@@ -244,70 +244,83 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
   const skipped: string[] = [];
   const failed: string[] = [];
   const drop = new Set<string>();
-  const queue = [...decision.actions];
+  // Work units: one target, or every target of one batch (they write the same object).
+  const units: Target[][] = [];
+  const batches = new Map<string, Target[]>();
+  for (const a of decision.actions) {
+    const b = fn.removeBatch ? fn.batchOf?.(a.target) : undefined;
+    if (b === undefined) {
+      units.push([a.target]);
+      continue;
+    }
+    let unit = batches.get(b);
+    if (!unit) {
+      unit = [];
+      batches.set(b, unit);
+      units.push(unit);
+    }
+    unit.push(a.target);
+  }
+  const baseOf = (t: Target) => ({ key: t.key, kind: t.kind, name: t.name });
+  const failOne = (t: Target, error: string) => {
+    failed.push(t.key);
+    log.error({ event: 'delete.failed', ...baseOf(t), error }, 'delete.failed');
+  };
+  const skipOne = (t: Target, reason: string) => {
+    skipped.push(t.key);
+    drop.add(t.key);
+    log.warn({ event: 'delete.skipped', ...baseOf(t), reason }, 'delete.skipped');
+  };
+  const deletedOne = async (t: Target, outcome: 'deleted' | 'gone', detail: string | undefined) => {
+    deleted.push(t.key);
+    drop.add(t.key);
+    log.info(
+      {
+        event: 'resource.deleted',
+        ...baseOf(t),
+        ...(detail ? { detail } : {}),
+        ...(outcome === 'gone' ? { alreadyGone: true } : {}),
+      },
+      'resource.deleted',
+    );
+    await deps.hooks?.deleted?.(t, detail);
+  };
+  const one = async (t: Target) => {
+    const check = await fn.recheck(deps.reader, t, ctx);
+    if (!check.ok) return skipOne(t, `re-check: ${check.reason}`);
+    const res = await fn.remove(deps.writer, t, ctx);
+    if (res.outcome === 'skipped') return skipOne(t, res.reason);
+    if (!(await fn.confirmGone(deps.reader, t, ctx)))
+      return failOne(t, `the server answered ${res.outcome} but a read still finds it`);
+    await deletedOne(t, res.outcome, res.detail);
+  };
+  const batch = async (ts: readonly Target[]) => {
+    const results = await fn.removeBatch!(deps.reader, deps.writer, ts, ctx);
+    const byKey = new Map(results.map((r) => [r.key, r]));
+    for (const t of ts) {
+      const r = byKey.get(t.key);
+      if (!r) failOne(t, 'the batch removal returned no result for it');
+      else if (r.outcome === 'skipped') skipOne(t, r.reason);
+      else if (r.outcome === 'failed') failOne(t, r.error);
+      else await deletedOne(t, r.outcome, r.detail);
+    }
+  };
+  const queue = [...units];
   const worker = async () => {
     for (;;) {
-      const action = queue.shift();
-      if (!action) return;
-      const t = action.target;
-      const base = { key: t.key, kind: t.kind, name: t.name };
+      const unit = queue.shift();
+      if (!unit) return;
       if (x.signal.aborted) {
-        failed.push(t.key);
-        log.error(
-          {
-            event: 'delete.failed',
-            ...base,
-            error: `not attempted: ${String((x.signal.reason as Error)?.message ?? x.signal.reason)}`,
-          },
-          'delete.failed',
-        );
+        const why = `not attempted: ${String((x.signal.reason as Error)?.message ?? x.signal.reason)}`;
+        for (const t of unit) failOne(t, why);
         continue;
       }
       try {
-        const check = await fn.recheck(deps.reader, t, ctx);
-        if (!check.ok) {
-          skipped.push(t.key);
-          drop.add(t.key);
-          log.warn(
-            { event: 'delete.skipped', ...base, reason: `re-check: ${check.reason}` },
-            'delete.skipped',
-          );
-          continue;
-        }
-        const res = await fn.remove(deps.writer, t, ctx);
-        if (res.outcome === 'skipped') {
-          skipped.push(t.key);
-          drop.add(t.key);
-          log.warn({ event: 'delete.skipped', ...base, reason: res.reason }, 'delete.skipped');
-          continue;
-        }
-        if (!(await fn.confirmGone(deps.reader, t, ctx))) {
-          failed.push(t.key);
-          log.error(
-            {
-              event: 'delete.failed',
-              ...base,
-              error: `the server answered ${res.outcome} but a read still finds it`,
-            },
-            'delete.failed',
-          );
-          continue;
-        }
-        deleted.push(t.key);
-        drop.add(t.key);
-        log.info(
-          {
-            event: 'resource.deleted',
-            ...base,
-            ...(res.detail ? { detail: res.detail } : {}),
-            ...(res.outcome === 'gone' ? { alreadyGone: true } : {}),
-          },
-          'resource.deleted',
-        );
-        await deps.hooks?.deleted?.(t, res.detail);
+        if (!fn.removeBatch || fn.batchOf?.(unit[0]!) === undefined) await one(unit[0]!);
+        else await batch(unit);
       } catch (err) {
-        failed.push(t.key);
-        log.error({ event: 'delete.failed', ...base, error: (err as Error).message }, 'delete.failed');
+        for (const t of unit)
+          if (!deleted.includes(t.key) && !skipped.includes(t.key)) failOne(t, (err as Error).message);
       }
     }
   };

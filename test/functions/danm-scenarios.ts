@@ -420,5 +420,37 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
     );
   });
 
+  it('six leaked bits of one network go in the first run after their grace, in one write and one Event', async (t, kube) => {
+    const ns = await t.namespace();
+    const leaked = [
+      '10.10.10.110',
+      '10.10.10.111',
+      '10.10.10.112',
+      '10.10.10.113',
+      '10.10.10.114',
+      '10.10.10.115',
+    ];
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', [...leaked, '10.10.10.120']);
+    const pod = await createPod(kube, ns, 'holder-0');
+    await createEndpoint(kube, pod, 'test-net1', '10.10.10.120/24');
+    const r = danmRunner(t.options, [ns], Date.now() + MIN); // default concurrency (4)
+    await r.run();
+    r.now += 11 * MIN;
+    const puts = () =>
+      t.fake?.requests.filter(
+        (q) => q.method === 'PUT' && q.path.endsWith(`/namespaces/${ns}/danmnets/test-net1`),
+      ).length ?? 0;
+    const before = puts();
+    const res = await r.run();
+    assert.is(res.deleted.length, 6, `all six in one run: ${JSON.stringify(r.events('delete.skipped'))}`);
+    assert.equal(await bits(kube, ns), ['10.10.10.0', '10.10.10.120', '10.10.10.255']);
+    if (t.fake) assert.is(puts() - before, 1, 'one write for the network');
+    const ev = (await kube.listAll(EVENTS, { namespace: ns })).items.filter(
+      (e) => (e as { reason?: string }).reason === 'DanmAddressReclaimed',
+    );
+    assert.is(ev.length, 1, 'one Event for the network');
+    assert.match(String((ev[0] as { message?: string }).message), /cleared 6 leaked addresses/);
+  });
+
   run();
 }

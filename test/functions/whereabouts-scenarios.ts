@@ -206,5 +206,63 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
     void PODS;
   });
 
+  it('ten leaked allocations of one pool go in one run: one patch, one Event; the live one and a raced offset stay', async (t, kube) => {
+    const ns = await t.namespace();
+    const allocs: Record<string, { id: string; podref: string }> = {};
+    for (let i = 0; i < 10; i++)
+      allocs[`192.168.2.${100 + i}`] = { id: containerId(), podref: `${ns}/gone-${i}` };
+    allocs['192.168.2.120'] = { id: containerId(), podref: `${ns}/live-0` };
+    await createPool(kube, ns, 'pool', RANGE, allocs);
+    await createPodWithStatus(kube, ns, 'live-0', ['192.168.2.120']);
+    const r = runner(whereaboutsIps, t.options, [ns], Date.now() + MIN); // default concurrency (4)
+    await r.run();
+    r.now += 6 * MIN;
+    const patches = () =>
+      t.fake?.requests.filter(
+        (q) => q.method === 'PATCH' && q.path.endsWith(`/namespaces/${ns}/ippools/pool`),
+      ).length ?? 0;
+    const before = patches();
+    const res = await r.run();
+    assert.is(res.deleted.length, 10, JSON.stringify(r.events('delete.skipped')));
+    if (t.fake) assert.is(patches() - before, 1, 'one patch for the pool');
+    assert.equal(Object.keys(await allocations(kube, ns, 'pool')), [offsetOf(RANGE, '192.168.2.120')]);
+    const ev = (await kube.listAll(EVENTS, { namespace: ns })).items.filter(
+      (e) => (e as { reason?: string }).reason === 'WhereaboutsAddressReclaimed',
+    );
+    assert.is(ev.length, 1, 'one Event for the pool');
+    assert.match(String((ev[0] as { message?: string }).message), /removed 10 allocations/);
+
+    // a batch raced by a CNI ADD that re-uses one of its offsets: that one stays, the others go
+    await allocate(kube, ns, 'pool', RANGE, '192.168.2.130', { id: 'old-a', podref: `${ns}/gone-a` });
+    await allocate(kube, ns, 'pool', RANGE, '192.168.2.131', { id: 'old-b', podref: `${ns}/gone-b` });
+    const ctx = {
+      now: r.now,
+      signal: AbortSignal.timeout(30_000),
+      settings: { namespaces: [ns] },
+      note: () => {},
+    };
+    const obs = await whereaboutsIps.observe(kube, ctx);
+    const batch = obs.targets.filter((x) =>
+      ['192.168.2.130', '192.168.2.131'].includes((x.data as { ip: string }).ip),
+    );
+    let raced = false;
+    const racing: KubeClient = Object.assign(Object.create(Object.getPrototypeOf(kube)), kube, {
+      jsonPatch: async (...args: Parameters<KubeClient['jsonPatch']>) => {
+        if (!raced) {
+          raced = true;
+          await allocate(kube, ns, 'pool', RANGE, '192.168.2.131', { id: 'new-b', podref: `${ns}/new-b` });
+        }
+        return kube.jsonPatch(...args);
+      },
+    });
+    const out = await whereaboutsIps.removeBatch!(kube, racing, batch, ctx);
+    const by = new Map(
+      out.map((o) => [(batch.find((b) => b.key === o.key)!.data as { ip: string }).ip, o.outcome]),
+    );
+    assert.is(by.get('192.168.2.130'), 'deleted');
+    assert.is(by.get('192.168.2.131'), 'skipped', 'the re-check on the fresh pool saw the new owner');
+    assert.is((await allocations(kube, ns, 'pool'))[offsetOf(RANGE, '192.168.2.131')]?.id, 'new-b');
+  });
+
   run();
 }
