@@ -98,7 +98,7 @@ export function twopassCleaner<R, W>(
     run: async () => {
       await run(
         { fn, reader, writer, store, lock: noLock, clock, log: silent, newId: () => `sim-${++n}` },
-        { apply: true, record: false, policy, settings, deadlineMs: 60_000, concurrency: 2 },
+        { apply: true, record: false, policy, settings, deadlineMs: 60_000, concurrency: 4 },
       );
     },
   };

@@ -129,6 +129,18 @@ export const DANM_SCRIPTS: Script<DanmWorld>[] = [
     },
     policy: { ...DANM_POLICY, maxEvidenceDropPercent: 30 },
   },
+  {
+    name: 'six leaked bits on one network: all reclaimed in the first run after their grace',
+    incident: 'liveness: writes to one object go together',
+    // first observation at minute 0, DanmBit grace 10 min: the run at minute 10 must clear all six
+    minutes: 10,
+    intervalMinutes: 5,
+    setup: (w, now) => {
+      five(w, now);
+      for (let i = 0; i < 6; i++) w.abandonAdd();
+    },
+    mustReclaim: true,
+  },
   ...DANM_LAYOUTS.slice(1).map(
     (layout, i): Script<DanmWorld> => ({
       name: `seed on ${layout.kind} default: re-created StatefulSet pods (no annotation, or []) in CNI ADD on a freed address`,

@@ -278,15 +278,17 @@ export class DanmWorld implements World {
         const i = this.epIndex(rng.pick(stale));
         if (i !== undefined && this.bitmap().isSet(i)) this.writeBit(i, false);
       }
-    } else {
-      // an ADD abandoned on a dead node: the bit is set, no DanmEp ever comes
-      const bm = this.bitmap();
-      for (let i = 1; i < 63; i++)
-        if (!bm.isSet(i) && !this.inflight.has(i)) {
-          this.writeBit(i, true);
-          break;
-        }
-    }
+    } else this.abandonAdd();
+  }
+
+  /** An ADD abandoned on a dead node: the bit is set, no DanmEp ever comes. */
+  abandonAdd(): void {
+    const bm = this.bitmap();
+    for (let i = 1; i < 63; i++)
+      if (!bm.isSet(i) && !this.inflight.has(i)) {
+        this.writeBit(i, true);
+        break;
+      }
   }
 
   // ---- invariants and orphans ----
