@@ -52,6 +52,8 @@ Commands:
   functions                list the functions and their defaults
   state show <function>    show the stored observations
   state reset <function>   forget the observations (deletes no resource)
+  state accept-evidence <function>
+                           accept today's evidence counts as the baseline (deletes nothing)
   explain <function> <key> why a target is pending, rescued, indeterminate or confirmed
   diff A B                 compare two saved snapshots (--save-snapshot)
   schedule                 run every enabled function on its cron schedule; serve /healthz, /metrics
@@ -85,11 +87,15 @@ SIGTERM/SIGINT: no new runs start, a running run abandons the deletions it has n
 started, and the process exits 0 when it is done.
 ${COMMON}`,
   functions: `Usage: twopass functions [--config FILE]\n\nLists the functions, what they delete and their effective defaults.\n${COMMON}`,
-  state: `Usage: twopass state show|reset <function> [options]
+  state: `Usage: twopass state show|reset|accept-evidence <function> [options]
 
-show   prints the stored candidates (first/last unused observation, count)
-reset  forgets every observation of the function: the next run starts over.
-       It never deletes a resource.
+show             prints the stored candidates (first/last unused observation, count)
+                 and the evidence baseline
+reset            forgets every observation of the function: the next run starts over.
+                 It never deletes a resource.
+accept-evidence  takes one complete snapshot (read-only, nothing is deleted) and makes
+                 its evidence counts the new baseline, keeping every candidate: the way
+                 out after a real scale-down refused runs ("evidence ... shrank").
 ${COMMON}`,
   explain: `Usage: twopass explain <function> <key> [options]
 
@@ -329,13 +335,14 @@ function functionsCommand(cfg: Config, io: Io): number {
 
 async function stateCommand(args: readonly string[], cfg: Config, io: Io): Promise<number> {
   const [sub, name] = args;
-  if ((sub !== 'show' && sub !== 'reset') || !name)
-    throw new ConfigError('usage: twopass state show|reset <function>');
+  if ((sub !== 'show' && sub !== 'reset' && sub !== 'accept-evidence') || !name)
+    throw new ConfigError('usage: twopass state show|reset|accept-evidence <function>');
   const entry = findFunction(name);
   if (!entry)
     throw new ConfigError(
       `unknown function \`${name}\`; known: ${FUNCTIONS.map((x) => x.fn.name).join(', ')}`,
     );
+  if (sub === 'accept-evidence') return acceptEvidenceCommand(entry.fn, cfg, io);
   const kube =
     cfg.state.kind === 'configmap'
       ? await connectKube(cfg, { clock: io.clock, log: createLogger({ output: 'json' }) })
@@ -374,6 +381,51 @@ async function stateCommand(args: readonly string[], cfg: Config, io: Io): Promi
   } finally {
     await kube?.close();
   }
+}
+
+/** A dry run that records, with the evidence guard's drop accepted: nothing is deleted. */
+async function acceptEvidenceCommand(fn: AnyFunction, cfg: Config, io: Io): Promise<number> {
+  const lines: Record<string, unknown>[] = [];
+  const log = createLogger({
+    output: 'json',
+    stream: {
+      write: (chunk: string) => {
+        for (const l of chunk.split('\n')) if (l.trim()) lines.push(JSON.parse(l) as Record<string, unknown>);
+      },
+    } as never,
+    clock: io.clock,
+  });
+  const r = await runFunction(
+    fn,
+    { ...cfg, apply: false },
+    { clock: io.clock, log, processEnv: io.env },
+    { apply: false, record: true, acceptEvidence: true },
+  );
+  const accepted = lines.find((l) => l.event === 'evidence.accepted');
+  const taken = lines.find((l) => l.event === 'snapshot.taken');
+  if (r.exitCode !== EXIT.ok) {
+    const why = String(
+      lines.find((l) => l.event === 'run.refused' || l.event === 'run.aborted')?.reason ?? r.error,
+    );
+    io.err.write(
+      `twopass: ${fn.name}: nothing accepted, the snapshot was not taken or was refused: ${why}\n`,
+    );
+    return r.exitCode;
+  }
+  const counts = (accepted?.counts ?? {}) as Record<string, { was: number; now: number }>;
+  const sources = ((taken?.sources ?? []) as { name: string; role: string; count: number }[]).filter(
+    (x) => x.role === 'evidence',
+  );
+  io.out.write(
+    accepted
+      ? `${fn.name}: accepted the evidence counts of snapshot ${r.snapshotId} as the new baseline: ${Object.entries(
+          counts,
+        )
+          .map(([k, c]) => `${k} ${c.was} -> ${c.now}`)
+          .join(', ')}. The candidates were kept; nothing was deleted.\n`
+      : `${fn.name}: no evidence drop to accept; the baseline is now snapshot ${r.snapshotId} (${sources.map((x) => `${x.name}=${x.count}`).join(' ')}). Nothing was deleted.\n`,
+  );
+  return EXIT.ok;
 }
 
 async function explainCommand(args: readonly string[], cfg: Config, io: Io): Promise<number> {

@@ -28,6 +28,19 @@ const duration = z.unknown().transform((v, ctx) => {
   return ms;
 });
 
+const durationOrNever = z.unknown().transform((v, ctx) => {
+  if (v === 'never') return null;
+  const ms = typeof v === 'string' ? parseDuration(v) : undefined;
+  if (ms === undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `expected a duration like \`1h\`, or \`never\`, got ${describeValue(v)}`,
+    });
+    return z.NEVER;
+  }
+  return ms;
+});
+
 const percent = z
   .number({ error: (i) => `expected a percentage (0-100), got ${describeValue(i.input)}` })
   .min(0)
@@ -47,7 +60,9 @@ const functionSchema = z
     kindGrace: z.record(z.string(), duration).optional(),
     maxDeletions: count.optional(),
     maxDeletionPercent: percent.optional(),
+    minDeletionsForPercent: count.optional(),
     maxEvidenceDropPercent: percent.optional(),
+    acceptEvidenceDropAfter: durationOrNever.optional(),
     settings: z.record(z.string(), z.unknown()).optional(),
   })
   .strict();
@@ -247,8 +262,13 @@ export function functionConfig(cfg: Config, name: string, defaults: FunctionDefa
     kindGraceMs: { ...(defaults.kindGraceMs ?? {}), ...(f.kindGrace ?? {}) },
     maxDeletions: f.maxDeletions ?? defaults.maxDeletions,
     maxDeletionPercent: f.maxDeletionPercent ?? defaults.maxDeletionPercent,
+    minDeletionsForPercent: f.minDeletionsForPercent ?? defaults.minDeletionsForPercent ?? 0,
     maxEvidenceDropPercent: f.maxEvidenceDropPercent ?? defaults.maxEvidenceDropPercent,
   };
+  const accept =
+    f.acceptEvidenceDropAfter !== undefined ? f.acceptEvidenceDropAfter : defaults.acceptEvidenceDropAfterMs;
+  if (accept !== undefined && accept !== null)
+    (policy as { acceptEvidenceDropAfterMs?: number }).acceptEvidenceDropAfterMs = accept;
   return Object.freeze({
     enabled: f.enabled ?? defaults.enabled ?? true,
     apply: f.apply ?? cfg.apply,
@@ -260,5 +280,5 @@ export function functionConfig(cfg: Config, name: string, defaults: FunctionDefa
 
 export function describePolicy(p: Policy): string {
   const kinds = Object.entries(p.kindGraceMs ?? {}).map(([k, v]) => `${k}=${formatDuration(v)}`);
-  return `grace ${formatDuration(p.graceMs)}${kinds.length ? ` (${kinds.join(', ')})` : ''}, minAge ${p.minAgeMs !== undefined ? formatDuration(p.minAgeMs) : 'grace'}, maxDeletions ${p.maxDeletions}, maxDeletionPercent ${p.maxDeletionPercent}%, maxEvidenceDropPercent ${p.maxEvidenceDropPercent}%`;
+  return `grace ${formatDuration(p.graceMs)}${kinds.length ? ` (${kinds.join(', ')})` : ''}, minAge ${p.minAgeMs !== undefined ? formatDuration(p.minAgeMs) : 'grace'}, maxDeletions ${p.maxDeletions}, maxDeletionPercent ${p.maxDeletionPercent}% (above ${p.minDeletionsForPercent ?? 0} deletions), maxEvidenceDropPercent ${p.maxEvidenceDropPercent}% (a lower count accepted after ${p.acceptEvidenceDropAfterMs !== undefined ? formatDuration(p.acceptEvidenceDropAfterMs) : 'never'})`;
 }

@@ -9,13 +9,14 @@ import { recordEvent } from '../../shared/kube/events.ts';
 import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
 import { type KubeObject, PODS, type ResourceRef } from '../../shared/kube/resources.ts';
 import { formatAddress, parseAddress } from '../../shared/net/ip.ts';
-import type {
-  BatchItemResult,
-  FunctionContext,
-  Observation,
-  RecheckResult,
-  RemoveResult,
-  TwopassFunction,
+import {
+  type BatchItemResult,
+  type FunctionContext,
+  GUARD_DEFAULTS,
+  type Observation,
+  type RecheckResult,
+  type RemoveResult,
+  type TwopassFunction,
 } from '../../shared/runtime/function.ts';
 import { makeHandler } from '../../shared/runtime/handler.ts';
 import { Bitmap } from './bitmap.ts';
@@ -707,9 +708,7 @@ export const danmEndpoints: TwopassFunction<KubeReader, KubeClient> = {
     schedule: '*/5 * * * *',
     graceMs: 5 * MIN,
     kindGraceMs: { DanmBit: 10 * MIN },
-    maxDeletions: 50,
-    maxDeletionPercent: 20,
-    maxEvidenceDropPercent: 30,
+    ...GUARD_DEFAULTS,
   },
   observe,
   recheck,

@@ -12,14 +12,15 @@ import { Http } from '../../shared/openstack/http.ts';
 import { KeystoneAuth } from '../../shared/openstack/keystone.ts';
 import { type FloatingIp, NeutronClient, type NeutronReader } from '../../shared/openstack/neutron.ts';
 import { ConfigError } from '../../shared/runtime/errors.ts';
-import type {
-  ConnectContext,
-  FunctionContext,
-  Observation,
-  Ports,
-  RecheckResult,
-  RemoveResult,
-  TwopassFunction,
+import {
+  type ConnectContext,
+  type FunctionContext,
+  GUARD_DEFAULTS,
+  type Observation,
+  type Ports,
+  type RecheckResult,
+  type RemoveResult,
+  type TwopassFunction,
 } from '../../shared/runtime/function.ts';
 import { makeHandler } from '../../shared/runtime/handler.ts';
 
@@ -243,9 +244,9 @@ export const lbaasPorts: TwopassFunction<LbaasReader, LbaasWriter> = {
     schedule: '*/10 * * * *',
     enabled: false,
     graceMs: 30 * MIN,
+    ...GUARD_DEFAULTS,
+    // a cloud's ports cost money and time to re-create: a tighter count than the cluster functions
     maxDeletions: 10,
-    maxDeletionPercent: 20,
-    maxEvidenceDropPercent: 30,
   },
   // One deletion at a time: each re-check lists the Services right before its own delete, so that no
   // other deletion's work widens the window in which the controller could take the port.

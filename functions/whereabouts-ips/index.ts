@@ -8,13 +8,14 @@ import { ConflictError, KubeApiError } from '../../shared/kube/errors.ts';
 import { recordEvent } from '../../shared/kube/events.ts';
 import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
 import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
-import type {
-  BatchItemResult,
-  FunctionContext,
-  Observation,
-  RecheckResult,
-  RemoveResult,
-  TwopassFunction,
+import {
+  type BatchItemResult,
+  type FunctionContext,
+  GUARD_DEFAULTS,
+  type Observation,
+  type RecheckResult,
+  type RemoveResult,
+  type TwopassFunction,
 } from '../../shared/runtime/function.ts';
 import { makeHandler } from '../../shared/runtime/handler.ts';
 import { GROUP, IPPOOLS, networkStatusIps, parsePool, parseReservation, RESERVATIONS } from './model.ts';
@@ -463,9 +464,7 @@ export const whereaboutsIps: TwopassFunction<KubeReader, KubeClient> = {
   defaults: {
     schedule: '*/5 * * * *',
     graceMs: 5 * MIN,
-    maxDeletions: 50,
-    maxDeletionPercent: 20,
-    maxEvidenceDropPercent: 30,
+    ...GUARD_DEFAULTS,
   },
   observe,
   recheck,

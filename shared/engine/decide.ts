@@ -2,11 +2,14 @@
  * decide(): the two-observation rule (safety laws 3, 4, 5 and 7). Pure: no I/O,
  * no clock, no mutation of its inputs; the same inputs give the same output.
  */
+
+import { formatDuration } from './duration.ts';
 import {
   type Candidate,
   type Decision,
   type DeleteAction,
   type DiffEvent,
+  type EvidenceDrop,
   evidenceCount,
   isComplete,
   type LastSnapshot,
@@ -51,7 +54,18 @@ function incompleteReason(snapshot: Snapshot): string {
   return `snapshot incomplete: ${bad.map((s) => `${s.name}: ${s.reason ?? 'incomplete'}`).join('; ')}`;
 }
 
-export function decide(previous: State, snapshot: Snapshot, policy: Policy, now: number): Decision {
+export type DecideOptions = Readonly<{
+  /** The operator accepts the current evidence counts as the new baseline (`state accept-evidence`). */
+  acceptEvidence?: boolean;
+}>;
+
+export function decide(
+  previous: State,
+  snapshot: Snapshot,
+  policy: Policy,
+  now: number,
+  options: DecideOptions = {},
+): Decision {
   if (!isComplete(snapshot)) return abort(previous, snapshot, incompleteReason(snapshot));
   if (previous.function !== snapshot.function) {
     return abort(
@@ -181,17 +195,62 @@ export function decide(previous: State, snapshot: Snapshot, policy: Policy, now:
   confirmed.sort((a, b) => (a.target.key < b.target.key ? -1 : a.target.key > b.target.key ? 1 : 0));
 
   const lastSnapshot = summarize(snapshot);
-  const refusal = guard(
-    previous.lastSnapshot,
-    lastSnapshot,
-    confirmed.length,
-    snapshot.targets.length,
-    policy,
-  );
-  if (refusal !== undefined) {
-    // The state is not advanced: a broken lister must not become the new baseline.
-    events.push({ event: 'run.refused', reason: refusal });
-    return { actions: [], nextState: previous, diff: { events, summary, outcome: 'refused' } };
+  // Law 7, evidence: a sharp drop refuses, unless accepted (by the operator, or on its own
+  // once the lower counts held in consecutive complete snapshots for long enough).
+  const drops = evidenceDrops(previous.lastSnapshot, lastSnapshot, policy);
+  const reasons: string[] = [];
+  let pending: EvidenceDrop | undefined;
+  if (drops.length > 0) {
+    const counts = Object.fromEntries(drops.map((d) => [d.name, { was: d.was, now: d.now }]));
+    const what = drops.map((d) => `${d.name} ${d.was} -> ${d.now}`).join(', ');
+    if (options.acceptEvidence) {
+      events.push({
+        event: 'evidence.accepted',
+        how: 'command',
+        counts,
+        reason: `accepted by command: ${what}`,
+      });
+    } else {
+      pending = nextEvidenceDrop(previous.evidenceDrop, drops, now, policy);
+      const heldMs = now - pending.firstSeenAt;
+      const toZero = drops.some((d) => d.now === 0);
+      const after = policy.acceptEvidenceDropAfterMs;
+      if (after !== undefined && !toZero && pending.snapshots >= 2 && heldMs >= after) {
+        events.push({
+          event: 'evidence.accepted',
+          how: 'automatic',
+          counts,
+          reason: `${what} held in ${pending.snapshots} consecutive complete snapshots over ${formatDuration(heldMs)} (acceptEvidenceDropAfter ${formatDuration(after)})`,
+        });
+        pending = undefined;
+      } else {
+        const need = Math.ceil(Math.max(...drops.map((d) => d.percent)));
+        const auto =
+          after === undefined
+            ? 'automatic acceptance is off (acceptEvidenceDropAfter)'
+            : toZero
+              ? 'a drop to zero is never accepted on its own'
+              : `it is accepted on its own once held for ${formatDuration(after)} in consecutive complete snapshots (held ${formatDuration(heldMs)}, ${pending.snapshots} snapshot${pending.snapshots === 1 ? '' : 's'} so far)`;
+        reasons.push(
+          `${drops.map((d) => `evidence ${d.name} shrank from ${d.was} to ${d.now} (${d.percent.toFixed(1)}% > maxEvidenceDropPercent ${policy.maxEvidenceDropPercent}%)`).join('; ')}. ` +
+            `If the drop is real, accept the current counts with \`twopass state accept-evidence ${previous.function}\` (the candidates are kept), or raise maxEvidenceDropPercent to at least ${need}; ${auto}`,
+        );
+      }
+    }
+  }
+  const deletionRefusal = deletionGuard(confirmed.length, snapshot.targets.length, policy);
+  if (deletionRefusal !== undefined) reasons.push(deletionRefusal);
+  if (reasons.length > 0) {
+    // The state is not advanced: a broken lister must not become the new baseline. Only the
+    // lower counts are remembered, so that a real drop can be accepted once it held.
+    events.push({ event: 'run.refused', reason: reasons.join('; ') });
+    const { evidenceDrop: _old, ...rest } = previous;
+    const held: State = pending
+      ? { ...rest, evidenceDrop: pending }
+      : previous.evidenceDrop
+        ? rest
+        : previous;
+    return { actions: [], nextState: held, diff: { events, summary, outcome: 'refused' } };
   }
   const nextState: State = {
     schemaVersion: STATE_SCHEMA_VERSION,
@@ -200,6 +259,80 @@ export function decide(previous: State, snapshot: Snapshot, policy: Policy, now:
     candidates,
   };
   return { actions: confirmed, nextState, diff: { events, summary, outcome: 'ok' } };
+}
+
+type Drop = { name: string; was: number; now: number; percent: number };
+
+/** Evidence sources that shrank by more than maxEvidenceDropPercent since the baseline. */
+export function evidenceDrops(before: LastSnapshot | undefined, now: LastSnapshot, policy: Policy): Drop[] {
+  const out: Drop[] = [];
+  if (before === undefined) return out;
+  // Per evidence source: one lister that broke must not hide behind the others.
+  for (const [name, count] of Object.entries(now.counts)) {
+    if (!Object.hasOwn(now.evidence ?? {}, name)) continue;
+    const was = before.counts[name];
+    if (was === undefined || was === 0) continue;
+    const percent = ((was - count) / was) * 100;
+    if (percent > policy.maxEvidenceDropPercent) out.push({ name, was, now: count, percent });
+  }
+  return out;
+}
+
+/** The drop continues when every source stays within maxEvidenceDropPercent of the counts first seen low. */
+function nextEvidenceDrop(
+  prev: EvidenceDrop | undefined,
+  drops: Drop[],
+  now: number,
+  policy: Policy,
+): EvidenceDrop {
+  const counts = Object.fromEntries(drops.map((d) => [d.name, d.now]));
+  const same =
+    prev !== undefined &&
+    now >= prev.lastSeenAt &&
+    Object.keys(prev.counts).length === drops.length &&
+    drops.every((d) => {
+      const p = prev.counts[d.name];
+      if (p === undefined) return false;
+      if (p === 0) return d.now === 0;
+      return (Math.abs(d.now - p) / p) * 100 <= policy.maxEvidenceDropPercent;
+    });
+  return same
+    ? { ...prev!, lastSeenAt: now, snapshots: prev!.snapshots + 1 }
+    : { firstSeenAt: now, lastSeenAt: now, counts, snapshots: 1 };
+}
+
+/** Law 7, deletions: a count and a percentage limit; every refusal says which limit to raise and to what. */
+export function deletionGuard(confirmed: number, targets: number, policy: Policy): string | undefined {
+  const reasons: string[] = [];
+  if (confirmed === 0) return undefined;
+  if (confirmed > policy.maxDeletions)
+    reasons.push(
+      `${confirmed} confirmed deletions exceed maxDeletions ${policy.maxDeletions}: if they are expected, raise maxDeletions to at least ${confirmed}`,
+    );
+  const floor = policy.minDeletionsForPercent ?? 0;
+  const percent = targets === 0 ? 100 : (confirmed / targets) * 100;
+  if (confirmed > floor && percent > policy.maxDeletionPercent)
+    reasons.push(
+      `${confirmed} of ${targets} targets (${percent.toFixed(1)}%) exceed maxDeletionPercent ${policy.maxDeletionPercent}%${floor > 0 ? ` (applied above ${floor} deletions)` : ''}: if they are expected, raise maxDeletionPercent to at least ${Math.ceil(percent)}`,
+    );
+  return reasons.length > 0 ? reasons.join('; ') : undefined;
+}
+
+/** Law 7: the blast-radius guard (without acceptance). Returns the reason for refusing, or undefined. */
+export function guard(
+  before: LastSnapshot | undefined,
+  now: LastSnapshot,
+  confirmed: number,
+  targets: number,
+  policy: Policy,
+): string | undefined {
+  const reasons = evidenceDrops(before, now, policy).map(
+    (d) =>
+      `evidence ${d.name} shrank from ${d.was} to ${d.now} (${d.percent.toFixed(1)}% > maxEvidenceDropPercent ${policy.maxEvidenceDropPercent}%)`,
+  );
+  const del = deletionGuard(confirmed, targets, policy);
+  if (del !== undefined) reasons.push(del);
+  return reasons.length > 0 ? reasons.join('; ') : undefined;
 }
 
 function firstObservation(t: Target, now: number): Candidate {
@@ -231,41 +364,4 @@ export function summarize(snapshot: Snapshot): LastSnapshot {
     evidence,
     evidenceCount: evidenceCount(snapshot),
   };
-}
-
-/** Law 7: the blast-radius guard. Returns the reason for refusing, or undefined. */
-export function guard(
-  before: LastSnapshot | undefined,
-  now: LastSnapshot,
-  confirmed: number,
-  targets: number,
-  policy: Policy,
-): string | undefined {
-  const reasons: string[] = [];
-  if (before !== undefined) {
-    // Per evidence source: one lister that broke must not hide behind the others.
-    for (const [name, now_] of Object.entries(now.counts)) {
-      if (!Object.hasOwn(now.evidence ?? {}, name)) continue;
-      const was = before.counts[name];
-      if (was === undefined || was === 0) continue;
-      const dropPercent = ((was - now_) / was) * 100;
-      if (dropPercent > policy.maxEvidenceDropPercent) {
-        reasons.push(
-          `evidence ${name} shrank from ${was} to ${now_} (${dropPercent.toFixed(1)}% > maxEvidenceDropPercent ${policy.maxEvidenceDropPercent}%)`,
-        );
-      }
-    }
-  }
-  if (confirmed > 0) {
-    if (confirmed > policy.maxDeletions) {
-      reasons.push(`${confirmed} confirmed deletions exceed maxDeletions ${policy.maxDeletions}`);
-    }
-    const percent = targets === 0 ? 100 : (confirmed / targets) * 100;
-    if (percent > policy.maxDeletionPercent) {
-      reasons.push(
-        `${confirmed} of ${targets} targets (${percent.toFixed(1)}%) exceed maxDeletionPercent ${policy.maxDeletionPercent}%`,
-      );
-    }
-  }
-  return reasons.length > 0 ? reasons.join('; ') : undefined;
 }

@@ -70,10 +70,19 @@ export type LastSnapshot = Readonly<{
 
 export const STATE_SCHEMA_VERSION = 1;
 
+/** Lower evidence counts seen in consecutive complete snapshots, not yet the baseline. */
+export type EvidenceDrop = Readonly<{
+  firstSeenAt: number;
+  lastSeenAt: number;
+  counts: Readonly<Record<string, number>>;
+  snapshots: number;
+}>;
+
 export type State = Readonly<{
   schemaVersion: typeof STATE_SCHEMA_VERSION;
   function: string;
   lastSnapshot?: LastSnapshot;
+  evidenceDrop?: EvidenceDrop;
   candidates: Readonly<Record<string, Candidate>>;
 }>;
 
@@ -86,8 +95,16 @@ export type Policy = Readonly<{
   minAgeMs?: number;
   maxDeletions: number;
   maxDeletionPercent: number;
+  /** maxDeletionPercent applies only when more than this many deletions are confirmed (default 0). */
+  minDeletionsForPercent?: number;
   /** Refuse when the evidence count fell by more than this percentage since the last snapshot. */
   maxEvidenceDropPercent: number;
+  /**
+   * Accept a lower evidence count as the new baseline once it was seen in consecutive
+   * complete snapshots spanning at least this long (never a drop to zero); undefined: only
+   * `twopass state accept-evidence` accepts it.
+   */
+  acceptEvidenceDropAfterMs?: number;
 }>;
 
 export type DeleteAction = Readonly<{ type: 'delete'; target: Target; candidate: Candidate }>;
@@ -115,6 +132,12 @@ export type DiffEvent = Readonly<
       observations: number;
     }
   | { event: 'run.refused'; reason: string }
+  | {
+      event: 'evidence.accepted';
+      how: 'command' | 'automatic';
+      counts: Readonly<Record<string, { was: number; now: number }>>;
+      reason: string;
+    }
   | { event: 'run.aborted'; reason: string }
 >;
 

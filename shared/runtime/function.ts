@@ -40,6 +40,22 @@ export type BatchItemResult = Readonly<
   )
 >;
 
+/**
+ * Blast-radius defaults sized for the Kubernetes envelope (150,000 pods, 5,000 nodes, 110
+ * pods a node): losing a few nodes leaks hundreds of addresses, so up to 1,000 deletions a
+ * run pass; the percentage limit catches a broken lister, but only above 20 deletions, so
+ * that one leak in a pool of four is not 25% of anything that matters; a lower evidence
+ * count held for an hour of consecutive complete snapshots becomes the new baseline (never
+ * a drop to zero). See the README.
+ */
+export const GUARD_DEFAULTS = {
+  maxDeletions: 1000,
+  maxDeletionPercent: 20,
+  minDeletionsForPercent: 20,
+  maxEvidenceDropPercent: 30,
+  acceptEvidenceDropAfterMs: 60 * 60_000,
+} as const;
+
 export type FunctionDefaults = Policy &
   Readonly<{
     schedule: string /** false: runs only when the config enables it (it needs settings). */;

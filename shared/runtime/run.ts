@@ -41,6 +41,8 @@ export type RunRequest = Readonly<{
   deadlineMs: number;
   /** Deletions in flight at once. */
   concurrency: number;
+  /** Accept the current evidence counts as the new baseline (`twopass state accept-evidence`). */
+  acceptEvidence?: boolean;
   signal?: AbortSignal;
 }>;
 
@@ -196,10 +198,13 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
   }
 
   // 3. Decide (pure).
-  const decision = decide(loaded.state, snapshot, req.policy, deps.clock());
+  const decision = decide(loaded.state, snapshot, req.policy, deps.clock(), {
+    ...(req.acceptEvidence ? { acceptEvidence: true } : {}),
+  });
   for (const e of decision.diff.events) {
     if (e.event === 'candidate.confirmed') log.info({ ...e, dryRun: !req.apply }, e.event);
     else if (e.event === 'run.refused' || e.event === 'run.aborted') log.error(e, e.event);
+    else if (e.event === 'evidence.accepted') log.warn(e, e.event);
     else log.info(e, e.event);
   }
   const summary = decision.diff.summary;
@@ -213,6 +218,16 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
     });
   }
   if (decision.diff.outcome === 'refused') {
+    // Only the lower evidence counts are remembered (so that a real drop can be accepted once it held).
+    if ((req.apply || req.record) && decision.nextState !== loaded.state)
+      await deps.store
+        .save(fn.name, decision.nextState, loaded.version, x.signal)
+        .catch((err) =>
+          log.warn(
+            { event: 'state.save-failed', call: 'state.save', error: (err as Error).message },
+            'state.save-failed',
+          ),
+        );
     return x.finish({
       outcome: 'refused',
       exitCode: EXIT.refused,

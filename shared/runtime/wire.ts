@@ -59,6 +59,8 @@ export function stateFor(cfg: Config, kube: KubeHttpClient | undefined): { store
 
 export type RunOptions = Readonly<{
   apply?: boolean;
+  /** Accept the current evidence counts as the new baseline (a dry run that records). */
+  acceptEvidence?: boolean;
   record?: boolean;
   saveSnapshotDir?: string;
   signal?: AbortSignal;
@@ -84,6 +86,7 @@ export async function runFunction(
       settings: { pageSize: cfg.pageSize, ...fc.settings },
       deadlineMs: cfg.deadlineMs,
       concurrency: cfg.concurrency,
+      ...(options.acceptEvidence ? { acceptEvidence: true } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
     };
     return await run(

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { PODS } from '../../shared/kube/resources.ts';
 import {
   createEndpoint,
   createNetwork,
@@ -11,7 +12,12 @@ import {
   forceDeletePod,
   R,
 } from '../../shared/sandbox/scenarios/danm.ts';
-import { allocations, containerId, createPool } from '../../shared/sandbox/scenarios/whereabouts.ts';
+import {
+  allocations,
+  containerId,
+  createPodWithStatus,
+  createPool,
+} from '../../shared/sandbox/scenarios/whereabouts.ts';
 import { twopass } from '../helpers/cli.ts';
 import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
 
@@ -205,6 +211,62 @@ real('run whereabouts-ips from the CLI: dry run, then --apply', async (ctx) => {
   assert.is(Object.keys(await allocations(kube, ns, 'pool')).length, 0);
   await kube.close();
 });
+
+real(
+  'a real scale-down: refused, `state accept-evidence` accepts it and keeps the candidates, later runs proceed',
+  async (ctx) => {
+    if (!ctx.t) return;
+    const t = ctx.t;
+    const kube = t.client();
+    const ns = await t.namespace();
+    const allocs: Record<string, { id: string; podref: string }> = {
+      '192.168.3.99': { id: containerId(), podref: `${ns}/gone-0` },
+    };
+    for (let i = 0; i < 4; i++) {
+      await createPodWithStatus(kube, ns, `web-${i}`, [`192.168.3.${10 + i}`]);
+      allocs[`192.168.3.${10 + i}`] = { id: containerId(), podref: `${ns}/web-${i}` };
+    }
+    await createPool(kube, ns, 'pool', '192.168.3.0/24', allocs);
+    // the guard is cluster-wide: its limit at half of the drop this scale-down causes
+    const total = (await kube.listAll(PODS, {})).items.length;
+    const limit = Math.max(1, Math.floor((2 / total) * 50));
+    const dir = mkdtempSync(join(tmpdir(), 'twopass-cli-'));
+    writeFileSync(join(dir, 'kubeconfig'), t.kubeconfig());
+    writeFileSync(
+      join(dir, 'config.yaml'),
+      `functions:\n  whereabouts-ips:\n    maxEvidenceDropPercent: ${limit}\n    acceptEvidenceDropAfter: never\n    settings:\n      namespaces: [${ns}]\n`,
+    );
+    const base = [
+      '--kubeconfig',
+      join(dir, 'kubeconfig'),
+      '--config',
+      join(dir, 'config.yaml'),
+      '--state',
+      `file:${join(dir, 'state')}`,
+    ];
+    assert.is(twopass(['run', 'whereabouts-ips', ...base, '--record']).code, 0);
+    for (const n of ['web-2', 'web-3']) await forceDeletePod(kube, ns, n);
+    const refused = twopass(['run', 'whereabouts-ips', ...base, '--record']);
+    assert.is(refused.code, 4);
+    const reason = String(refused.json().find((e) => e.event === 'run.refused')?.reason);
+    assert.match(reason, /evidence pods shrank/);
+    assert.match(reason, /twopass state accept-evidence whereabouts-ips/);
+    const accept = twopass(['state', 'accept-evidence', 'whereabouts-ips', ...base]);
+    assert.is(accept.code, 0, accept.err);
+    assert.match(
+      accept.out,
+      /accepted the evidence counts .* pods \d+ -> \d+\. The candidates were kept; nothing was deleted/,
+    );
+    assert.is(Object.keys(await allocations(kube, ns, 'pool')).length, 5, 'accepting deletes nothing');
+    const after = twopass(['run', 'whereabouts-ips', ...base, '--record']);
+    assert.is(after.code, 0, 'the new baseline holds');
+    assert.ok(
+      after.json().some((e) => e.event === 'candidate.pending' && String(e.name).includes('gone-0')),
+      'the candidate observed before the scale-down was kept',
+    );
+    await kube.close();
+  },
+);
 
 real('a run against an unreachable server aborts with exit 3', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'twopass-cli-'));

@@ -154,21 +154,96 @@ test('guard: percentage of targets', () => {
   assert.is(refused.diff.outcome, 'refused');
 });
 
+const withUsers = (at: number, ts: ReturnType<typeof target>[], users: number, used: string[] = []) =>
+  snapshot(at, ts, used, {
+    sources: [
+      { name: 'things', role: 'target', count: ts.length, complete: true },
+      { name: 'users', role: 'evidence', count: users, complete: true },
+    ],
+  });
+
 test('guard: evidence that shrank sharply refuses and does not become the baseline', () => {
   const ts = [target('a')];
   const p = policy({ maxEvidenceDropPercent: 50 });
   const s = decide(state(), snapshot(T0, ts, ['a']), p, T0).nextState; // evidence 101
-  const broken = snapshot(T0 + 20 * MIN, ts, [], {
-    sources: [
-      { name: 'things', role: 'target', count: 1, complete: true },
-      { name: 'users', role: 'evidence', count: 0, complete: true },
-    ],
-  });
+  const broken = withUsers(T0 + 20 * MIN, ts, 0);
   const d = decide(s, broken, p, T0 + 20 * MIN);
   assert.is(d.diff.outcome, 'refused');
-  assert.is(d.nextState, s);
+  assert.equal(d.nextState.lastSnapshot, s.lastSnapshot, 'the baseline did not move');
+  assert.equal(d.nextState.candidates, s.candidates);
+  const reason = String(d.diff.events.find((e) => e.event === 'run.refused')?.reason);
+  assert.match(reason, /evidence users shrank from 101 to 0/);
+  assert.match(reason, /twopass state accept-evidence test-fn/, 'the refusal names the way out');
+  assert.match(reason, /raise maxEvidenceDropPercent to at least 100/);
   const again = decide(d.nextState, { ...broken, takenAt: T0 + 40 * MIN }, p, T0 + 40 * MIN);
   assert.is(again.diff.outcome, 'refused', 'still compared with the last good snapshot');
+});
+
+test('evidence baseline: a lower count held over the acceptance window is accepted on its own; the candidates stay', () => {
+  const ts = [target('a'), target('b')];
+  const p = policy({ maxEvidenceDropPercent: 30, acceptEvidenceDropAfterMs: 60 * MIN });
+  let s = decide(state(), withUsers(T0, ts, 4, ['a']), p, T0).nextState; // b: first unused observation
+  const first = decide(s, withUsers(T0 + 5 * MIN, ts, 2, ['a']), p, T0 + 5 * MIN);
+  assert.is(first.diff.outcome, 'refused', 'a single snapshot with a sharp drop refuses');
+  assert.match(
+    String(first.diff.events.find((e) => e.event === 'run.refused')?.reason),
+    /accepted on its own once held for 1h/,
+  );
+  s = first.nextState;
+  for (const m of [10, 30, 60]) {
+    const d = decide(s, withUsers(T0 + m * MIN, ts, 2, ['a']), p, T0 + m * MIN);
+    assert.is(d.diff.outcome, 'refused', `held ${m - 5} min: not yet`);
+    s = d.nextState;
+  }
+  const accepted = decide(s, withUsers(T0 + 66 * MIN, ts, 2, ['a']), p, T0 + 66 * MIN);
+  assert.is(accepted.diff.outcome, 'ok');
+  const ev = accepted.diff.events.find((e) => e.event === 'evidence.accepted');
+  assert.ok(ev && ev.event === 'evidence.accepted' && ev.how === 'automatic');
+  assert.is(accepted.nextState.lastSnapshot?.counts.users, 2, 'the lower count is the new baseline');
+  assert.is(accepted.nextState.evidenceDrop, undefined);
+  assert.ok(
+    accepted.actions.some((a) => a.target.key === 'b'),
+    'the pending candidate was kept and confirmed',
+  );
+  const later = decide(accepted.nextState, withUsers(T0 + 70 * MIN, ts, 2, ['a']), p, T0 + 70 * MIN);
+  assert.is(later.diff.outcome, 'ok', 'no longer refused');
+});
+
+test('evidence baseline: a drop that keeps falling restarts the window; a drop to zero is never accepted on its own', () => {
+  const ts = [target('a')];
+  const p = policy({ maxEvidenceDropPercent: 30, acceptEvidenceDropAfterMs: 10 * MIN });
+  let s = decide(state(), withUsers(T0, ts, 100, ['a']), p, T0).nextState;
+  s = decide(s, withUsers(T0 + 5 * MIN, ts, 60, ['a']), p, T0 + 5 * MIN).nextState;
+  const falling = decide(s, withUsers(T0 + 20 * MIN, ts, 20, ['a']), p, T0 + 20 * MIN);
+  assert.is(falling.diff.outcome, 'refused', 'still falling: the window restarts');
+  assert.is(falling.nextState.evidenceDrop?.firstSeenAt, T0 + 20 * MIN);
+  let z = decide(state(), withUsers(T0, ts, 100, ['a']), p, T0).nextState;
+  for (let m = 5; m <= 120; m += 5)
+    z = decide(z, withUsers(T0 + m * MIN, ts, 0, ['a']), p, T0 + m * MIN).nextState;
+  const zero = decide(z, withUsers(T0 + 125 * MIN, ts, 0, ['a']), p, T0 + 125 * MIN);
+  assert.is(zero.diff.outcome, 'refused');
+  assert.match(
+    String(zero.diff.events.find((e) => e.event === 'run.refused')?.reason),
+    /drop to zero is never accepted/,
+  );
+  const cmd = decide(z, withUsers(T0 + 125 * MIN, ts, 0, ['a']), p, T0 + 125 * MIN, { acceptEvidence: true });
+  assert.is(cmd.diff.outcome, 'ok', 'the operator can accept it');
+  assert.ok(cmd.diff.events.some((e) => e.event === 'evidence.accepted' && e.how === 'command'));
+});
+
+test('guard: the percentage applies only above minDeletionsForPercent; every refusal says what to raise', () => {
+  const ts = ['a', 'b', 'c', 'd'].map((k) => target(k));
+  const p = policy({ maxDeletionPercent: 20, minDeletionsForPercent: 20 });
+  const s = decide(state(), snapshot(T0, ts, ['b', 'c', 'd']), p, T0).nextState;
+  const one = decide(s, snapshot(T0 + 20 * MIN, ts, ['b', 'c', 'd']), p, T0 + 20 * MIN);
+  assert.is(one.diff.outcome, 'ok', 'one deletion in a pool of four (25%) is allowed');
+  const many = Array.from({ length: 30 }, (_, i) => target(`t${i}`));
+  const strict = policy({ maxDeletions: 25, maxDeletionPercent: 20, minDeletionsForPercent: 20 });
+  const s2 = decide(state(), snapshot(T0, many), strict, T0).nextState;
+  const d = decide(s2, snapshot(T0 + 20 * MIN, many), strict, T0 + 20 * MIN);
+  const reason = String(d.diff.events.find((e) => e.event === 'run.refused')?.reason);
+  assert.match(reason, /raise maxDeletions to at least 30/);
+  assert.match(reason, /raise maxDeletionPercent to at least 100/);
 });
 
 test('vanished candidates are dropped', () => {

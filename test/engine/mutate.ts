@@ -16,7 +16,13 @@ const mutants: [string, string, string][] = [
   ['keep-mark ignored', 'if (t.keep) {', 'if (t.keep && false) {'],
   ['use ignored', 'if (used.has(t.key)) {', 'if (false) {'],
   ['indeterminate ignored', 'if (why !== undefined) {', 'if (false) {'],
-  ['guard off', 'const refusal = guard(', 'const refusal = undefined && guard('],
+  [
+    'evidence guard off',
+    'const drops = evidenceDrops(previous.lastSnapshot, lastSnapshot, policy);',
+    'const drops: Drop[] = [];',
+  ],
+  ['deletion guard off', 'if (deletionRefusal !== undefined) reasons.push(deletionRefusal);', ''],
+  ['evidence accepted at once', 'pending.snapshots >= 2 && heldMs >= after', 'true'],
   [
     'input mutated',
     'const used = new Set(snapshot.used);',
