@@ -26,6 +26,7 @@ import { packageRoot } from './paths.ts';
 import { ConfigError, EXIT } from './runtime/errors.ts';
 import type { AnyFunction } from './runtime/function.ts';
 import { startScheduler } from './runtime/scheduler.ts';
+import { checkFunctionsConfig } from './runtime/settings.ts';
 import { connectKube, connectPorts, runFunction, stateFor } from './runtime/wire.ts';
 import { demo } from './sandbox/demo.ts';
 
@@ -195,10 +196,15 @@ export async function main(argv: readonly string[], io: Io): Promise<number> {
       ...(v.deadline !== undefined ? { deadline: v.deadline } : {}),
     };
     const cfg = resolveConfig(raw, source, envOverrides(io.env), flags);
+    checkFunctionsConfig(
+      cfg.functions,
+      FUNCTIONS.map((e) => e.fn),
+      `config ${cfg.source}`,
+    );
     switch (cmd) {
       case 'run':
         return await runCommand(rest, v.all === true, cfg, output, io, {
-          record: v.record === true,
+          ...(v.record === true ? { record: true } : {}),
           ...(v['save-snapshot'] ? { saveSnapshotDir: v['save-snapshot'] } : {}),
           ...(v.pushgateway ? { pushgateway: v.pushgateway } : {}),
           ...(v['metrics-textfile'] ? { textfile: v['metrics-textfile'] } : {}),
@@ -246,7 +252,7 @@ async function runCommand(
   cfg: Config,
   output: OutputMode,
   io: Io,
-  opts: { record: boolean; saveSnapshotDir?: string; pushgateway?: string; textfile?: string },
+  opts: { record?: boolean; saveSnapshotDir?: string; pushgateway?: string; textfile?: string },
 ): Promise<number> {
   for (const f of Object.keys(cfg.functions)) {
     if (f !== '*' && !findFunction(f))
@@ -272,7 +278,7 @@ async function runCommand(
         cfg,
         { clock: io.clock, log, hooks: metrics.hooks(), processEnv: io.env },
         {
-          record: opts.record,
+          ...(opts.record ? { record: true } : {}),
           signal: controller.signal,
           ...(opts.saveSnapshotDir ? { saveSnapshotDir: opts.saveSnapshotDir } : {}),
         },

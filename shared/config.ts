@@ -4,6 +4,7 @@
  * what was expected and what was found.
  */
 import { readFileSync } from 'node:fs';
+import { validate as validCron } from 'node-cron';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { formatDuration, parseDuration } from './engine/duration.ts';
@@ -54,7 +55,21 @@ const functionSchema = z
   .object({
     enabled: z.boolean().optional(),
     apply: z.boolean().optional(),
-    schedule: z.string().optional(),
+    /** In a dry run, save the observations anyway (so that they build up before `apply`). */
+    record: z.boolean().optional(),
+    schedule: z
+      .unknown()
+      .transform((v, ctx) => {
+        if (typeof v !== 'string' || !validCron(v)) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `expected a cron expression (5 or 6 fields) like \`*/5 * * * *\`, got ${describeValue(v)}`,
+          });
+          return z.NEVER;
+        }
+        return v;
+      })
+      .optional(),
     grace: duration.optional(),
     minAge: duration.optional(),
     kindGrace: z.record(z.string(), duration).optional(),
@@ -74,6 +89,8 @@ const stateSpec = z.string().regex(/^(file:.+|configmap:[a-z0-9]([-a-z0-9]*[a-z0
 export const fileSchema = z
   .object({
     apply: z.boolean().optional(),
+    /** In a dry run, save the observations anyway (every function). */
+    record: z.boolean().optional(),
     state: stateSpec.optional(),
     kubeconfig: z.string().optional(),
     context: z.string().optional(),
@@ -108,6 +125,7 @@ export type Overrides = Readonly<{
 export type FunctionConfig = Readonly<{
   enabled: boolean;
   apply: boolean;
+  record: boolean;
   schedule: string;
   policy: Policy;
   settings: Readonly<Record<string, unknown>>;
@@ -115,6 +133,7 @@ export type FunctionConfig = Readonly<{
 
 export type Config = Readonly<{
   apply: boolean;
+  record: boolean;
   state: { kind: 'file'; dir: string } | { kind: 'configmap'; namespace: string };
   kubeconfig?: string;
   context?: string;
@@ -212,6 +231,7 @@ export function resolveConfig(raw: FileConfig, source: string, ...layers: Overri
   for (const [name, f] of Object.entries(raw.functions ?? {})) functions[name] = { ...f };
   const cfg: Config = {
     apply: (o.apply as boolean | undefined) ?? raw.apply ?? false,
+    record: raw.record ?? false,
     state,
     ...((o.kubeconfig ?? raw.kubeconfig) !== undefined
       ? { kubeconfig: (o.kubeconfig as string | undefined) ?? raw.kubeconfig! }
@@ -272,6 +292,7 @@ export function functionConfig(cfg: Config, name: string, defaults: FunctionDefa
   return Object.freeze({
     enabled: f.enabled ?? defaults.enabled ?? true,
     apply: f.apply ?? cfg.apply,
+    record: f.record ?? cfg.record,
     schedule: f.schedule ?? defaults.schedule,
     policy,
     settings: f.settings ?? {},

@@ -3,6 +3,7 @@
  * held, and bits set in a DANM bitmap that no DanmEp holds.
  */
 
+import { z } from 'zod';
 import type { Indeterminate, SourceMeta, Target } from '../../shared/engine/types.ts';
 import { ConflictError } from '../../shared/kube/errors.ts';
 import { recordEvent } from '../../shared/kube/events.ts';
@@ -19,6 +20,7 @@ import {
   type TwopassFunction,
 } from '../../shared/runtime/function.ts';
 import { makeHandler } from '../../shared/runtime/handler.ts';
+import { describeValue, namespacesSetting, pageSizeSetting } from '../../shared/runtime/settings.ts';
 import { Bitmap } from './bitmap.ts';
 import {
   bitIndex,
@@ -700,8 +702,21 @@ async function confirmGone(kube: KubeReader, target: Target, ctx: FunctionContex
   return !net || net.uid !== d.uid || !pool || !pool.bitmap.isSet(d.index);
 }
 
+export const danmEndpointsSettings = z
+  .object({
+    /** Only DanmEps and networks of these namespaces are targets (ClusterNetworks always are). */
+    namespaces: namespacesSetting.optional(),
+    /** The DANM API group; detected when not set. */
+    group: z
+      .enum(GROUPS, { error: (i) => `expected one of ${GROUPS.join(', ')}, got ${describeValue(i.input)}` })
+      .optional(),
+    pageSize: pageSizeSetting.optional(),
+  })
+  .strict();
+
 export const danmEndpoints: TwopassFunction<KubeReader, KubeClient> = {
   name: NAME,
+  settingsSchema: danmEndpointsSettings,
   description:
     'DanmEps whose Pod (by UID) is gone, the IPs they held, and leaked bits in DANM network bitmaps',
   defaults: {

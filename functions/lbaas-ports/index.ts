@@ -4,6 +4,7 @@
  * the Services themselves, listed after the ports, never from memory.
  */
 
+import { z } from 'zod';
 import type { Indeterminate, SourceMeta, Target } from '../../shared/engine/types.ts';
 import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
 import { type KubeObject, SERVICES } from '../../shared/kube/resources.ts';
@@ -23,6 +24,7 @@ import {
   type TwopassFunction,
 } from '../../shared/runtime/function.ts';
 import { makeHandler } from '../../shared/runtime/handler.ts';
+import { describeValue, pageSizeSetting } from '../../shared/runtime/settings.ts';
 
 export const NAME = 'lbaas-ports';
 export const MANAGED_TAG = 'cah-loadbalancer.k8s.cloudandheat.com/managed';
@@ -236,8 +238,26 @@ async function connect(c: ConnectContext): Promise<Ports<LbaasReader, LbaasWrite
   return { reader: { kube: c.kube, neutron }, writer: { kube: c.kube, neutron }, close: () => http.close() };
 }
 
+const nonEmpty = (what: string) =>
+  z
+    .string({ error: (i) => `expected ${what}, got ${describeValue(i.input)}` })
+    .min(1, { error: `expected ${what}, got an empty string` });
+
+export const lbaasPortsSettings = z
+  .object({
+    /** The OpenStack project whose ports may be deleted (required to run). */
+    projectId: nonEmpty('a project ID').optional(),
+    /** An extra tag a port must carry (narrows the ownership mark). */
+    scopeTag: nonEmpty('a tag').optional(),
+    /** The clouds.yaml entry (default $OS_CLOUD). */
+    cloud: nonEmpty('a cloud name').optional(),
+    pageSize: pageSizeSetting.optional(),
+  })
+  .strict();
+
 export const lbaasPorts: TwopassFunction<LbaasReader, LbaasWriter> = {
   name: NAME,
+  settingsSchema: lbaasPortsSettings,
   description:
     'Neutron L3 ports and their floating IPs that ch-k8s-lbaas created for Services that no longer exist',
   defaults: {

@@ -3,6 +3,7 @@
  * whose pod is gone, or whose pod of the same name no longer has the address.
  */
 
+import { z } from 'zod';
 import type { Indeterminate, SourceMeta, Target } from '../../shared/engine/types.ts';
 import { ConflictError, KubeApiError } from '../../shared/kube/errors.ts';
 import { recordEvent } from '../../shared/kube/events.ts';
@@ -18,6 +19,7 @@ import {
   type TwopassFunction,
 } from '../../shared/runtime/function.ts';
 import { makeHandler } from '../../shared/runtime/handler.ts';
+import { namespacesSetting, pageSizeSetting } from '../../shared/runtime/settings.ts';
 import { GROUP, IPPOOLS, networkStatusIps, parsePool, parseReservation, RESERVATIONS } from './model.ts';
 
 export const NAME = 'whereabouts-ips';
@@ -457,8 +459,17 @@ async function confirmGone(kube: KubeReader, target: Target, ctx: FunctionContex
   return !pool || pool.metadata.uid !== d.poolUid || !sameAllocation(allocationAt(pool, d.offset), d);
 }
 
+export const whereaboutsIpsSettings = z
+  .object({
+    /** Only pools and reservations of these namespaces are targets. */
+    namespaces: namespacesSetting.optional(),
+    pageSize: pageSizeSetting.optional(),
+  })
+  .strict();
+
 export const whereaboutsIps: TwopassFunction<KubeReader, KubeClient> = {
   name: NAME,
+  settingsSchema: whereaboutsIpsSettings,
   description:
     'whereabouts IPPool allocations and OverlappingRangeIPReservations whose pod is gone or no longer has the address',
   defaults: {

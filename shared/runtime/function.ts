@@ -80,6 +80,8 @@ export interface TwopassFunction<R, W> {
   readonly name: string;
   readonly description: string;
   readonly defaults: FunctionDefaults;
+  /** A strict schema of `functions.<name>.settings`, checked when the config loads. */
+  readonly settingsSchema?: import('zod').ZodType<Record<string, unknown>>;
   /** Deletions in flight at once for this function (default: the run's concurrency). */
   readonly maxConcurrency?: number;
   /** Lists targets first, then evidence; throws (ListIncompleteError) when a list cannot be proven complete. */

@@ -4,11 +4,13 @@
  * returned, exit code included.
  */
 import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
 import { envOverrides, type FileConfig, fileSchema, resolveConfig } from '../config.ts';
 import { createLogger } from '../log/logger.ts';
 import { ConfigError } from './errors.ts';
 import type { AnyFunction } from './function.ts';
 import type { RunResult } from './run.ts';
+import { describeValue } from './settings.ts';
 import { runFunction } from './wire.ts';
 
 export type HandlerEvent = Readonly<{
@@ -20,6 +22,27 @@ export type HandlerEvent = Readonly<{
   /** The same keys as the YAML config file. */
   config?: unknown;
 }>;
+
+const bool = (key: string) =>
+  z
+    .boolean({ error: (i) => `expected \`${key}\` to be true or false, got ${describeValue(i.input)}` })
+    .optional();
+
+const eventSchema = z
+  .object(
+    {
+      apply: bool('apply'),
+      dryRun: bool('dryRun'),
+      record: bool('record'),
+      config: z
+        .record(z.string(), z.unknown(), {
+          error: (i) => `expected the config as an object, got ${describeValue(i.input)}`,
+        })
+        .optional(),
+    },
+    { error: (i) => `the event must be a JSON object, got ${describeValue(i.input)}` },
+  )
+  .strict();
 
 export type HandlerResult = Omit<RunResult, 'confirmed' | 'deleted' | 'skipped' | 'failed'> & {
   confirmed: number;
@@ -38,13 +61,22 @@ export function makeHandler(
   } = {},
 ) {
   return async function handler(event: HandlerEvent | null | undefined): Promise<HandlerResult> {
-    const ev = (event ?? {}) as HandlerEvent;
-    if (typeof ev !== 'object')
-      throw new ConfigError(`${fn.name} handler: the event must be a JSON object, got ${typeof ev}`);
-    if (ev.apply !== undefined && typeof ev.apply !== 'boolean')
+    // Strict: anything malformed is an error before any I/O; only the boolean `true` deletes.
+    const e = eventSchema.safeParse(event ?? {});
+    if (!e.success)
       throw new ConfigError(
-        `${fn.name} handler: \`apply\` must be a boolean, got ${JSON.stringify(ev.apply)}`,
+        e.error.issues
+          .map((i) => {
+            const key = i.path.join('.') || '(event)';
+            const msg =
+              i.code === 'unrecognized_keys'
+                ? `unknown key(s) ${i.keys.map((k) => `\`${k}\``).join(', ')}`
+                : i.message;
+            return `${fn.name} handler: \`${key}\`: ${msg}`;
+          })
+          .join('\n'),
       );
+    const ev = e.data;
     if (ev.apply === true && ev.dryRun === true)
       throw new ConfigError(`${fn.name} handler: \`apply\` and \`dryRun\` contradict each other`);
     const parsed = fileSchema.safeParse(ev.config ?? {});
@@ -63,7 +95,10 @@ export function makeHandler(
       fn,
       cfg,
       { clock, log, processEnv: env },
-      { ...(apply !== undefined ? { apply } : {}), record: ev.record === true },
+      {
+        ...(apply !== undefined ? { apply } : {}),
+        ...(ev.record !== undefined ? { record: ev.record } : {}),
+      },
     );
     return {
       ...r,

@@ -18,6 +18,7 @@ import type { Lock, StateStore } from '../state/store.ts';
 import { ConfigError } from './errors.ts';
 import type { AnyFunction, Ports } from './function.ts';
 import { type RunHooks, type RunRequest, type RunResult, run } from './run.ts';
+import { validateSettings } from './settings.ts';
 
 export type Clients = { kube?: KubeHttpClient };
 
@@ -74,6 +75,8 @@ export async function runFunction(
   options: RunOptions = {},
 ): Promise<RunResult> {
   const fc = functionConfig(cfg, fn.name, fn.defaults);
+  // Settings are checked before any I/O: a dropped key would widen the scope.
+  validateSettings(fn, fc.settings, `config ${cfg.source}`);
   const kube = await connectKube(cfg, env);
   let ports: Ports<unknown, unknown> = { reader: kube, writer: kube, close: async () => {} };
   try {
@@ -81,7 +84,7 @@ export async function runFunction(
     const { store, lock } = stateFor(cfg, kube);
     const request: RunRequest = {
       apply: options.apply ?? fc.apply,
-      record: options.record ?? false,
+      record: options.record ?? fc.record,
       policy: fc.policy,
       settings: { pageSize: cfg.pageSize, ...fc.settings },
       deadlineMs: cfg.deadlineMs,

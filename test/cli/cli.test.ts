@@ -62,6 +62,38 @@ test('bad arguments and config exit 2 with a message that names the key', () => 
   assert.match(twopass(['run', 'danm-endpoints', '--grace', 'soon']).err, /--grace: expected a duration/);
   assert.match(twopass(['run', 'danm-endpoints', '--output', 'xml']).err, /--output/);
   assert.match(twopass(['functions'], { TWOPASS_APPLY: 'maybe' }).err, /TWOPASS_APPLY/);
+  // function settings are checked when the config loads: a dropped key would widen the scope
+  const bad: [string, RegExp][] = [
+    [
+      'functions:\n  danm-endpoints:\n    settings:\n      namespace: [default]\n',
+      /`functions\.danm-endpoints\.settings`: unknown key\(s\) `namespace` \(known: namespaces, group, pageSize\)/,
+    ],
+    [
+      'functions:\n  whereabouts-ips:\n    settings:\n      namespaces: default\n',
+      /`functions\.whereabouts-ips\.settings\.namespaces`: expected a list of namespaces like `\[default\]`, got `default` \(string\)/,
+    ],
+    [
+      'functions:\n  lbaas-ports:\n    settings:\n      projectId: p1\n      scopetag: team-a\n',
+      /`functions\.lbaas-ports\.settings`: unknown key\(s\) `scopetag`/,
+    ],
+    [
+      'functions:\n  danm-endpoints:\n    schedule: every 5 min\n',
+      /`functions\.danm-endpoints\.schedule`: expected a cron expression \(5 or 6 fields\)/,
+    ],
+  ];
+  for (const [i, [yaml, re]] of bad.entries()) {
+    writeFileSync(join(dir, `s${i}.yaml`), yaml);
+    const r = twopass([
+      'run',
+      'danm-endpoints',
+      '--config',
+      join(dir, `s${i}.yaml`),
+      '--state',
+      `file:${dir}`,
+    ]);
+    assert.is(r.code, 2, yaml);
+    assert.match(r.err, re);
+  }
 });
 
 test('functions lists defaults; config overrides them', () => {

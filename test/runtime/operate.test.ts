@@ -166,10 +166,17 @@ test('handler(event): the way a Lambda-style runtime calls it', async ({ dir, kc
     { config: { functions: { 'danm-endpoints': { grace: 15 } } } },
     { apply: 'yes' },
     { apply: true, dryRun: true },
+    // a string is not false: this event once deleted
+    { dryRun: 'true', config: { apply: true, state: `file:${join(dir, 'faas')}` } },
+    { dryrun: true },
+    { config: 'apply: true' },
+    'run',
+    { config: { functions: { 'danm-endpoints': { settings: { namespace: ['default'] } } } } },
+    { config: { functions: { 'danm-endpoints': { schedule: 'every 5 min' } } } },
   ]) {
     try {
       await h(bad as never);
-      assert.unreachable('accepted a bad event');
+      assert.unreachable(`accepted a bad event: ${JSON.stringify(bad)}`);
     } catch (err) {
       assert.instance(err, ConfigError);
     }
