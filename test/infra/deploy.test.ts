@@ -254,6 +254,47 @@ real(
   },
 );
 
+real(
+  'the dry-run overlay records: its CronJob command, run twice, shows the second observation with dryRun (nothing deleted)',
+  async ({ t, dir }) => {
+    if (!t) return;
+    const kube = t.client();
+    const ns = await t.namespace();
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.9']);
+    const ep = await createEndpoint(kube, await createPod(kube, ns, 'gone-0'), 'test-net1', '10.10.10.9/24');
+    await forceDeletePod(kube, ns, 'gone-0');
+    const objs = render('dry-run');
+    const cm = objs.find((o) => o.kind === 'ConfigMap' && o.metadata.name.startsWith('twopass-config'))!;
+    const config = cm.data!['config.yaml']!;
+    assert.ok(fileSchema.parse(parseAllDocuments(config)[0]!.toJS()).record, 'the overlay sets record: true');
+    const job = objs.find((o) => o.kind === 'CronJob' && o.metadata.name === 'twopass-danm-endpoints')!;
+    const c = (
+      job.spec as { jobTemplate: { spec: { template: { spec: { containers: { args: string[] }[] } } } } }
+    ).jobTemplate.spec.template.spec.containers[0]!;
+    writeFileSync(join(dir, 'dry-run.yaml'), config);
+    writeFileSync(join(dir, 'dry-run-kubeconfig'), t.kubeconfig());
+    // the CronJob's own command, its config file mounted here
+    const args = c.args.map((a) => (a === '/etc/twopass/config.yaml' ? join(dir, 'dry-run.yaml') : a));
+    const run = () => twopass([...args, '--kubeconfig', join(dir, 'dry-run-kubeconfig')]);
+    const first = run();
+    assert.is(first.code, 0, first.out.slice(-600) + first.err);
+    assert.ok(first.json().some((e) => e.event === 'candidate.new' && e.key === ep.metadata.uid));
+    const second = run();
+    assert.is(second.code, 0, second.out.slice(-600) + second.err);
+    const seen = second
+      .json()
+      .find(
+        (e) =>
+          (e.event === 'candidate.pending' || e.event === 'candidate.confirmed') && e.key === ep.metadata.uid,
+      );
+    assert.ok(seen, 'the later run builds on the recorded observation');
+    const finished = second.json().find((e) => e.event === 'run.finished');
+    assert.is(finished?.dryRun, true);
+    assert.ok(await kube.get(R.danmeps, ns, ep.metadata.name), 'a dry run deletes nothing');
+    await kube.close();
+  },
+);
+
 type Check = {
   who: string;
   verb: string;
