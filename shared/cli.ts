@@ -464,6 +464,8 @@ async function explainCommand(args: readonly string[], cfg: Config, io: Io): Pro
         ? `  target: ${target.kind} ${target.name} (fingerprint ${target.fingerprint})\n`
         : "  not a target in a fresh snapshot (gone, out of scope, or not this function's)\n",
     );
+    const note = target ? fn.kindNotes?.[target.kind] : undefined;
+    if (note) io.out.write(`  note: ${note}\n`);
     io.out.write(
       stored
         ? `  stored: candidate since ${new Date(stored.firstUnusedAt).toISOString()}, seen unused ${stored.observations}x, fingerprint ${stored.fingerprint}\n`

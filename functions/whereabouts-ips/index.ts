@@ -23,6 +23,18 @@ import { namespacesSetting, pageSizeSetting } from '../../shared/runtime/setting
 import { GROUP, IPPOOLS, networkStatusIps, parsePool, parseReservation, RESERVATIONS } from './model.ts';
 
 export const NAME = 'whereabouts-ips';
+/** The pod named by podref is alive but its network-status does not list the address. */
+export const NOT_LISTED = {
+  alloc: 'IPPoolAllocationNotListed',
+  resv: 'OverlappingRangeIPReservationNotListed',
+} as const;
+const NOT_LISTED_NOTE =
+  'the pod named by podref is alive, but its k8s.v1.cni.cncf.io/network-status annotation does not list this address. ' +
+  'Either the allocation leaked (the pod got another address, e.g. after a CNI retry) or the annotation lags behind the ' +
+  'allocation. No API field tells the two apart: the allocation records a container ID, and a pod shows neither its ' +
+  'sandbox ID nor when its annotation was written. So this kind waits longer (kindGrace IPPoolAllocationNotListed / ' +
+  'OverlappingRangeIPReservationNotListed, default 1h, against 5m when the pod is gone), and any change to the pod ' +
+  'that lists the address rescues it.';
 const MIN = 60_000;
 const PATCH_ATTEMPTS = 5;
 
@@ -151,10 +163,12 @@ async function observe(kube: KubeReader, ctx: FunctionContext): Promise<Observat
         ifname: a.ifname,
         ip: a.ip ?? '',
       };
+      // A live pod of that name that does not list the address: its own kind, with a longer grace.
+      const kind = pods.has(a.podref) ? NOT_LISTED.alloc : 'IPPoolAllocation';
       targets.push({
         key,
-        kind: 'IPPoolAllocation',
-        fingerprint: [a.offset, a.id, a.podref, a.ifname].join('|'),
+        kind,
+        fingerprint: [kind, a.offset, a.id, a.podref, a.ifname].join('|'),
         name: `${pool.namespace}/${pool.name} ${a.ip ?? `offset ${a.offset}`} (${a.podref || '?'})`,
         keep: pool.keep,
         data,
@@ -187,10 +201,11 @@ async function observe(kube: KubeReader, ctx: FunctionContext): Promise<Observat
       podref: r.podref,
       ip: r.ip?.text ?? '',
     };
+    const kind = pods.has(r.podref) ? NOT_LISTED.resv : 'OverlappingRangeIPReservation';
     targets.push({
       key: r.uid,
-      kind: 'OverlappingRangeIPReservation',
-      fingerprint: `${r.uid}@${r.resourceVersion}`,
+      kind,
+      fingerprint: `${kind}|${r.uid}@${r.resourceVersion}`,
       name: `${r.namespace}/${r.name} (${r.podref || '?'})`,
       keep: r.keep,
       data,
@@ -475,6 +490,7 @@ export const whereaboutsIps: TwopassFunction<KubeReader, KubeClient> = {
   defaults: {
     schedule: '*/5 * * * *',
     graceMs: 5 * MIN,
+    kindGraceMs: { [NOT_LISTED.alloc]: 60 * MIN, [NOT_LISTED.resv]: 60 * MIN },
     ...GUARD_DEFAULTS,
   },
   observe,
@@ -482,7 +498,9 @@ export const whereaboutsIps: TwopassFunction<KubeReader, KubeClient> = {
   remove,
   confirmGone,
   // The allocations of one pool are removed together, in one patch (reservations one by one).
-  batchOf: (t) => (t.kind === 'IPPoolAllocation' ? (t.data as AllocData).poolUid : undefined),
+  batchOf: (t) =>
+    (t.data as AllocData | ResvData).t === 'alloc' ? (t.data as AllocData).poolUid : undefined,
+  kindNotes: { [NOT_LISTED.alloc]: NOT_LISTED_NOTE, [NOT_LISTED.resv]: NOT_LISTED_NOTE },
   removeBatch,
 };
 

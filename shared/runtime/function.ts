@@ -80,6 +80,8 @@ export interface TwopassFunction<R, W> {
   readonly name: string;
   readonly description: string;
   readonly defaults: FunctionDefaults;
+  /** What `explain` tells about a target of a kind (a limit of what the evidence can show). */
+  readonly kindNotes?: Readonly<Record<string, string>>;
   /** A strict schema of `functions.<name>.settings`, checked when the config loads. */
   readonly settingsSchema?: import('zod').ZodType<Record<string, unknown>>;
   /** Deletions in flight at once for this function (default: the run's concurrency). */
