@@ -54,9 +54,13 @@ export async function whereaboutsScene(
   await allocate(kube, ns, 'pool', RANGE, '192.168.2.11', { id: containerId(), podref: `${ns}/db-0` });
   await createPodWithStatus(kube, ns, 'db-0', ['192.168.2.11']);
   await pass('whereabouts pass 1 (apply): the old allocation is a first observation, db-0 keeps .11');
+  say('A pod named db-0 is alive and does not list .10: a leftover, or an annotation that lags? Nothing');
+  say('in the API tells them apart, so this kind (IPPoolAllocationNotListed) waits an hour, not 5 minutes.');
   advance(6 * MIN);
+  await pass('whereabouts pass 2 (apply): six minutes later, still pending (its grace is 1h)');
+  advance(55 * MIN);
   const last = await pass(
-    'whereabouts pass 2 (apply): six minutes later, re-checked, removed with a tested JSON Patch',
+    'whereabouts pass 3 (apply): an hour on, re-checked, removed with a tested JSON Patch',
   );
   const left = Object.keys(await allocations(kube, ns, 'pool'));
   if (JSON.stringify(left) !== JSON.stringify([offsetOf(RANGE, '192.168.2.11')]))
