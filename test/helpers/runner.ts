@@ -28,6 +28,8 @@ export function runner(
   processEnv: Record<string, string> = {},
 ): Runner {
   const dir = mkdtempSync(join(tmpdir(), `twopass-${fn.name}-`));
+  const shape = (fn.settingsSchema as { shape?: Record<string, unknown> } | undefined)?.shape;
+  const scoped = !shape || 'namespaces' in shape;
   const r: Runner = {
     now: start,
     lines: [],
@@ -37,7 +39,8 @@ export function runner(
       const fc: FnConfig = {
         maxDeletionPercent: 100,
         ...extra,
-        settings: { namespaces, ...(extra.settings ?? {}) },
+        // only functions that have a namespace scope take one (settings are strict)
+        settings: { ...(scoped ? { namespaces } : {}), ...(extra.settings ?? {}) },
       };
       const cfg = resolveConfig({ functions: { [fn.name]: fc } }, 'test', { state: `file:${dir}` });
       const result = await runFunction(
