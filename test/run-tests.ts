@@ -3,6 +3,9 @@
  * once, runs every uvu test file against them, stops them, and prints one
  * closing line `N passed, N failed`.
  *   TWOPASS_NO_REAL_CLUSTER=1   skip the real cluster (said loudly; CI never sets it)
+ *   TWOPASS_NO_REAL_OPENSTACK=1 skip the real Keystone + Neutron (said loudly); without Debian's
+ *                               packages they are skipped too, unless TWOPASS_REQUIRE_REAL_OPENSTACK=1
+ *                               (CI), which makes their absence a failure
  *   npm test -- PATTERN         only test files whose path matches PATTERN
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -10,12 +13,45 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Cluster, startCluster } from './cluster/cluster.ts';
+import { openStackInstalled, type RealOpenStack, startOpenStack } from './openstack/real-openstack.ts';
 
 const root = new URL('..', import.meta.url).pathname;
 const only = process.argv[2];
 const pattern = only ? `^(?=.*(?:${only})).*\\.test\\.ts$` : '\\.test\\.ts$';
 let cluster: Cluster | undefined;
+let openstack: (RealOpenStack & { stop: () => Promise<void> }) | undefined;
 const env: Record<string, string | undefined> = { ...process.env };
+
+// The real Keystone + Neutron start in the background, beside the cluster.
+let openstackStarting: Promise<void> | undefined;
+if (process.env.TWOPASS_NO_REAL_OPENSTACK === '1') {
+  console.log('!!! TWOPASS_NO_REAL_OPENSTACK=1: the real Keystone + Neutron suites are SKIPPED !!!');
+} else if (!openStackInstalled()) {
+  if (process.env.TWOPASS_REQUIRE_REAL_OPENSTACK === '1') {
+    console.error("the real Keystone + Neutron are required, but Debian's packages are not installed");
+    console.log('0 passed, 1 failed');
+    process.exit(1);
+  }
+  console.log(
+    "!!! Debian's Keystone + Neutron packages are not installed: the real OpenStack suites are SKIPPED (see .ci/run) !!!",
+  );
+} else {
+  openstackStarting = startOpenStack().then(
+    (os) => {
+      openstack = os;
+      const { stop: _stop, ...facts } = os;
+      env.TWOPASS_TEST_OPENSTACK = JSON.stringify(facts);
+      console.log(
+        `real Keystone + Neutron (Zed): ${os.authUrl}, ${os.neutronUrl} (started in ${os.startedMs} ms)`,
+      );
+    },
+    (err: Error) => {
+      console.error(`starting the real Keystone + Neutron failed: ${err.message}`);
+      console.log('0 passed, 1 failed');
+      process.exit(1);
+    },
+  );
+}
 
 if (process.env.TWOPASS_NO_REAL_CLUSTER === '1') {
   console.log(
@@ -44,6 +80,8 @@ if (process.env.TWOPASS_NO_REAL_CLUSTER === '1') {
   process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
 }
 
+await openstackStarting;
+
 let out = '';
 const child = spawn(join(root, 'node_modules/.bin/uvu'), ['test', pattern], {
   cwd: root,
@@ -56,6 +94,7 @@ child.stdout.on('data', (chunk: Buffer) => {
 });
 const code: number = await new Promise((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
 await cluster?.stop();
+await openstack?.stop();
 
 // uvu prints `Total: N`, `Passed: N`, `Skipped: N` (with colours); its summary is not the line CI reads.
 const ESC = String.fromCharCode(27);

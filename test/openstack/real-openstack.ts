@@ -50,7 +50,13 @@ process.on('exit', () => {
       }
 });
 
-function start(dir: string, name: string, cmd: string, args: string[], env: Record<string, string> = {}): ChildProcess {
+function start(
+  dir: string,
+  name: string,
+  cmd: string,
+  args: string[],
+  env: Record<string, string> = {},
+): ChildProcess {
   const out = openSync(join(dir, `${name}.out`), 'a');
   const c = spawn(cmd, args, { stdio: ['ignore', out, out], env: { ...process.env, ...env } });
   children.add(c);
@@ -73,7 +79,8 @@ async function until<T>(what: string, ms: number, probe: () => Promise<T | undef
     } catch (err) {
       last = err;
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
     await new Promise((r) => setTimeout(r, 500));
   }
 }
@@ -108,7 +115,8 @@ async function call(
 
 async function ok(method: string, url: string, token: string | undefined, body?: unknown): Promise<Json> {
   const r = await call(method, url, token, body);
-  if (r.status >= 300) throw new Error(`${method} ${url}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
+  if (r.status >= 300)
+    throw new Error(`${method} ${url}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
   return r.body;
 }
 
@@ -120,7 +128,10 @@ export async function passwordToken(
 ): Promise<string> {
   const r = await call('POST', `${authUrl}/auth/tokens`, undefined, {
     auth: {
-      identity: { methods: ['password'], password: { user: { name: user, domain: { id: 'default' }, password } } },
+      identity: {
+        methods: ['password'],
+        password: { user: { name: user, domain: { id: 'default' }, password } },
+      },
       scope: { project: { name: project, domain: { id: 'default' } } },
     },
   });
@@ -137,10 +148,7 @@ export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Pr
     for (const p of procs.reverse())
       if (p.pid && p.exitCode === null) {
         p.kill('SIGTERM');
-        await Promise.race([
-          new Promise((r) => p.once('exit', r)),
-          new Promise((r) => setTimeout(r, 5000)),
-        ]);
+        await Promise.race([new Promise((r) => p.once('exit', r)), new Promise((r) => setTimeout(r, 5000))]);
         if (p.exitCode === null)
           try {
             process.kill(p.pid, 'SIGKILL');
@@ -245,18 +253,29 @@ export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Pr
     const roleId = async (name: string) =>
       ((await ok('GET', `${authUrl}/roles?name=${name}`, admin)).roles as { id: string }[])[0]!.id;
     const project = async (name: string) =>
-      ((await ok('POST', `${authUrl}/projects`, admin, { project: { name, domain_id: 'default' } })).project as {
-        id: string;
-      }).id;
+      (
+        (await ok('POST', `${authUrl}/projects`, admin, { project: { name, domain_id: 'default' } }))
+          .project as {
+          id: string;
+        }
+      ).id;
     const user = async (name: string, password: string) =>
-      ((await ok('POST', `${authUrl}/users`, admin, { user: { name, password, domain_id: 'default' } })).user as {
-        id: string;
-      }).id;
+      (
+        (await ok('POST', `${authUrl}/users`, admin, { user: { name, password, domain_id: 'default' } }))
+          .user as {
+          id: string;
+        }
+      ).id;
     const service = await project('service');
     const neutronUser = await user('neutron', 'neutron-pw');
-    await ok('PUT', `${authUrl}/projects/${service}/users/${neutronUser}/roles/${await roleId('admin')}`, admin);
+    await ok(
+      'PUT',
+      `${authUrl}/projects/${service}/users/${neutronUser}/roles/${await roleId('admin')}`,
+      admin,
+    );
     const svc = (
-      (await ok('POST', `${authUrl}/services`, admin, { service: { name: 'neutron', type: 'network' } })).service as {
+      (await ok('POST', `${authUrl}/services`, admin, { service: { name: 'neutron', type: 'network' } }))
+        .service as {
         id: string;
       }
     ).id;
@@ -332,7 +351,13 @@ export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Pr
       `import sys; from ${mod} import ${fn}; sys.argv=${JSON.stringify(argv)}; sys.exit(${fn}())`;
     run(dir, 'neutron-db-manage', PY, [
       '-c',
-      py('neutron.db.migration.cli', 'main', ['neutron-db-manage', '--config-file', nconf, 'upgrade', 'heads']),
+      py('neutron.db.migration.cli', 'main', [
+        'neutron-db-manage',
+        '--config-file',
+        nconf,
+        'upgrade',
+        'heads',
+      ]),
     ]);
     procs.push(
       start(dir, 'neutron-server', PY, [
@@ -347,12 +372,15 @@ export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Pr
 
     // The networks: an external `public` (admin), the project's own, and a router between them.
     const net = async (token: string, body: Json) =>
-      ((await ok('POST', `${neutronUrl}/v2.0/networks`, token, { network: body })).network as { id: string }).id;
+      ((await ok('POST', `${neutronUrl}/v2.0/networks`, token, { network: body })).network as { id: string })
+        .id;
     const subnet = async (token: string, network_id: string, cidr: string) =>
       (
-        (await ok('POST', `${neutronUrl}/v2.0/subnets`, token, {
-          subnet: { network_id, cidr, ip_version: 4, enable_dhcp: false },
-        })).subnet as { id: string }
+        (
+          await ok('POST', `${neutronUrl}/v2.0/subnets`, token, {
+            subnet: { network_id, cidr, ip_version: 4, enable_dhcp: false },
+          })
+        ).subnet as { id: string }
       ).id;
     const external = await net(nAdmin, {
       name: 'public',
@@ -364,11 +392,15 @@ export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Pr
     const networkId = await net(userToken, { name: 'k8s-a-net' });
     const subnetId = await subnet(userToken, networkId, '10.1.0.0/24');
     const router = (
-      (await ok('POST', `${neutronUrl}/v2.0/routers`, userToken, {
-        router: { name: 'k8s-a-router', external_gateway_info: { network_id: external } },
-      })).router as { id: string }
+      (
+        await ok('POST', `${neutronUrl}/v2.0/routers`, userToken, {
+          router: { name: 'k8s-a-router', external_gateway_info: { network_id: external } },
+        })
+      ).router as { id: string }
     ).id;
-    await ok('PUT', `${neutronUrl}/v2.0/routers/${router}/add_router_interface`, userToken, { subnet_id: subnetId });
+    await ok('PUT', `${neutronUrl}/v2.0/routers/${router}/add_router_interface`, userToken, {
+      subnet_id: subnetId,
+    });
     return {
       authUrl,
       neutronUrl,

@@ -201,7 +201,12 @@ export class FakeOpenStack {
             updated: '2026-01-01T00:00:00Z',
           })),
         });
-      const [collection, id] = path.split('/') as [string, string | undefined];
+      const [collection, id, sub, subId] = path.split('/') as [
+        string,
+        string | undefined,
+        string | undefined,
+        string | undefined,
+      ];
       if (collection !== 'ports' && collection !== 'floatingips')
         return send(404, {
           NeutronError: { type: 'HTTPNotFound', message: 'The resource could not be found.', detail: '' },
@@ -218,8 +223,52 @@ export class FakeOpenStack {
         });
       if (id === undefined && method === 'GET')
         return this.list(collection, store, url, t.projectId, send, fault?.emptyPage === true);
+      if (id === undefined && method === 'POST') return this.create(collection, raw, t.projectId, send);
       const obj = id ? store.get(id) : undefined;
       if (!obj || obj.project_id !== t.projectId) return notFound();
+      if (sub === 'tags') {
+        // standard-attr-tag: PUT replaces all tags, PUT /tags/{tag} adds one, DELETE /tags/{tag} removes one
+        if (method === 'PUT' && subId === undefined) {
+          const tags = (JSON.parse(raw || '{}') as { tags?: unknown }).tags;
+          if (!Array.isArray(tags) || !tags.every((x) => typeof x === 'string'))
+            return send(400, {
+              NeutronError: { type: 'HTTPBadRequest', message: 'Invalid tags', detail: '' },
+            });
+          this.update(obj, { tags: [...new Set(tags as string[])].sort() });
+          return send(200, { tags: obj.tags });
+        }
+        if (method === 'PUT' && subId !== undefined) {
+          const tag = decodeURIComponent(subId);
+          if (!obj.tags?.includes(tag)) this.update(obj, { tags: [...(obj.tags ?? []), tag].sort() });
+          return send(201, undefined);
+        }
+        if (method === 'DELETE' && subId !== undefined) {
+          const tag = decodeURIComponent(subId);
+          if (!obj.tags?.includes(tag))
+            return send(404, {
+              NeutronError: { type: 'TagNotFound', message: `Tag ${tag} could not be found.`, detail: '' },
+            });
+          this.update(obj, { tags: (obj.tags ?? []).filter((x) => x !== tag) });
+          return send(204, undefined);
+        }
+      }
+      if (method === 'PUT' && sub === undefined && collection === 'floatingips') {
+        const f = (JSON.parse(raw || '{}') as { floatingip?: { port_id?: string | null } }).floatingip ?? {};
+        const port = f.port_id ? this.ports.get(f.port_id) : undefined;
+        if (f.port_id && (!port || port.project_id !== t.projectId))
+          return send(404, {
+            NeutronError: {
+              type: 'PortNotFound',
+              message: `Port ${f.port_id} could not be found.`,
+              detail: '',
+            },
+          });
+        this.update(obj as FloatingIp, {
+          port_id: port?.id ?? null,
+          fixed_ip_address: port?.fixed_ips?.[0]?.ip_address ?? null,
+        });
+        return send(200, { floatingip: obj });
+      }
       if (method === 'GET') return send(200, { [key]: obj });
       if (method === 'DELETE') {
         const im = req.headers['if-match'];
@@ -330,6 +379,41 @@ export class FakeOpenStack {
       },
       { 'x-subject-token': token },
     );
+  }
+
+  private create(
+    collection: string,
+    raw: string,
+    projectId: string,
+    send: (s: number, b: unknown) => void,
+  ): void {
+    const body = JSON.parse(raw || '{}') as {
+      port?: Partial<Port> & { network_id?: string };
+      floatingip?: { floating_network_id?: string; port_id?: string };
+    };
+    if (collection === 'ports') {
+      const p = body.port ?? {};
+      const n = this.ports.size + 10;
+      const port = this.addPort({
+        project_id: projectId,
+        name: p.name ?? '',
+        description: p.description ?? '',
+        device_id: p.device_id ?? '',
+        device_owner: p.device_owner ?? '',
+        fixed_ips: p.fixed_ips ?? [{ ip_address: `10.1.${Math.floor(n / 250)}.${(n % 250) + 2}` }],
+      });
+      return send(201, { port });
+    }
+    const f = body.floatingip ?? {};
+    const port = f.port_id ? this.ports.get(f.port_id) : undefined;
+    const n = this.fips.size + 10;
+    const fip = this.addFip({
+      project_id: projectId,
+      floating_ip_address: `198.18.${Math.floor(n / 250)}.${(n % 250) + 2}`,
+      port_id: port?.id ?? null,
+      fixed_ip_address: port?.fixed_ips?.[0]?.ip_address ?? null,
+    });
+    return send(201, { floatingip: fip });
   }
 
   private list(

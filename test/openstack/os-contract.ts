@@ -1,0 +1,223 @@
+/**
+ * One OpenStack contract suite, run against the fake Keystone + Neutron
+ * (os-contract.fake.test.ts) and a real Keystone + Neutron from Debian's packages
+ * (os-contract.real.test.ts): what the client and lbaas-ports rely on. A behaviour
+ * that only the fake has is a bug in the fake.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { loadCloudConfig } from '../../shared/openstack/config.ts';
+import { Http } from '../../shared/openstack/http.ts';
+import { KeystoneAuth } from '../../shared/openstack/keystone.ts';
+import { type FloatingIp, NeutronClient, type Port } from '../../shared/openstack/neutron.ts';
+
+export type OsTarget = Readonly<{
+  name: 'fake' | 'real';
+  /** A clouds.yaml with one cloud named `contract`. */
+  cloudsYaml: (kind: 'password' | 'appcred', region?: string) => string;
+  projectId: string;
+  /** The network to create ports on (real), and the external network for floating IPs. */
+  networkId?: string;
+  floatingNetworkId?: string;
+  close: () => Promise<void>;
+}>;
+
+type Client = {
+  auth: KeystoneAuth;
+  neutron: NeutronClient;
+  raw: (
+    method: string,
+    path: string,
+    body?: unknown,
+    headers?: Record<string, string>,
+  ) => Promise<{ status: number; body: Record<string, unknown> }>;
+  close: () => Promise<void>;
+};
+
+function client(
+  t: OsTarget,
+  kind: 'password' | 'appcred' = 'password',
+  pageSize = 500,
+  region?: string,
+): Client {
+  const dir = mkdtempSync(join(tmpdir(), 'twopass-os-contract-'));
+  writeFileSync(join(dir, 'clouds.yaml'), t.cloudsYaml(kind, region));
+  const cloud = loadCloudConfig({ OS_CLOUD: 'contract', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') });
+  const http = new Http({ timeoutMs: 30_000, sleep: async () => {} });
+  const auth = new KeystoneAuth(cloud, http, Date.now);
+  const neutron = new NeutronClient(auth, http, pageSize);
+  const raw: Client['raw'] = async (method, path, body, headers = {}) => {
+    const base = await auth.endpoint('network');
+    const url = `${base.endsWith('/v2.0') ? base : `${base}/v2.0`}${path}`;
+    const res = await fetch(url, {
+      method,
+      headers: {
+        'x-auth-token': await auth.get(),
+        accept: 'application/json',
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        ...headers,
+      },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    const text = await res.text();
+    let parsed: Record<string, unknown> = {};
+    try {
+      parsed = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+    } catch {
+      parsed = { text };
+    }
+    return { status: res.status, body: parsed };
+  };
+  return { auth, neutron, raw, close: () => http.close() };
+}
+
+async function createPort(t: OsTarget, c: Client, name: string, tags: string[] = []): Promise<Port> {
+  const r = await c.raw('POST', '/ports', {
+    port: { name, ...(t.networkId ? { network_id: t.networkId } : {}) },
+  });
+  assert.is(r.status, 201, `create port: ${JSON.stringify(r.body).slice(0, 300)}`);
+  const port = r.body.port as Port;
+  if (tags.length > 0) {
+    const tr = await c.raw('PUT', `/ports/${port.id}/tags`, { tags });
+    assert.is(tr.status, 200, `replace tags: ${JSON.stringify(tr.body)}`);
+  }
+  return port;
+}
+
+/** `getTarget` undefined: the servers are not there, and every test is reported as skipped. */
+export function osContract(label: string, getTarget: (() => Promise<OsTarget>) | undefined): void {
+  const test = suite<{ t?: OsTarget }>(`OpenStack contract (${label})`);
+  test.before(async (ctx) => {
+    if (getTarget) ctx.t = await getTarget();
+  });
+  test.after(async (ctx) => ctx.t?.close());
+  const it = (title: string, fn: (t: OsTarget) => Promise<void>) =>
+    (getTarget ? test : test.skip)(title, async (ctx) => {
+      await fn(ctx.t!);
+    });
+
+  it('password and application-credential auth; the catalog names the network endpoint of the region', async (t) => {
+    for (const kind of ['password', 'appcred'] as const) {
+      const c = client(t, kind);
+      assert.match(await c.auth.endpoint('network'), /^http:\/\/127\.0\.0\.1:\d+/);
+      await c.neutron.listPorts({ project_id: t.projectId });
+      await c.close();
+    }
+    const wrong = client(t, 'password', 500, 'Nowhere');
+    let err: unknown;
+    try {
+      await wrong.auth.endpoint('network');
+    } catch (e) {
+      err = e;
+    }
+    assert.match(String((err as Error)?.message), /no network endpoint .* in region Nowhere/);
+    await wrong.close();
+  });
+
+  it('ports: create, get, list by tags / tags-any / not-tags; a replaced tag set', async (t) => {
+    const c = client(t);
+    const x = `c-${randomUUID().slice(0, 8)}`;
+    const p1 = await createPort(t, c, `${x}-1`, [`${x}-a`, `${x}-b`]);
+    const p2 = await createPort(t, c, `${x}-2`, [`${x}-a`]);
+    const p3 = await createPort(t, c, `${x}-3`, [`${x}-c`]);
+    const got = await c.neutron.getPort(p1.id);
+    assert.equal([...(got?.tags ?? [])].sort(), [`${x}-a`, `${x}-b`]);
+    assert.is(got?.project_id, t.projectId);
+    const ids = (r: { items: { id: string }[] }) => r.items.map((i) => i.id).sort();
+    assert.equal(ids(await c.neutron.listPorts({ tags: [`${x}-a`, `${x}-b`] })), [p1.id]);
+    assert.equal(ids(await c.neutron.listPorts({ tags: [`${x}-a`] })), [p1.id, p2.id].sort());
+    const any = await c.raw('GET', `/ports?tags-any=${x}-b,${x}-c`);
+    assert.equal((any.body.ports as Port[]).map((p) => p.id).sort(), [p1.id, p3.id].sort());
+    const not = await c.raw('GET', `/ports?tags-any=${x}-a,${x}-c&not-tags=${x}-b`);
+    assert.equal((not.body.ports as Port[]).map((p) => p.id).sort(), [p2.id, p3.id].sort());
+    const add = await c.raw('PUT', `/ports/${p3.id}/tags/${x}-d`);
+    assert.is(add.status, 201);
+    assert.equal([...((await c.neutron.getPort(p3.id))?.tags ?? [])].sort(), [`${x}-c`, `${x}-d`]);
+    for (const p of [p1, p2, p3]) assert.is(await c.neutron.deletePort(p.id, undefined), 'deleted');
+    await c.close();
+  });
+
+  it('pagination: limit and marker, and the links as the server returns them', async (t) => {
+    const c = client(t, 'password', 2);
+    const x = `p-${randomUUID().slice(0, 8)}`;
+    const made: Port[] = [];
+    for (let i = 0; i < 5; i++) made.push(await createPort(t, c, `${x}-${i}`, [x]));
+    const all = await c.neutron.listPorts({ tags: [x] });
+    assert.equal(all.items.map((p) => p.id).sort(), made.map((p) => p.id).sort());
+    assert.is(all.pages, 3);
+    const first = await c.raw('GET', `/ports?tags=${x}&limit=2`);
+    const page = first.body.ports as Port[];
+    assert.is(page.length, 2);
+    const next = (first.body.ports_links as { rel: string; href: string }[]).find((l) => l.rel === 'next');
+    assert.ok(next, 'a next link on a full page');
+    const q = new URL(next!.href).searchParams;
+    assert.is(q.get('marker'), page[1]!.id, 'the marker is the last id of the page');
+    assert.is(q.get('limit'), '2');
+    const last = await c.raw('GET', `/ports?tags=${x}&limit=2&marker=${(all.items[3] as Port).id}`);
+    assert.is((last.body.ports as Port[]).length, 1);
+    assert.not.ok(
+      ((last.body.ports_links ?? []) as { rel: string }[]).some((l) => l.rel === 'next'),
+      'no next link on a page that is not full',
+    );
+    for (const p of made) await c.neutron.deletePort(p.id, undefined);
+    await c.close();
+  });
+
+  it('revision_number moves on a tag change; DELETE with If-Match: stale 412, current 204; then 404 PortNotFound', async (t) => {
+    const c = client(t);
+    const p = await createPort(t, c, `r-${randomUUID().slice(0, 8)}`);
+    const r0 = (await c.neutron.getPort(p.id))!.revision_number!;
+    assert.is(typeof r0, 'number');
+    await c.raw('PUT', `/ports/${p.id}/tags`, { tags: ['moved'] });
+    const r1 = (await c.neutron.getPort(p.id))!.revision_number!;
+    assert.ok(r1 > r0, `a tag change moves revision_number (${r0} -> ${r1})`);
+    const stale = await c.raw('DELETE', `/ports/${p.id}`, undefined, { 'if-match': `revision_number=${r0}` });
+    assert.is(stale.status, 412);
+    assert.is((stale.body.NeutronError as { type?: string })?.type, 'RevisionNumberConstraintFailed');
+    assert.is(await c.neutron.deletePort(p.id, r0), 'conflict');
+    assert.is(await c.neutron.deletePort(p.id, r1), 'deleted');
+    const gone = await c.raw('GET', `/ports/${p.id}`);
+    assert.is(gone.status, 404);
+    assert.is((gone.body.NeutronError as { type?: string })?.type, 'PortNotFound');
+    assert.is(await c.neutron.getPort(p.id), undefined);
+    assert.is(await c.neutron.deletePort(p.id, undefined), 'gone');
+    await c.close();
+  });
+
+  it('floating IPs: created on a port, listed and got with port_id and fixed_ip_address, deleted', async (t) => {
+    const c = client(t);
+    const p = await createPort(t, c, `f-${randomUUID().slice(0, 8)}`);
+    const r = await c.raw('POST', '/floatingips', {
+      floatingip: {
+        ...(t.floatingNetworkId ? { floating_network_id: t.floatingNetworkId } : {}),
+        port_id: p.id,
+      },
+    });
+    assert.is(r.status, 201, JSON.stringify(r.body).slice(0, 300));
+    const fip = r.body.floatingip as FloatingIp;
+    assert.is(fip.port_id, p.id);
+    assert.is(fip.fixed_ip_address, p.fixed_ips?.[0]?.ip_address);
+    const listed = await c.neutron.listFloatingIps({ project_id: t.projectId });
+    assert.ok(listed.items.some((f) => f.id === fip.id && f.port_id === p.id));
+    assert.is((await c.neutron.getFloatingIp(fip.id))?.floating_ip_address, fip.floating_ip_address);
+    assert.is(
+      await c.neutron.deleteFloatingIp(fip.id, (await c.neutron.getFloatingIp(fip.id))!.revision_number),
+      'deleted',
+    );
+    assert.is(await c.neutron.deletePort(p.id, undefined), 'deleted');
+    await c.close();
+  });
+
+  it('extensions: revision-if-match and standard-attr-tag are listed', async (t) => {
+    const c = client(t);
+    assert.ok(await c.neutron.supports('revision-if-match'));
+    assert.ok(await c.neutron.supports('standard-attr-tag'));
+    await c.close();
+  });
+
+  test.run();
+}
