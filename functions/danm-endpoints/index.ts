@@ -10,6 +10,7 @@ import { recordEvent } from '../../shared/kube/events.ts';
 import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
 import { type KubeObject, PODS, type ResourceRef } from '../../shared/kube/resources.ts';
 import { formatAddress, parseAddress } from '../../shared/net/ip.ts';
+import { BatchResults } from '../../shared/runtime/batch.ts';
 import {
   type BatchItemResult,
   type FunctionContext,
@@ -592,8 +593,8 @@ async function removeBatch(
 ): Promise<BatchItemResult[]> {
   const bits = targets.map((t) => ({ t, d: t.data as BitData }));
   const d0 = bits[0]!.d;
-  const results = new Map<string, BatchItemResult>();
-  const skip = (key: string, reason: string) => results.set(key, { key, outcome: 'skipped', reason });
+  const results = new BatchResults(targets);
+  const skip = (key: string, reason: string) => results.skip(key, reason);
   for (let attempt = 1; attempt <= BATCH_ATTEMPTS; attempt++) {
     const net = await readNetwork(reader, d0.group, d0.networkType, d0.namespace, d0.name, ctx.signal);
     if (!net || net.uid !== d0.uid) {
@@ -637,7 +638,6 @@ async function removeBatch(
           : (err as Error).message;
       for (const { t } of clearing)
         results.set(
-          t.key,
           err instanceof ConflictError
             ? { key: t.key, outcome: 'skipped', reason: why }
             : { key: t.key, outcome: 'failed', error: why },
@@ -651,14 +651,14 @@ async function removeBatch(
       const pool = after && after.uid === net.uid ? (d.family === 4 ? after.v4 : after.v6) : undefined;
       const unchanged = after?.resourceVersion === net.resourceVersion;
       if (after && after.uid === net.uid && pool?.bitmap.isSet(d.index) && unchanged)
-        results.set(t.key, {
+        results.set({
           key: t.key,
           outcome: 'failed',
           error: 'the update answered success, but a read-back finds the network unchanged',
         });
       else {
         cleared.push(d.address);
-        results.set(t.key, {
+        results.set({
           key: t.key,
           outcome: 'deleted',
           detail: `cleared ${d.address} in ${d.networkType} ${d.namespace ? `${d.namespace}/` : ''}${d.name}`,
@@ -686,9 +686,7 @@ async function removeBatch(
       );
     break;
   }
-  return bits.map(
-    ({ t }) => results.get(t.key) ?? { key: t.key, outcome: 'skipped', reason: 'the network kept changing' },
-  );
+  return results.all('the network kept changing');
 }
 
 async function confirmGone(kube: KubeReader, target: Target, ctx: FunctionContext): Promise<boolean> {

@@ -9,6 +9,7 @@ import { ConflictError, KubeApiError } from '../../shared/kube/errors.ts';
 import { recordEvent } from '../../shared/kube/events.ts';
 import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
 import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
+import { BatchResults } from '../../shared/runtime/batch.ts';
 import {
   type BatchItemResult,
   type FunctionContext,
@@ -361,14 +362,13 @@ async function removeBatch(
 ): Promise<BatchItemResult[]> {
   const allocs = targets.map((t) => ({ t, d: t.data as AllocData }));
   const d0 = allocs[0]!.d;
-  const results = new Map<string, BatchItemResult>();
-  const skip = (key: string, reason: string) => results.set(key, { key, outcome: 'skipped', reason });
+  const results = new BatchResults(targets);
+  const skip = (key: string, reason: string) => results.skip(key, reason);
   const namespaces = [...new Set(allocs.map(({ d }) => d.podref.split('/')[0]!))].sort();
   for (let attempt = 1; attempt <= PATCH_ATTEMPTS; attempt++) {
     const pool = await reader.get(IPPOOLS, d0.namespace, d0.pool, ctx.signal);
     if (!pool || pool.metadata.uid !== d0.poolUid) {
-      for (const { t } of allocs)
-        if (!results.has(t.key)) results.set(t.key, { key: t.key, outcome: 'gone', detail: 'pool is gone' });
+      results.rest((key) => ({ key, outcome: 'gone', detail: 'pool is gone' }));
       break;
     }
     // The evidence, fresh and complete: the pods of every namespace the allocations name.
@@ -408,7 +408,6 @@ async function removeBatch(
       if (conflict && attempt < PATCH_ATTEMPTS) continue;
       for (const { t } of removing)
         results.set(
-          t.key,
           conflict
             ? { key: t.key, outcome: 'skipped', reason: `pool kept changing (${PATCH_ATTEMPTS} conflicts)` }
             : { key: t.key, outcome: 'failed', error: (err as Error).message },
@@ -420,14 +419,14 @@ async function removeBatch(
     const removed: string[] = [];
     for (const { t, d } of removing) {
       if (after && after.metadata.uid === d0.poolUid && sameAllocation(allocationAt(after, d.offset), d))
-        results.set(t.key, {
+        results.set({
           key: t.key,
           outcome: 'failed',
           error: 'the patch answered success, but a read-back still finds the allocation',
         });
       else {
         removed.push(d.ip);
-        results.set(t.key, {
+        results.set({
           key: t.key,
           outcome: 'deleted',
           detail: `allocation ${d.ip} (offset ${d.offset}, container ${d.id.slice(0, 12)}) removed from IPPool ${d.namespace}/${d.pool}`,
@@ -459,9 +458,7 @@ async function removeBatch(
       );
     break;
   }
-  return allocs.map(
-    ({ t }) => results.get(t.key) ?? { key: t.key, outcome: 'skipped', reason: 'the pool kept changing' },
-  );
+  return results.all('the pool kept changing');
 }
 
 async function confirmGone(kube: KubeReader, target: Target, ctx: FunctionContext): Promise<boolean> {

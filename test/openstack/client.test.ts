@@ -135,20 +135,38 @@ test('a listing is proven page by page: marker, ids, revision numbers; a next li
   const broken: [string, (p: Page) => void, RegExp][] = [
     [
       'marker that is not the last id',
-      (p) => void (p.ports_links![0]!.href = p.ports_links![0]!.href.replace(/marker=[^&]+/, 'marker=zzz')),
+      (p) => {
+        p.ports_links![0]!.href = p.ports_links![0]!.href.replace(/marker=[^&]+/, 'marker=zzz');
+      },
       /marker zzz is not the page's last id/,
     ],
     [
       'no marker',
-      (p) => void (p.ports_links![0]!.href = p.ports_links![0]!.href.replace(/marker=[^&]+/, '')),
+      (p) => {
+        p.ports_links![0]!.href = p.ports_links![0]!.href.replace(/marker=[^&]+/, '');
+      },
       /no marker/,
     ],
     ['an id twice', (p) => void p.ports.push(p.ports[0]!), /came twice/],
-    ['an item without id', (p) => void (p.ports[0]!.id = ''), /has no id/],
-    ['revision_number not a count', (p) => void (p.ports[0]!.revision_number = '3'), /not a count/],
+    [
+      'an item without id',
+      (p) => {
+        p.ports[0]!.id = '';
+      },
+      /has no id/,
+    ],
+    [
+      'revision_number not a count',
+      (p) => {
+        p.ports[0]!.revision_number = '3';
+      },
+      /not a count/,
+    ],
     [
       'links not a list',
-      (p) => void ((p as unknown as Record<string, unknown>).ports_links = 'x'),
+      (p) => {
+        (p as unknown as Record<string, unknown>).ports_links = 'x';
+      },
       /not a list/,
     ],
   ];

@@ -402,7 +402,8 @@ export class FakeOpenStack {
         device_owner: p.device_owner ?? '',
         fixed_ips: p.fixed_ips ?? [{ ip_address: `10.1.${Math.floor(n / 250)}.${(n % 250) + 2}` }],
       });
-      return send(201, { port });
+      send(201, { port });
+      return;
     }
     const f = body.floatingip ?? {};
     const port = f.port_id ? this.ports.get(f.port_id) : undefined;
@@ -413,7 +414,7 @@ export class FakeOpenStack {
       port_id: port?.id ?? null,
       fixed_ip_address: port?.fixed_ips?.[0]?.ip_address ?? null,
     });
-    return send(201, { floatingip: fip });
+    send(201, { floatingip: fip });
   }
 
   private list(

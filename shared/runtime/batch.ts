@@ -1,0 +1,34 @@
+/** The per-target results of one batch removal (`removeBatch`), in the order of its targets. */
+import type { Target } from '../engine/types.ts';
+import type { BatchItemResult } from './function.ts';
+
+export class BatchResults {
+  private readonly results = new Map<string, BatchItemResult>();
+  private readonly keys: readonly string[];
+
+  constructor(targets: readonly Target[]) {
+    this.keys = targets.map((t) => t.key);
+  }
+
+  has(key: string): boolean {
+    return this.results.has(key);
+  }
+
+  set(result: BatchItemResult): void {
+    this.results.set(result.key, result);
+  }
+
+  skip(key: string, reason: string): void {
+    this.results.set(key, { key, outcome: 'skipped', reason });
+  }
+
+  /** Every target without a result yet gets this one. */
+  rest(result: (key: string) => BatchItemResult): void {
+    for (const k of this.keys) if (!this.results.has(k)) this.results.set(k, result(k));
+  }
+
+  /** One result a target; those never decided are skipped with `reason`. */
+  all(reason: string): BatchItemResult[] {
+    return this.keys.map((key) => this.results.get(key) ?? { key, outcome: 'skipped', reason });
+  }
+}
