@@ -94,6 +94,8 @@ async function observe(r: LbaasReader, ctx: FunctionContext): Promise<Observatio
   const s = settingsOf(ctx.settings);
   const tags = [MANAGED_TAG, ...(s.scopeTag ? [s.scopeTag] : [])];
   // Targets first: tagged ports and floating IPs of the project; Services (the evidence) after.
+  // A wrong project lists nothing: say so rather than see nothing to clean.
+  await r.neutron.checkProject?.(s.projectId, ctx.signal);
   const ports = await r.neutron.listPorts({ tags, project_id: s.projectId }, ctx.signal);
   const fips = await r.neutron.listFloatingIps({ tags: [MANAGED_TAG], project_id: s.projectId }, ctx.signal);
   const all = await r.neutron.listPorts({ project_id: s.projectId }, ctx.signal);
@@ -115,12 +117,24 @@ async function observe(r: LbaasReader, ctx: FunctionContext): Promise<Observatio
   const fipByPort = new Map<string, FloatingIp>();
   for (const f of fips.items) if (f.port_id) fipByPort.set(f.port_id, f);
   const portIds = new Set(ports.items.map((p) => p.id));
+  const projectPorts = new Map(all.items.map((p) => [p.id, p]));
   for (const f of fips.items) {
-    if (!f.port_id || !portIds.has(f.port_id))
+    if (f.port_id && portIds.has(f.port_id)) continue;
+    const on = f.port_id ? projectPorts.get(f.port_id) : undefined;
+    // On a managed port outside this run's scopeTag: another cluster's, not ours to report.
+    if (on?.tags?.includes(MANAGED_TAG)) continue;
+    const name = `${f.floating_ip_address ?? '?'} (${f.id})`;
+    if (on)
+      ctx.note('fip.on-unmanaged-port', {
+        kind: 'FloatingIP',
+        name,
+        reason: `tagged, but on port ${on.id}, which does not carry the managed tag: reported, never deleted`,
+      });
+    else
       ctx.note('fip.unassociated', {
         kind: 'FloatingIP',
-        name: `${f.floating_ip_address ?? '?'} (${f.id})`,
-        reason: 'tagged but on no managed port: reported, never deleted alone',
+        name,
+        reason: 'tagged but on no port of the project: reported, never deleted alone',
       });
   }
   for (const p of all.items) {

@@ -1,6 +1,9 @@
 /** Errors of the OpenStack adapter. Messages never carry tokens, passwords or secrets. */
 
-export class OpenStackConfigError extends Error {
+import { ConfigError } from '../runtime/errors.ts';
+
+/** The cloud's configuration is wrong (clouds.yaml, credentials, region, auth URL, project): exit 2, a retry cannot help. */
+export class OpenStackConfigError extends ConfigError {
   override name = 'OpenStackConfigError';
 }
 

@@ -113,7 +113,10 @@ export class Http {
   }
 }
 
+/** What an error answer says, without echoing a page: HTML (a proxy's, a web server's) is named, not quoted. */
 export function describeBody(b: unknown): string {
+  if (typeof b === 'string' && /^\s*<(!doctype|html|\?xml)/i.test(b))
+    return 'an HTML page, not an OpenStack API answer';
   if (b && typeof b === 'object') {
     const v = Object.values(b as Record<string, unknown>)[0] as
       | { message?: string; type?: string }

@@ -4,7 +4,7 @@
  * mid-run invalidates it so the caller re-authenticates once.
  */
 import type { CloudConfig } from './config.ts';
-import { OpenStackApiError } from './errors.ts';
+import { OpenStackApiError, OpenStackConfigError } from './errors.ts';
 import { describeBody, type Http } from './http.ts';
 
 type CatalogEntry = {
@@ -21,6 +21,8 @@ export class KeystoneAuth {
     | undefined;
   /** Renew this long before expiry. */
   private readonly marginMs: number;
+  /** The identity v3 URL, found by version discovery when auth_url names the root. */
+  private v3: string | undefined;
   issued = 0;
 
   constructor(cloud: CloudConfig, http: Http, clock: () => number = Date.now, marginMs = 60_000) {
@@ -39,6 +41,29 @@ export class KeystoneAuth {
     return this.token!.value;
   }
 
+  /**
+   * Whether project `id` is the token's, or visible to it (GET /v3/projects/{id}): a wrong
+   * project ID would otherwise list nothing, and a run would see nothing to clean.
+   */
+  async checkProject(id: string, signal?: AbortSignal): Promise<void> {
+    const token = await this.get(signal);
+    if (this.token?.projectId === id) return;
+    const r = await this.http.send(
+      'keystone get project',
+      'GET',
+      `${await this.identityUrl(signal)}/projects/${encodeURIComponent(id)}`,
+      { 'x-auth-token': token },
+      undefined,
+      signal,
+    );
+    if (r.status === 200) return;
+    if (r.status === 404 || r.status === 403 || r.status === 401)
+      throw new OpenStackConfigError(
+        `project ${id} is not the project of these credentials (${this.token?.projectId ?? 'unscoped'}) and is not visible to them (${r.status}): check settings.projectId`,
+      );
+    throw new OpenStackApiError('keystone get project', r.status, describeBody(r.body));
+  }
+
   async projectId(signal?: AbortSignal): Promise<string | undefined> {
     await this.get(signal);
     return this.token?.projectId;
@@ -53,10 +78,11 @@ export class KeystoneAuth {
         (!this.cloud.regionName || (e.region_id ?? e.region) === this.cloud.regionName),
     );
     if (eps.length === 0) {
-      throw new OpenStackApiError(
-        'keystone catalog',
-        0,
-        `no ${type} endpoint for interface ${this.cloud.interface}${this.cloud.regionName ? ` in region ${this.cloud.regionName}` : ''}`,
+      const regions = [
+        ...new Set((entry?.endpoints ?? []).map((e) => e.region_id ?? e.region).filter(Boolean)),
+      ];
+      throw new OpenStackConfigError(
+        `keystone catalog: no ${type} endpoint for interface ${this.cloud.interface}${this.cloud.regionName ? ` in region ${this.cloud.regionName}` : ''}${regions.length ? ` (the catalog has ${regions.join(', ')})` : ''}: check region_name and interface`,
       );
     }
     return eps[0]!.url.replace(/\/+$/, '');
@@ -95,16 +121,47 @@ export class KeystoneAuth {
     return { auth: { identity: { methods: ['password'], password: { user } }, scope: { project } } };
   }
 
+  /**
+   * The identity v3 URL: auth_url itself when it ends in /v3, else what the root's version
+   * document names for v3 (Keystone answers its root with one), else auth_url + /v3.
+   */
+  private async identityUrl(signal?: AbortSignal): Promise<string> {
+    if (this.v3) return this.v3;
+    const base = this.cloud.authUrl.replace(/\/+$/, '');
+    if (/\/v3$/.test(base)) return (this.v3 = base);
+    const r = await this.http.send('keystone version discovery', 'GET', base, {}, undefined, signal);
+    type Version = { id?: string; status?: string; links?: { rel?: string; href?: string }[] };
+    const b = r.body as { versions?: { values?: Version[] }; version?: Version } | undefined;
+    const all = b?.versions?.values ?? (b?.version ? [b.version] : []);
+    const v3 = all.find((v) => typeof v.id === 'string' && v.id.startsWith('v3'));
+    const href = v3?.links?.find((l) => l.rel === 'self')?.href;
+    this.v3 = (href ?? `${base}/v3`).replace(/\/+$/, '');
+    return this.v3;
+  }
+
   private async issue(signal?: AbortSignal): Promise<void> {
+    const url = `${await this.identityUrl(signal)}/auth/tokens`;
     const r = await this.http.send(
       'keystone issue token',
       'POST',
-      `${this.cloud.authUrl}/auth/tokens`,
+      url,
       {},
       this.body(),
       signal,
       true, // issuing a token changes nothing: safe to retry
     );
+    if (r.status === 401 || r.status === 403)
+      throw new OpenStackConfigError(
+        `keystone issue token: ${r.status}: authentication refused (${describeBody(r.body) || 'no reason given'}): check the credentials and the project in clouds.yaml or OS_*`,
+      );
+    if (r.status === 404 || r.status === 405)
+      throw new OpenStackConfigError(
+        `keystone issue token: ${r.status} from ${url}: no identity v3 API there (${describeBody(r.body) || 'no body'}): check auth_url`,
+      );
+    if (r.status === 400)
+      throw new OpenStackConfigError(
+        `keystone issue token: 400: the request was refused (${describeBody(r.body) || 'no reason given'}): check the auth settings in clouds.yaml or OS_*`,
+      );
     if (r.status !== 201)
       throw new OpenStackApiError(
         'keystone issue token',

@@ -45,6 +45,8 @@ export type Filters = Readonly<{
 export type NeutronDelete = 'deleted' | 'gone' | 'conflict';
 
 export interface NeutronReader {
+  /** Throws a configuration error when the project is not the credentials' or visible to them. */
+  checkProject?(projectId: string, signal?: AbortSignal): Promise<void>;
   listPorts(f: Filters, signal?: AbortSignal): Promise<{ items: Port[]; pages: number }>;
   listFloatingIps(f: Filters, signal?: AbortSignal): Promise<{ items: FloatingIp[]; pages: number }>;
   getPort(id: string, signal?: AbortSignal): Promise<Port | undefined>;
@@ -103,6 +105,10 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
       }
       return r;
     }
+  }
+
+  checkProject(projectId: string, signal?: AbortSignal): Promise<void> {
+    return this.auth.checkProject(projectId, signal);
   }
 
   async supports(alias: string, signal?: AbortSignal): Promise<boolean> {

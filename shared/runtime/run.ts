@@ -8,7 +8,7 @@ import type { DiffSummary, Policy, Snapshot, State, Target } from '../engine/typ
 import type { Logger } from '../log/logger.ts';
 import { LockHeldError, StateConflictError, StateCorruptError } from '../state/errors.ts';
 import type { Lock, LockHandle, StateStore } from '../state/store.ts';
-import { EXIT, type ExitCode } from './errors.ts';
+import { ConfigError, EXIT, type ExitCode } from './errors.ts';
 import type { FunctionContext, TwopassFunction } from './function.ts';
 
 export type RunDeps<R, W> = Readonly<{
@@ -178,6 +178,11 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
     const obs = await fn.observe(deps.reader, ctx);
     snapshot = { id: snapshotId, function: fn.name, takenAt, ...obs };
   } catch (err) {
+    // A configuration error (credentials, region, project, auth URL): exit 2, a retry cannot help.
+    if (err instanceof ConfigError) {
+      log.error({ event: 'run.aborted', call: 'observe', reason: err.message, config: true }, 'run.aborted');
+      return x.finish({ outcome: 'failed', exitCode: EXIT.config, error: err.message });
+    }
     return aborted((err as { call?: string }).call ?? 'observe', err);
   }
   log.info(

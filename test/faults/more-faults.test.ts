@@ -119,6 +119,16 @@ async function cell(
       assert.ok(String(cap.events('run.aborted')[0]?.reason ?? '').length > 0);
       return 'abort';
     }
+    if (r.exitCode === 2) {
+      // refused credentials (401/403 on the token) are a configuration error: nothing observed, nothing deleted
+      assert.ok(
+        call.name.startsWith('keystone') && (f.name === '403' || f.name === '401'),
+        `${where}: exit 2`,
+      );
+      assert.not.ok(orphanGone, `${where}: a configuration error but deleted`);
+      assert.match(String(cap.events('run.aborted')[0]?.reason), /check the credentials/);
+      return 'config (exit 2)';
+    }
     if (r.exitCode === 0 && r.deleted.length === 1) return orphanGone ? 'ok' : 'ok?';
     const lines = cap.events('delete.failed').concat(cap.events('delete.skipped'));
     assert.ok(lines.length > 0, `${where}: exit ${r.exitCode} without a delete.failed/skipped line`);

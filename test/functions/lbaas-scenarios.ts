@@ -127,6 +127,10 @@ export function lbaasScenarios(label: string, getTarget: () => Promise<KubeTarge
     const res = await r.run();
     assert.equal(res.deleted, [mine.port.id]);
     assert.ok(c.os.ports.has(theirs.port.id) && c.os.ports.has(otherProject.port.id));
+    assert.not.ok(
+      r.events('fip.unassociated').some((e) => String(e.name).includes(theirs.fip!.id)),
+      "another cluster's FIP on its own managed port is outside the scope, not unassociated",
+    );
   });
 
   it('crash between create and tag: the untagged port is reported, never deleted', async (c) => {

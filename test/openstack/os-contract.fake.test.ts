@@ -10,6 +10,7 @@ osContract('fake Keystone + Neutron', async () => {
       os
         .cloudsYaml(kind, 'contract')
         .replace('region_name: RegionOne', `region_name: ${region ?? 'RegionOne'}`),
+    authUrl: os.authUrl,
     projectId: 'project-a',
     close: () => os.stop(),
   };

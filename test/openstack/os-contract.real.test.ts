@@ -20,6 +20,7 @@ osContract(
               : `      auth_url: ${os.authUrl}\n      application_credential_id: ${os.appCred.id}\n      application_credential_secret: ${os.appCred.secret}\n`;
           return `clouds:\n  contract:\n${kind === 'appcred' ? '    auth_type: v3applicationcredential\n' : ''}    region_name: ${region ?? os.region}\n    interface: public\n    auth:\n${auth}`;
         },
+        authUrl: os.authUrl,
         projectId: os.project.id,
         networkId: os.networkId,
         floatingNetworkId: os.externalNetworkId,

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { loadCloudConfig } from '../../shared/openstack/config.ts';
+import { OpenStackConfigError } from '../../shared/openstack/errors.ts';
 import { Http } from '../../shared/openstack/http.ts';
 import { KeystoneAuth } from '../../shared/openstack/keystone.ts';
 import { type FloatingIp, NeutronClient, type Port } from '../../shared/openstack/neutron.ts';
@@ -19,6 +20,8 @@ export type OsTarget = Readonly<{
   name: 'fake' | 'real';
   /** A clouds.yaml with one cloud named `contract`. */
   cloudsYaml: (kind: 'password' | 'appcred', region?: string) => string;
+  /** The identity v3 URL as the clouds.yaml gives it (ends in /v3). */
+  authUrl: string;
   projectId: string;
   /** The network to create ports on (real), and the external network for floating IPs. */
   networkId?: string;
@@ -43,9 +46,10 @@ function client(
   kind: 'password' | 'appcred' = 'password',
   pageSize = 500,
   region?: string,
+  edit: (yaml: string) => string = (y) => y,
 ): Client {
   const dir = mkdtempSync(join(tmpdir(), 'twopass-os-contract-'));
-  writeFileSync(join(dir, 'clouds.yaml'), t.cloudsYaml(kind, region));
+  writeFileSync(join(dir, 'clouds.yaml'), edit(t.cloudsYaml(kind, region)));
   const cloud = loadCloudConfig({ OS_CLOUD: 'contract', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') });
   const http = new Http({ timeoutMs: 30_000, sleep: async () => {} });
   const auth = new KeystoneAuth(cloud, http, Date.now);
@@ -116,6 +120,36 @@ export function osContract(label: string, getTarget: (() => Promise<OsTarget>) |
     }
     assert.match(String((err as Error)?.message), /no network endpoint .* in region Nowhere/);
     await wrong.close();
+  });
+
+  it('configuration errors are OpenStackConfigError (exit 2), never raw HTML: password, auth_url; a root auth_url is discovered', async (t) => {
+    const rejects = async (c: Client, re: RegExp, what: string) => {
+      let err: unknown;
+      try {
+        await c.neutron.listPorts({});
+      } catch (e) {
+        err = e;
+      }
+      await c.close();
+      assert.instance(err, OpenStackConfigError, what);
+      assert.match((err as Error).message, re, what);
+      assert.not.match((err as Error).message, /<(!doctype|html)/i, `${what}: no raw HTML`);
+    };
+    await rejects(
+      client(t, 'password', 500, undefined, (y) => y.replace(/password: .*/, 'password: wrong-password')),
+      /authentication refused.*check the credentials/,
+      'a wrong password',
+    );
+    const root = t.authUrl.replace(/\/v3$/, '');
+    await rejects(
+      client(t, 'password', 500, undefined, (y) => y.replace(t.authUrl, `${root}/no-such-path/v3`)),
+      /no identity v3 API there.*check auth_url/,
+      'an auth_url that names no identity API',
+    );
+    // auth_url without /v3: the version document of the root (or /v3 appended) finds the API
+    const c = client(t, 'password', 500, undefined, (y) => y.replace(t.authUrl, root));
+    await c.neutron.listPorts({ project_id: t.projectId });
+    await c.close();
   });
 
   it('ports: create, get, list by tags / tags-any / not-tags; a replaced tag set', async (t) => {
