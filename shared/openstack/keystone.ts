@@ -128,7 +128,10 @@ export class KeystoneAuth {
   private async identityUrl(signal?: AbortSignal): Promise<string> {
     if (this.v3) return this.v3;
     const base = this.cloud.authUrl.replace(/\/+$/, '');
-    if (/\/v3$/.test(base)) return (this.v3 = base);
+    if (/\/v3$/.test(base)) {
+      this.v3 = base;
+      return base;
+    }
     const r = await this.http.send('keystone version discovery', 'GET', base, {}, undefined, signal);
     type Version = { id?: string; status?: string; links?: { rel?: string; href?: string }[] };
     const b = r.body as { versions?: { values?: Version[] }; version?: Version } | undefined;

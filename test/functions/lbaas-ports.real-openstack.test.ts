@@ -4,13 +4,12 @@
  * between the observations, a keep tag. Worlds stay small: a port costs the real
  * Neutron about 0.35 s of CPU; scale stays on the fake.
  */
-import { randomUUID } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { CONTROLLER_DESCRIPTION, lbaasPorts, MANAGED_TAG } from '../../functions/lbaas-ports/index.ts';
+import { lbaasPorts, MANAGED_TAG } from '../../functions/lbaas-ports/index.ts';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
 import { SERVICES } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
@@ -18,7 +17,8 @@ import { createService, setIngress } from '../../shared/sandbox/scenarios/lbaas.
 import { twopassAsync } from '../helpers/cli.ts';
 import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
 import { runner } from '../helpers/runner.ts';
-import { passwordToken, realOpenStack } from '../openstack/real-openstack.ts';
+import { realOpenStack } from '../openstack/real-openstack.ts';
+import { realWorld } from '../openstack/real-world.ts';
 
 const MIN = 60_000;
 // Both real servers or nothing: the suite is reported as skipped without either.
@@ -27,6 +27,7 @@ if (!os)
   console.log(
     '  !!! no real Keystone + Neutron and kube-apiserver: lbaas-ports on the real OpenStack is SKIPPED',
   );
+const { neutron, controllerPort, exists } = realWorld(os);
 const test = suite<{ t?: KubeTarget; kube?: KubeHttpClient; env: Record<string, string> }>(
   'lbaas-ports (real kube-apiserver + real Keystone and Neutron)',
 );
@@ -59,48 +60,6 @@ const it = (
     if (skip) throw new Error('the real kube-apiserver is not running');
     await fn(ctx.t!, ctx.kube!, ctx.env);
   });
-
-/** Neutron as the project's user: what ch-k8s-lbaas does for a Service. */
-async function neutron(method: string, path: string, body?: unknown): Promise<Record<string, unknown>> {
-  const token = await passwordToken(os!.authUrl, os!.user.name, os!.user.password, os!.project.name);
-  const res = await fetch(`${os!.neutronUrl}/v2.0${path}`, {
-    method,
-    headers: { 'x-auth-token': token, 'content-type': 'application/json', accept: 'application/json' },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await res.text();
-  if (res.status >= 300 && res.status !== 404)
-    throw new Error(`${method} ${path}: ${res.status} ${text.slice(0, 300)}`);
-  return res.status === 404 ? { notFound: true } : text ? (JSON.parse(text) as Record<string, unknown>) : {};
-}
-
-async function controllerPort(tags: string[] = [MANAGED_TAG], withFip = true) {
-  const port = (
-    await neutron('POST', '/ports', {
-      port: {
-        network_id: os!.networkId,
-        name: `lb-${randomUUID().slice(0, 8)}`,
-        description: CONTROLLER_DESCRIPTION,
-      },
-    })
-  ).port as { id: string; fixed_ips: { ip_address: string }[] };
-  await neutron('PUT', `/ports/${port.id}/tags`, { tags });
-  if (!withFip) return { port };
-  const fip = (
-    await neutron('POST', '/floatingips', {
-      floatingip: {
-        floating_network_id: os!.externalNetworkId,
-        port_id: port.id,
-        description: CONTROLLER_DESCRIPTION,
-      },
-    })
-  ).floatingip as { id: string; floating_ip_address: string };
-  await neutron('PUT', `/floatingips/${fip.id}/tags`, { tags: [MANAGED_TAG] });
-  return { port, fip };
-}
-
-const exists = async (what: 'ports' | 'floatingips', id: string) =>
-  !(await neutron('GET', `/${what}/${id}`)).notFound;
 
 const mk = (t: KubeTarget, ns: string, env: Record<string, string>, settings: Record<string, unknown> = {}) =>
   runner(

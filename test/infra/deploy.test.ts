@@ -26,6 +26,8 @@ import { allocations, containerId, createPool } from '../../shared/sandbox/scena
 import { binDir, IDENTITIES } from '../cluster/cluster.ts';
 import { twopass, twopassAsync } from '../helpers/cli.ts';
 import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
+import { realOpenStack } from '../openstack/real-openstack.ts';
+import { realWorld } from '../openstack/real-world.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const OVERLAYS = readdirSync(join(ROOT, 'infra/kustomize/overlays')).sort();
@@ -292,6 +294,47 @@ real(
     assert.is(finished?.dryRun, true);
     assert.ok(await kube.get(R.danmeps, ns, ep.metadata.name), 'a dry run deletes nothing');
     await kube.close();
+  },
+);
+
+real(
+  'lbaas-ports as its own ServiceAccount identity against the real Keystone + Neutron (application credential)',
+  async ({ t, dir }) => {
+    const os = realOpenStack();
+    if (!t || !os) {
+      console.log(
+        '  !!! no real Keystone + Neutron: lbaas-ports as its identity on the real OpenStack is not run',
+      );
+      return;
+    }
+    const { controllerPort, exists } = realWorld(os);
+    const leak = await controllerPort();
+    writeFileSync(
+      join(dir, 'real-clouds.yaml'),
+      `clouds:\n  openstack:\n    auth_type: v3applicationcredential\n    region_name: ${os.region}\n    auth:\n      auth_url: ${os.authUrl}\n      application_credential_id: ${os.appCred.id}\n      application_credential_secret: ${os.appCred.secret}\n`,
+    );
+    writeFileSync(join(dir, 'lbaas-identity'), t.kubeconfig(IDENTITIES['lbaas-ports']!.token));
+    writeFileSync(
+      join(dir, 'lbaas-real.yaml'),
+      `state: configmap:twopass-system\nfunctions:\n  lbaas-ports:\n    enabled: true\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    maxEvidenceDropPercent: 100\n    settings:\n      projectId: ${os.project.id}\n`,
+    );
+    const env = { OS_CLOUD: 'openstack', OS_CLIENT_CONFIG_FILE: join(dir, 'real-clouds.yaml') };
+    const args = [
+      'run',
+      'lbaas-ports',
+      '--kubeconfig',
+      join(dir, 'lbaas-identity'),
+      '--config',
+      join(dir, 'lbaas-real.yaml'),
+      '--apply',
+    ];
+    const first = await twopassAsync(args, env);
+    assert.is(first.code, 0, first.out.slice(-600) + first.err);
+    const second = await twopassAsync(args, env);
+    assert.is(second.code, 0, second.out.slice(-600));
+    assert.ok(second.json().some((e) => e.event === 'resource.deleted' && e.key === leak.port.id));
+    assert.not.ok(await exists('ports', leak.port.id), 'deleted on the real Neutron, as its own identity');
+    assert.not.ok(await exists('floatingips', leak.fip!.id));
   },
 );
 
