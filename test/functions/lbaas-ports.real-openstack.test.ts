@@ -133,6 +133,61 @@ it('a port changed between the observations (its revision moved) restarts its ob
   await neutron('DELETE', `/ports/${kept.port.id}`);
 });
 
+it('a FIP re-associated to a port in use between the observations: the old port goes later, the FIP stays with its new port', async (t, kube, env) => {
+  const ns = await t.namespace();
+  const old = await controllerPort();
+  const inUse = await controllerPort([MANAGED_TAG], false);
+  await createService(kube, ns, 'svc', { portId: inUse.port.id });
+  const r = mk(t, ns, env);
+  await r.run();
+  await neutron('PUT', `/floatingips/${old.fip!.id}`, { floatingip: { port_id: inUse.port.id } });
+  r.now += 31 * MIN;
+  assert.equal((await r.run()).deleted, [], 'the unit changed: observation restarts');
+  r.now += 31 * MIN;
+  const res = await r.run();
+  assert.equal(res.deleted, [old.port.id]);
+  assert.ok(await exists('floatingips', old.fip!.id), 'the FIP is on a port in use now: kept');
+  const fip = (await neutron('GET', `/floatingips/${old.fip!.id}`)).floatingip as { port_id: string };
+  assert.is(fip.port_id, inUse.port.id);
+  await kube.delete(SERVICES, ns, 'svc');
+  await neutron('DELETE', `/floatingips/${old.fip!.id}`);
+  await neutron('DELETE', `/ports/${inUse.port.id}`);
+});
+
+it('a port whose managed tag was removed between the observations is no target: never deleted', async (t, _kube, env) => {
+  const ns = await t.namespace();
+  const p = await controllerPort([MANAGED_TAG], false);
+  const r = mk(t, ns, env);
+  await r.run();
+  await neutron('PUT', `/ports/${p.port.id}/tags`, { tags: [] });
+  for (let i = 0; i < 2; i++) {
+    r.now += 31 * MIN;
+    assert.equal((await r.run()).deleted, []);
+  }
+  assert.ok(await exists('ports', p.port.id));
+  assert.ok(r.events('candidate.reset').some((e) => e.key === p.port.id && e.reason === 'target vanished'));
+  await neutron('DELETE', `/ports/${p.port.id}`);
+});
+
+it('bad input: a managed port with no fixed IP is kept while a Service names it', async (t, kube, env) => {
+  const ns = await t.namespace();
+  const port = (
+    await neutron('POST', '/ports', {
+      port: { network_id: os!.networkId, name: 'no-ip', fixed_ips: [] },
+    })
+  ).port as { id: string; fixed_ips: unknown[] };
+  assert.equal(port.fixed_ips, []);
+  await neutron('PUT', `/ports/${port.id}/tags`, { tags: [MANAGED_TAG] });
+  await createService(kube, ns, 'named', { portId: port.id });
+  const r = mk(t, ns, env);
+  await r.run();
+  r.now += 31 * MIN;
+  assert.equal((await r.run()).deleted, []);
+  assert.ok(await exists('ports', port.id));
+  await kube.delete(SERVICES, ns, 'named');
+  await neutron('DELETE', `/ports/${port.id}`);
+});
+
 it("a projectId that is not the credentials' (nor visible to them) is a configuration error (exit 2), not an empty run", async (t, _kube, env) => {
   const ns = await t.namespace();
   const r = mk(t, ns, env, { projectId: 'no-such-project' });
