@@ -17,7 +17,7 @@ import { createService, setIngress } from '../../shared/sandbox/scenarios/lbaas.
 import { twopassAsync } from '../helpers/cli.ts';
 import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
 import { runner } from '../helpers/runner.ts';
-import { realOpenStack } from '../openstack/real-openstack.ts';
+import { passwordToken, realOpenStack } from '../openstack/real-openstack.ts';
 import { realWorld } from '../openstack/real-world.ts';
 
 const MIN = 60_000;
@@ -186,6 +186,50 @@ it('bad input: a managed port with no fixed IP is kept while a Service names it'
   assert.ok(await exists('ports', port.id));
   await kube.delete(SERVICES, ns, 'named');
   await neutron('DELETE', `/ports/${port.id}`);
+});
+
+it('bad input: a tagged FIP of the project on a port of another project is reported, never deleted', async (t, _kube, env) => {
+  const ns = await t.namespace();
+  const admin = await passwordToken(os!.authUrl, 'admin', os!.admin.password, 'admin');
+  const call = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${os!.neutronUrl}/v2.0${path}`, {
+      method,
+      headers: { 'x-auth-token': admin, 'content-type': 'application/json' },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    return { status: res.status, body: (await res.text()) || '{}' };
+  };
+  const theirs = JSON.parse(
+    (
+      await call('POST', '/ports', {
+        port: { network_id: os!.networkId, project_id: 'someone-else', name: 'theirs' },
+      })
+    ).body,
+  ).port as { id: string };
+  const made = await call('POST', '/floatingips', {
+    floatingip: {
+      floating_network_id: os!.externalNetworkId,
+      project_id: os!.project.id,
+      port_id: theirs.id,
+    },
+  });
+  if (made.status !== 201) {
+    // Neutron refuses a FIP of one project on another project's port: the case cannot arise here
+    console.log(`  (Neutron refused a FIP on another project's port: ${made.status})`);
+    assert.match(made.body, /NeutronError/);
+    await call('DELETE', `/ports/${theirs.id}`);
+    return;
+  }
+  const fip = JSON.parse(made.body).floatingip as { id: string };
+  await call('PUT', `/floatingips/${fip.id}/tags`, { tags: [MANAGED_TAG] });
+  const r = mk(t, ns, env);
+  await r.run();
+  r.now += 31 * MIN;
+  assert.equal((await r.run()).deleted, []);
+  assert.ok(r.events('fip.unassociated').some((e) => String(e.name).includes(fip.id)));
+  assert.ok(await exists('floatingips', fip.id));
+  await call('DELETE', `/floatingips/${fip.id}`);
+  await call('DELETE', `/ports/${theirs.id}`);
 });
 
 it("a projectId that is not the credentials' (nor visible to them) is a configuration error (exit 2), not an empty run", async (t, _kube, env) => {

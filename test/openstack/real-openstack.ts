@@ -328,6 +328,8 @@ export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Pr
         'project_name = service',
         'username = neutron',
         'password = neutron-pw',
+        // validate every token at Keystone: a revoked token is refused at once, as the contract expects
+        'token_cache_time = -1',
         '[quotas]',
         'quota_port = -1',
         'quota_network = -1',

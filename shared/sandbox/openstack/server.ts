@@ -180,6 +180,22 @@ export class FakeOpenStack {
     }
     try {
       if (url.pathname === '/identity/v3/auth/tokens' && method === 'POST') return this.issue(raw, send);
+      if (url.pathname === '/identity/v3/auth/tokens' && method === 'DELETE') {
+        // revocation: X-Auth-Token authenticates, X-Subject-Token is revoked (a token may revoke itself)
+        const by = req.headers['x-auth-token'];
+        const subject = req.headers['x-subject-token'];
+        if (typeof by !== 'string' || !this.tokens.has(by))
+          return send(401, {
+            error: {
+              code: 401,
+              title: 'Unauthorized',
+              message: 'The request you have made requires authentication.',
+            },
+          });
+        if (typeof subject !== 'string' || !this.tokens.delete(subject))
+          return send(404, { error: { code: 404, title: 'Not Found', message: 'Could not find token.' } });
+        return send(204, undefined);
+      }
       if (!url.pathname.startsWith('/network/v2.0/')) return send(404, { error: { message: 'not found' } });
       const token = req.headers['x-auth-token'];
       const t = typeof token === 'string' ? this.tokens.get(token) : undefined;
