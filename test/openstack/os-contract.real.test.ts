@@ -23,6 +23,7 @@ osContract(
         authUrl: os.authUrl,
         projectId: os.project.id,
         networkId: os.networkId,
+        subnetId: os.subnetId,
         floatingNetworkId: os.externalNetworkId,
         close: async () => {},
       };

@@ -25,6 +25,7 @@ export type OsTarget = Readonly<{
   projectId: string;
   /** The network to create ports on (real), and the external network for floating IPs. */
   networkId?: string;
+  subnetId?: string;
   floatingNetworkId?: string;
   close: () => Promise<void>;
 }>;
@@ -219,6 +220,24 @@ export function osContract(label: string, getTarget: (() => Promise<OsTarget>) |
     assert.is((gone.body.NeutronError as { type?: string })?.type, 'PortNotFound');
     assert.is(await c.neutron.getPort(p.id), undefined);
     assert.is(await c.neutron.deletePort(p.id, undefined), 'gone');
+    await c.close();
+  });
+
+  it('409: a fixed IP that another port holds is IpAddressAlreadyAllocated', async (t) => {
+    const c = client(t);
+    const a = await createPort(t, c, `ip-${randomUUID().slice(0, 8)}`);
+    const ip = a.fixed_ips?.[0]?.ip_address;
+    assert.ok(ip, 'the port has a fixed IP');
+    const r = await c.raw('POST', '/ports', {
+      port: {
+        name: 'same-ip',
+        ...(t.networkId ? { network_id: t.networkId } : {}),
+        fixed_ips: [{ ip_address: ip, ...(t.subnetId ? { subnet_id: t.subnetId } : {}) }],
+      },
+    });
+    assert.is(r.status, 409);
+    assert.is((r.body.NeutronError as { type?: string })?.type, 'IpAddressAlreadyAllocated');
+    await c.neutron.deletePort(a.id, undefined);
     await c.close();
   });
 

@@ -409,6 +409,19 @@ export class FakeOpenStack {
     };
     if (collection === 'ports') {
       const p = body.port ?? {};
+      const taken = (p.fixed_ips ?? []).find((f) =>
+        [...this.ports.values()].some((o) => o.fixed_ips?.some((x) => x.ip_address === f.ip_address)),
+      );
+      if (taken) {
+        send(409, {
+          NeutronError: {
+            type: 'IpAddressAlreadyAllocated',
+            message: `IP address ${taken.ip_address} already allocated in subnet ${taken.subnet_id ?? 'subnet-1'}`,
+            detail: '',
+          },
+        });
+        return;
+      }
       const n = this.ports.size + 10;
       const port = this.addPort({
         project_id: projectId,
