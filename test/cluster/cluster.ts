@@ -14,6 +14,7 @@ import { parseAllDocuments } from 'yaml';
 import { KubeHttpClient } from '../../shared/kube/client.ts';
 import { tokenKubeconfig } from '../../shared/kube/kubeconfig.ts';
 import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
+import { track } from '../helpers/children.ts';
 
 export const KUBE_VERSION = process.env.TWOPASS_KUBE_VERSION ?? 'v1.36.3';
 export const ADMIN_TOKEN = 'twopass-admin-token';
@@ -66,17 +67,6 @@ export function freePort(): Promise<number> {
 
 const kubeconfigFor = (server: string, token: string) => tokenKubeconfig(server, token, 'test');
 
-const children = new Set<ChildProcess>();
-process.on('exit', () => {
-  for (const c of children)
-    if (c.pid && c.exitCode === null)
-      try {
-        process.kill(c.pid, 'SIGKILL');
-      } catch {
-        /* gone */
-      }
-});
-
 async function waitFor(
   what: string,
   timeoutMs: number,
@@ -107,10 +97,9 @@ export async function startCluster(opts: { crdDir?: string } = {}): Promise<Clus
   const exits: Record<string, string> = {};
   const launch = (name: string, args: string[]) => {
     const c = spawn(join(bin, name), args, { stdio: ['ignore', log(name), log(name)] });
-    children.add(c);
+    track(c);
     c.on('exit', (code, sig) => {
       exits[name] = `${name} exited (${code ?? sig}); see ${join(dir, `${name}.log`)}`;
-      children.delete(c);
     });
     return c;
   };

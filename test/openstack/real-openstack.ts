@@ -12,6 +12,7 @@ import { existsSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../cluster/cluster.ts';
+import { track } from '../helpers/children.ts';
 
 export type RealOpenStack = Readonly<{
   authUrl: string;
@@ -39,17 +40,6 @@ export function openStackInstalled(): boolean {
   return spawnSync(PY, ['-c', 'import neutron, keystone, pymysql'], { stdio: 'ignore' }).status === 0;
 }
 
-const children = new Set<ChildProcess>();
-process.on('exit', () => {
-  for (const c of children)
-    if (c.pid && c.exitCode === null)
-      try {
-        process.kill(c.pid, 'SIGKILL');
-      } catch {
-        /* gone */
-      }
-});
-
 function start(
   dir: string,
   name: string,
@@ -59,7 +49,7 @@ function start(
 ): ChildProcess {
   const out = openSync(join(dir, `${name}.out`), 'a');
   const c = spawn(cmd, args, { stdio: ['ignore', out, out], env: { ...process.env, ...env } });
-  children.add(c);
+  track(c);
   return c;
 }
 
