@@ -232,6 +232,8 @@ export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Pr
           '1',
           '--add-header',
           'Connection: close',
+          // uwsgi's master reloads on SIGTERM unless told to stop
+          '--die-on-term',
         ],
         { OS_KEYSTONE_CONFIG_FILES: ks },
       ),
