@@ -1,7 +1,7 @@
 /** A uvu suite bound to a KubeTarget (the real API server or the fake); skipped when there is none. */
 import { suite } from 'uvu';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
-import type { KubeTarget } from './kube-target.ts';
+import { type KubeTarget, realTarget } from './kube-target.ts';
 
 export function targetSuite(name: string, getTarget: () => Promise<KubeTarget | undefined>) {
   const test = suite<{ t?: KubeTarget; kube?: KubeHttpClient }>(name);
@@ -19,8 +19,10 @@ export function targetSuite(name: string, getTarget: () => Promise<KubeTarget | 
     await ctx.kube?.close();
     await ctx.t?.close();
   });
+  // Without the real API server, its tests are reported as skipped, never counted as passed.
+  const off = getTarget === realTarget && process.env.TWOPASS_NO_REAL_CLUSTER === '1';
   const it = (title: string, fn: (t: KubeTarget, kube: KubeHttpClient) => Promise<void>) =>
-    test(title, async (ctx) => {
+    (off ? test.skip : test)(title, async (ctx) => {
       if (skip) return;
       await fn(ctx.t!, ctx.kube!);
     });
