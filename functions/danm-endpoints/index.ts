@@ -343,12 +343,14 @@ async function freshEvidence(
   const existing = net.name === DEFAULT_NETWORK ? await existingDefaults(kube, group, signal) : undefined;
   const eps = await kube.listAll(danmResources(group).danmeps, { signal });
   const pods = await kube.listAll(PODS, { metadataOnly: true, signal });
-  const parsed = eps.items.map(parseEndpoint).flatMap((p) => (p.ok ? [p.ep] : []));
+  const parsed: Endpoint[] = [];
+  const unparsable: string[] = [];
+  for (const o of eps.items) {
+    const p = parseEndpoint(o);
+    if (p.ok) parsed.push(p.ep);
+    else if (unparsableMayHold(o, net)) unparsable.push(`${p.namespace}/${p.name}`);
+  }
   const inflight = networksBeingSetUp(pods.items, parsed, existing)(netId);
-  const unparsable = eps.items
-    .map((o) => ({ o, p: parseEndpoint(o) }))
-    .filter((x) => !x.p.ok && unparsableMayHold(x.o, net))
-    .map((x) => `${x.o.metadata?.namespace}/${x.o.metadata?.name}`);
   const mine = parsed.filter((e) => networkId(e.networkType, e.namespace, e.network) === netId);
   return (family, index, pool, except) => {
     if (inflight) return inflight;

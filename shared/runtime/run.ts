@@ -265,21 +265,22 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
   const failed: string[] = [];
   const drop = new Set<string>();
   // Work units: one target, or every target of one batch (they write the same object).
-  const units: Target[][] = [];
-  const batches = new Map<string, Target[]>();
+  type Unit = { targets: Target[]; batched: boolean };
+  const units: Unit[] = [];
+  const batches = new Map<string, Unit>();
   for (const a of decision.actions) {
     const b = fn.removeBatch ? fn.batchOf?.(a.target) : undefined;
     if (b === undefined) {
-      units.push([a.target]);
+      units.push({ targets: [a.target], batched: false });
       continue;
     }
     let unit = batches.get(b);
     if (!unit) {
-      unit = [];
+      unit = { targets: [], batched: true };
       batches.set(b, unit);
       units.push(unit);
     }
-    unit.push(a.target);
+    unit.targets.push(a.target);
   }
   const baseOf = (t: Target) => ({ key: t.key, kind: t.kind, name: t.name });
   const failOne = (t: Target, error: string) => {
@@ -332,14 +333,14 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
       if (!unit) return;
       if (x.signal.aborted) {
         const why = `not attempted: ${String((x.signal.reason as Error)?.message ?? x.signal.reason)}`;
-        for (const t of unit) failOne(t, why);
+        for (const t of unit.targets) failOne(t, why);
         continue;
       }
       try {
-        if (!fn.removeBatch || fn.batchOf?.(unit[0]!) === undefined) await one(unit[0]!);
-        else await batch(unit);
+        if (unit.batched) await batch(unit.targets);
+        else await one(unit.targets[0]!);
       } catch (err) {
-        for (const t of unit)
+        for (const t of unit.targets)
           if (!deleted.includes(t.key) && !skipped.includes(t.key)) failOne(t, (err as Error).message);
       }
     }
