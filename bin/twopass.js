@@ -11,5 +11,4 @@ process.exitCode = await main(process.argv.slice(2), {
   err: process.stderr,
   env: process.env,
   isTTY: process.stdout.isTTY === true,
-  clock: Date.now,
 });

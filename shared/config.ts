@@ -7,10 +7,10 @@ import { readFileSync } from 'node:fs';
 import { validate as validCron } from 'node-cron';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import type { FunctionDefaults } from './contract/index.ts';
 import { formatDuration, parseDuration } from './engine/duration.ts';
 import type { Policy } from './engine/types.ts';
-import { ConfigError } from './runtime/errors.ts';
-import type { FunctionDefaults } from './runtime/function.ts';
+import { ConfigError } from './errors.ts';
 
 function describeValue(v: unknown): string {
   if (typeof v === 'string') return `\`${v}\` (string)`;

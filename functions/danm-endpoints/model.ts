@@ -14,7 +14,6 @@ import {
 import { Bitmap } from './bitmap.ts';
 
 export const GROUPS = ['danm.k8s.io', 'danm.io'] as const;
-export const KEEP = 'twopass.io/keep';
 
 export type NetworkType = 'DanmNet' | 'TenantNetwork' | 'ClusterNetwork';
 
@@ -39,7 +38,7 @@ export type Endpoint = Readonly<{
   name: string;
   namespace: string;
   resourceVersion: string;
-  keep: boolean;
+  annotations?: Readonly<Record<string, string>> | undefined;
   createdAt?: number;
   pod: string;
   podUID: string;
@@ -56,11 +55,6 @@ export type ParsedEndpoint =
 
 export function networkId(type: NetworkType, namespace: string | undefined, name: string): string {
   return type === 'ClusterNetwork' ? `ClusterNetwork/${name}` : `${type}/${namespace}/${name}`;
-}
-
-function isKept(o: KubeObject): boolean {
-  const v = o.metadata.annotations?.[KEEP];
-  return v !== undefined && v !== 'false';
 }
 
 function created(o: KubeObject): number | undefined {
@@ -114,7 +108,7 @@ export function parseEndpoint(o: KubeObject): ParsedEndpoint {
       name: md.name,
       namespace: md.namespace,
       resourceVersion: md.resourceVersion,
-      keep: isKept(o),
+      annotations: o.metadata.annotations,
       ...(c !== undefined ? { createdAt: c } : {}),
       pod,
       podUID,
@@ -166,7 +160,7 @@ export type Network = Readonly<{
   name: string;
   namespace?: string;
   resourceVersion: string;
-  keep: boolean;
+  annotations?: Readonly<Record<string, string>> | undefined;
   v4?: Pool;
   v6?: Pool;
   /** Why the network's bitmaps cannot be used (then it has no pools). */
@@ -232,7 +226,7 @@ export function parseNetwork(o: KubeObject, type: NetworkType): Network {
     uid: md.uid,
     name: md.name,
     resourceVersion: md.resourceVersion,
-    keep: isKept(o),
+    annotations: o.metadata.annotations,
     raw: o,
     ...(md.namespace !== undefined ? { namespace: md.namespace } : {}),
   };

@@ -5,34 +5,30 @@
  */
 
 import { z } from 'zod';
-import type { Indeterminate, SourceMeta, Target } from '../../shared/engine/types.ts';
+import {
+  ConfigError,
+  type ConnectContext,
+  defineFunction,
+  GUARD_DEFAULTS,
+  type KindSpec,
+  MINUTE,
+  nonEmpty,
+  type ObserveContext,
+  type Ports,
+  pageSizeSetting,
+} from '../../shared/contract/index.ts';
 import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
 import { type KubeObject, SERVICES } from '../../shared/kube/resources.ts';
 import { loadCloudConfig } from '../../shared/openstack/config.ts';
 import { Http } from '../../shared/openstack/http.ts';
 import { KeystoneAuth } from '../../shared/openstack/keystone.ts';
 import { type FloatingIp, NeutronClient, type NeutronReader } from '../../shared/openstack/neutron.ts';
-import { ConfigError } from '../../shared/runtime/errors.ts';
-import {
-  type ConnectContext,
-  type FunctionContext,
-  GUARD_DEFAULTS,
-  type Observation,
-  type Ports,
-  type RecheckResult,
-  type RemoveResult,
-  type TwopassFunction,
-} from '../../shared/runtime/function.ts';
-import { makeHandler } from '../../shared/runtime/handler.ts';
-import { describeValue, pageSizeSetting } from '../../shared/runtime/settings.ts';
 
 export const NAME = 'lbaas-ports';
 export const MANAGED_TAG = 'cah-loadbalancer.k8s.cloudandheat.com/managed';
 export const PORT_ANNOTATION = 'cah-loadbalancer.k8s.cloudandheat.com/inbound-port';
 export const MANAGED_ANNOTATION = 'cah-loadbalancer.k8s.cloudandheat.com/managed';
 export const CONTROLLER_DESCRIPTION = 'Managed by cah-loadbalancer';
-export const KEEP_TAG = 'twopass.io/keep';
-const MIN = 60_000;
 
 export type LbaasReader = Readonly<{
   kube: KubeReader;
@@ -40,28 +36,38 @@ export type LbaasReader = Readonly<{
 }>;
 export type LbaasWriter = Readonly<{ kube: KubeClient; neutron: NeutronClient }>;
 
-type Settings = { projectId: string; scopeTag?: string };
-type PortData = {
-  portId: string;
-  revision?: number;
-  deviceId: string;
-  fixedIps: string[];
-  fip?: { id: string; address?: string; revision?: number };
-};
+export const lbaasPortsSettings = z
+  .object({
+    projectId: nonEmpty('a project ID')
+      .optional()
+      .describe('the OpenStack project whose ports may be deleted (required to run)'),
+    scopeTag: nonEmpty('a tag')
+      .optional()
+      .describe('an extra tag a port must carry (narrows the ownership mark)'),
+    cloud: nonEmpty('a cloud name').optional().describe('the clouds.yaml entry (default: $OS_CLOUD)'),
+    pageSize: pageSizeSetting.default(500).describe('items per list page'),
+  })
+  .strict();
+type Settings = z.output<typeof lbaasPortsSettings>;
 
-function settingsOf(s: Readonly<Record<string, unknown>>): Settings {
-  const projectId = s.projectId;
-  if (typeof projectId !== 'string' || projectId === '') {
+const portData = z.object({
+  portId: z.string().min(1),
+  revision: z.number().int().optional(),
+  deviceId: z.string(),
+  fixedIps: z.array(z.string()),
+  fip: z
+    .object({ id: z.string().min(1), address: z.string().optional(), revision: z.number().int().optional() })
+    .optional(),
+});
+type PortData = z.output<typeof portData>;
+
+/** The project a run may delete in: required to run, so checked before anything connects. */
+function projectOf(s: Settings): string {
+  if (s.projectId === undefined)
     throw new ConfigError(
-      `${NAME}: \`functions.${NAME}.settings.projectId\` is required (the OpenStack project whose ports it may delete), got ${JSON.stringify(projectId)}`,
+      `${NAME}: \`functions.${NAME}.settings.projectId\` is required (the OpenStack project whose ports it may delete)`,
     );
-  }
-  if (s.scopeTag !== undefined && (typeof s.scopeTag !== 'string' || s.scopeTag === '')) {
-    throw new ConfigError(
-      `${NAME}: \`functions.${NAME}.settings.scopeTag\` must be a non-empty string, got ${JSON.stringify(s.scopeTag)}`,
-    );
-  }
-  return { projectId, ...(typeof s.scopeTag === 'string' ? { scopeTag: s.scopeTag } : {}) };
+  return s.projectId;
 }
 
 type ServiceEvidence = { portIds: Set<string>; ips: Set<string>; placing: string[]; count: number };
@@ -90,8 +96,8 @@ function usedBy(ev: ServiceEvidence, d: PortData): string | undefined {
   return ip ? `a Service's load balancer ingress is ${ip}` : undefined;
 }
 
-async function observe(r: LbaasReader, ctx: FunctionContext): Promise<Observation> {
-  const s = settingsOf(ctx.settings);
+async function observe(r: LbaasReader, ctx: ObserveContext<Settings, { Port: PortData }>): Promise<void> {
+  const s = { ...ctx.settings, projectId: projectOf(ctx.settings) };
   const tags = [MANAGED_TAG, ...(s.scopeTag ? [s.scopeTag] : [])];
   // Targets first: tagged ports and floating IPs of the project; Services (the evidence) after.
   // A wrong project lists nothing: say so rather than see nothing to clean.
@@ -100,19 +106,10 @@ async function observe(r: LbaasReader, ctx: FunctionContext): Promise<Observatio
   const fips = await r.neutron.listFloatingIps({ tags: [MANAGED_TAG], project_id: s.projectId }, ctx.signal);
   const all = await r.neutron.listPorts({ project_id: s.projectId }, ctx.signal);
   const services = await r.kube.listAll(SERVICES, { signal: ctx.signal });
-  const sources: SourceMeta[] = [
-    { name: 'ports', role: 'target', count: ports.items.length, pages: ports.pages, complete: true },
-    { name: 'floatingips', role: 'target', count: fips.items.length, pages: fips.pages, complete: true },
-    { name: 'project-ports', role: 'target', count: all.items.length, pages: all.pages, complete: true },
-    {
-      name: 'services',
-      role: 'evidence',
-      count: services.items.length,
-      listVersion: services.resourceVersion,
-      pages: services.pages,
-      complete: true,
-    },
-  ];
+  ctx.source('ports', 'target', ports);
+  ctx.source('floatingips', 'target', fips);
+  ctx.source('project-ports', 'target', all);
+  ctx.source('services', 'evidence', services);
   const ev = serviceEvidence(services.items);
   const fipByPort = new Map<string, FloatingIp>();
   for (const f of fips.items) if (f.port_id) fipByPort.set(f.port_id, f);
@@ -148,9 +145,6 @@ async function observe(r: LbaasReader, ctx: FunctionContext): Promise<Observatio
       });
     }
   }
-  const targets: Target[] = [];
-  const used: string[] = [];
-  const indeterminate: Indeterminate[] = [];
   for (const p of ports.items) {
     const fip = fipByPort.get(p.id);
     const d: PortData = {
@@ -169,115 +163,95 @@ async function observe(r: LbaasReader, ctx: FunctionContext): Promise<Observatio
         : {}),
     };
     const created = p.created_at ? Date.parse(p.created_at) : Number.NaN;
-    targets.push({
+    const v = ctx.target('Port', {
       key: p.id,
-      kind: 'Port',
       fingerprint: [p.id, p.revision_number ?? '?', d.deviceId, d.fixedIps.join(','), fip?.id ?? '-'].join(
         '|',
       ),
       name: `${p.name || p.id}${d.fixedIps.length ? ` ${d.fixedIps.join(',')}` : ''}${fip?.floating_ip_address ? ` (FIP ${fip.floating_ip_address})` : ''}`,
-      keep: (p.tags ?? []).includes(KEEP_TAG) || (fip?.tags ?? []).includes(KEEP_TAG),
+      marks: [{ tags: p.tags }, { tags: fip?.tags }],
       ...(Number.isFinite(created) ? { createdAt: created } : {}),
       data: d,
     });
     if (p.revision_number === undefined)
-      indeterminate.push({
-        key: p.id,
-        reason: 'port has no revision_number (standard-attr-revisions missing)',
-      });
-    else if (usedBy(ev, d)) used.push(p.id);
+      v.indeterminate('port has no revision_number (standard-attr-revisions missing)');
+    else if (usedBy(ev, d)) v.used();
   }
-  const blockers = ev.placing.map(
-    (svc) =>
+  for (const svc of ev.placing)
+    ctx.blocker(
       `Service ${svc} is managed and of type LoadBalancer but has no inbound-port yet: it is being placed and may take any free port`,
-  );
-  return { sources, targets, used, indeterminate, ...(blockers.length ? { blockers } : {}) };
+    );
 }
 
-async function recheck(r: LbaasReader, t: Target, ctx: FunctionContext): Promise<RecheckResult> {
-  const d = t.data as PortData;
-  const s = settingsOf(ctx.settings);
-  const p = await r.neutron.getPort(d.portId, ctx.signal);
-  if (!p) return { ok: false, reason: 'port is already gone' };
-  if (p.revision_number !== d.revision)
-    return { ok: false, reason: `port changed (revision ${d.revision} -> ${p.revision_number})` };
-  if (!p.tags?.includes(MANAGED_TAG) || (s.scopeTag && !p.tags.includes(s.scopeTag)))
-    return { ok: false, reason: 'port lost its tags' };
-  if ((p.device_id ?? '') !== d.deviceId) return { ok: false, reason: 'port has a new device' };
-  if (d.fip) {
-    const f = await r.neutron.getFloatingIp(d.fip.id, ctx.signal);
-    if (f && (f.port_id !== d.portId || f.revision_number !== d.fip.revision))
-      return { ok: false, reason: 'its floating IP changed' };
-  }
-  const services = await r.kube.listAll(SERVICES, { signal: ctx.signal });
-  const ev = serviceEvidence(services.items);
-  const use = usedBy(ev, d);
-  if (use) return { ok: false, reason: use };
-  if (ev.placing.length) return { ok: false, reason: `Service ${ev.placing[0]} is being placed` };
-  return { ok: true };
-}
-
-async function remove(w: LbaasWriter, t: Target, ctx: FunctionContext): Promise<RemoveResult> {
-  const d = t.data as PortData;
-  // The port and its floating IP are one unit: the FIP recorded in the snapshot first, then the port.
-  let fipNote = '';
-  if (d.fip) {
-    const out = await w.neutron.deleteFloatingIp(d.fip.id, d.fip.revision, ctx.signal);
+const portKind: KindSpec<PortData, LbaasReader, LbaasWriter, Settings> = {
+  data: portData,
+  async recheck(r, { data: d }, ctx) {
+    const scopeTag = ctx.settings.scopeTag;
+    const p = await r.neutron.getPort(d.portId, ctx.signal);
+    if (!p) return { ok: false, reason: 'port is already gone' };
+    if (p.revision_number !== d.revision)
+      return { ok: false, reason: `port changed (revision ${d.revision} -> ${p.revision_number})` };
+    if (!p.tags?.includes(MANAGED_TAG) || (scopeTag && !p.tags.includes(scopeTag)))
+      return { ok: false, reason: 'port lost its tags' };
+    if ((p.device_id ?? '') !== d.deviceId) return { ok: false, reason: 'port has a new device' };
+    if (d.fip) {
+      const f = await r.neutron.getFloatingIp(d.fip.id, ctx.signal);
+      if (f && (f.port_id !== d.portId || f.revision_number !== d.fip.revision))
+        return { ok: false, reason: 'its floating IP changed' };
+    }
+    const services = await r.kube.listAll(SERVICES, { signal: ctx.signal });
+    const ev = serviceEvidence(services.items);
+    const use = usedBy(ev, d);
+    if (use) return { ok: false, reason: use };
+    if (ev.placing.length) return { ok: false, reason: `Service ${ev.placing[0]} is being placed` };
+    return { ok: true };
+  },
+  async remove(w, { data: d }, ctx) {
+    // The port and its floating IP are one unit: the FIP recorded in the snapshot first, then the port.
+    let fipNote = '';
+    if (d.fip) {
+      const out = await w.neutron.deleteFloatingIp(d.fip.id, d.fip.revision, ctx.signal);
+      if (out === 'conflict')
+        return { outcome: 'skipped', reason: 'precondition failed (412): the floating IP changed' };
+      fipNote =
+        out === 'gone'
+          ? `floating IP ${d.fip.id} was already gone; `
+          : `floating IP ${d.fip.address ?? d.fip.id} deleted; `;
+    }
+    const out = await w.neutron.deletePort(d.portId, d.revision, ctx.signal);
     if (out === 'conflict')
-      return { outcome: 'skipped', reason: 'precondition failed (412): the floating IP changed' };
-    fipNote =
-      out === 'gone'
-        ? `floating IP ${d.fip.id} was already gone; `
-        : `floating IP ${d.fip.address ?? d.fip.id} deleted; `;
-  }
-  const out = await w.neutron.deletePort(d.portId, d.revision, ctx.signal);
-  if (out === 'conflict')
-    return { outcome: 'skipped', reason: `${fipNote}precondition failed (412): the port changed` };
-  if (out === 'gone') return { outcome: 'gone', detail: `${fipNote}port was already gone` };
-  return { outcome: 'deleted', detail: `${fipNote}port ${d.portId} deleted` };
-}
+      return { outcome: 'skipped', reason: `${fipNote}precondition failed (412): the port changed` };
+    if (out === 'gone') return { outcome: 'gone', detail: `${fipNote}port was already gone` };
+    return { outcome: 'deleted', detail: `${fipNote}port ${d.portId} deleted` };
+  },
+  async confirmGone(r, { data: d }, ctx) {
+    return (await r.neutron.getPort(d.portId, ctx.signal)) === undefined;
+  },
+};
 
-async function confirmGone(r: LbaasReader, t: Target, ctx: FunctionContext): Promise<boolean> {
-  return (await r.neutron.getPort((t.data as PortData).portId, ctx.signal)) === undefined;
-}
-
-async function connect(c: ConnectContext): Promise<Ports<LbaasReader, LbaasWriter>> {
-  settingsOf(c.settings);
-  const cloud = loadCloudConfig(c.env, {
-    ...(typeof c.settings.cloud === 'string' ? { cloud: c.settings.cloud } : {}),
-  });
-  const http = new Http({ timeoutMs: c.callTimeoutMs });
-  const auth = new KeystoneAuth(cloud, http, c.clock);
-  const neutron = new NeutronClient(auth, http, c.pageSize);
+async function connect(c: ConnectContext<Settings>): Promise<Ports<LbaasReader, LbaasWriter>> {
+  projectOf(c.settings);
+  const cloud = loadCloudConfig(c.env, c.settings.cloud !== undefined ? { cloud: c.settings.cloud } : {});
+  const http = new Http({ timeoutMs: c.callTimeoutMs, time: c.time });
+  const auth = new KeystoneAuth(cloud, http, c.time.now);
+  const neutron = new NeutronClient(auth, http, c.settings.pageSize);
   return { reader: { kube: c.kube, neutron }, writer: { kube: c.kube, neutron }, close: () => http.close() };
 }
 
-const nonEmpty = (what: string) =>
-  z
-    .string({ error: (i) => `expected ${what}, got ${describeValue(i.input)}` })
-    .min(1, { error: `expected ${what}, got an empty string` });
-
-export const lbaasPortsSettings = z
-  .object({
-    /** The OpenStack project whose ports may be deleted (required to run). */
-    projectId: nonEmpty('a project ID').optional(),
-    /** An extra tag a port must carry (narrows the ownership mark). */
-    scopeTag: nonEmpty('a tag').optional(),
-    /** The clouds.yaml entry (default $OS_CLOUD). */
-    cloud: nonEmpty('a cloud name').optional(),
-    pageSize: pageSizeSetting.optional(),
-  })
-  .strict();
-
-export const lbaasPorts: TwopassFunction<LbaasReader, LbaasWriter> = {
+export const lbaasPorts = defineFunction<
+  typeof lbaasPortsSettings,
+  LbaasReader,
+  LbaasWriter,
+  { Port: PortData }
+>({
   name: NAME,
-  settingsSchema: lbaasPortsSettings,
   description:
     'Neutron L3 ports and their floating IPs that ch-k8s-lbaas created for Services that no longer exist',
+  settings: lbaasPortsSettings,
   defaults: {
     schedule: '*/10 * * * *',
     enabled: false,
-    graceMs: 30 * MIN,
+    graceMs: 30 * MINUTE,
     ...GUARD_DEFAULTS,
     // a cloud's ports cost money and time to re-create: a tighter count than the cluster functions
     maxDeletions: 10,
@@ -285,14 +259,7 @@ export const lbaasPorts: TwopassFunction<LbaasReader, LbaasWriter> = {
   // One deletion at a time: each re-check lists the Services right before its own delete, so that no
   // other deletion's work widens the window in which the controller could take the port.
   maxConcurrency: 1,
+  kinds: { Port: portKind },
   connect,
   observe,
-  recheck,
-  remove,
-  confirmGone,
-};
-
-export default lbaasPorts;
-
-/** For FaaS runtimes: `handler({ apply, dryRun, record, config })` returns the run summary. */
-export const handler = makeHandler(lbaasPorts);
+});

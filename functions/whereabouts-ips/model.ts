@@ -18,7 +18,6 @@ export const RESERVATIONS: ResourceRef = {
   namespaced: true,
 };
 export const NETWORK_STATUS = 'k8s.v1.cni.cncf.io/network-status';
-export const KEEP = 'twopass.io/keep';
 
 export type Allocation = Readonly<{
   offset: string;
@@ -33,7 +32,7 @@ export type Pool = Readonly<{
   name: string;
   namespace: string;
   resourceVersion: string;
-  keep: boolean;
+  annotations?: Readonly<Record<string, string>> | undefined;
   cidr?: Cidr;
   problem?: string;
   allocations: readonly Allocation[];
@@ -54,13 +53,12 @@ export function validPodref(podref: unknown): podref is string {
 export function parsePool(o: KubeObject): Pool {
   const md = o.metadata;
   const spec = (o.spec ?? {}) as { range?: unknown; allocations?: unknown };
-  const keep = md.annotations?.[KEEP] !== undefined && md.annotations[KEEP] !== 'false';
   const base = {
     uid: md.uid,
     name: md.name,
     namespace: md.namespace ?? '',
     resourceVersion: md.resourceVersion,
-    keep,
+    annotations: md.annotations,
   };
   const cidr = parseRange(spec.range);
   const rawAllocs =
@@ -100,7 +98,7 @@ export type Reservation = Readonly<{
   name: string;
   namespace: string;
   resourceVersion: string;
-  keep: boolean;
+  annotations?: Readonly<Record<string, string>> | undefined;
   ip?: Address;
   containerid: string;
   podref: string;
@@ -112,7 +110,6 @@ export type Reservation = Readonly<{
 export function parseReservation(o: KubeObject): Reservation {
   const md = o.metadata;
   const spec = (o.spec ?? {}) as { containerid?: unknown; podref?: unknown; ifname?: unknown };
-  const keep = md.annotations?.[KEEP] !== undefined && md.annotations[KEEP] !== 'false';
   const ip =
     parseAddress(md.name) ?? (md.name.includes('-') ? parseAddress(md.name.replace(/-/g, ':')) : undefined);
   const r = {
@@ -120,7 +117,7 @@ export function parseReservation(o: KubeObject): Reservation {
     name: md.name,
     namespace: md.namespace ?? '',
     resourceVersion: md.resourceVersion,
-    keep,
+    annotations: md.annotations,
     containerid: typeof spec.containerid === 'string' ? spec.containerid : '',
     podref: typeof spec.podref === 'string' ? spec.podref : '',
     ifname: typeof spec.ifname === 'string' ? spec.ifname : '',

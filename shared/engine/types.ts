@@ -18,7 +18,7 @@ export type Target = Readonly<{
   /** Carries the keep-mark (`twopass.io/keep`): never a candidate. */
   keep: boolean;
   /** Function-specific facts needed to re-check and remove it. */
-  data?: Readonly<Record<string, unknown>>;
+  data?: unknown;
 }>;
 
 /** What one list call (or list group) of a snapshot returned. */

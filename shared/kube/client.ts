@@ -4,8 +4,10 @@
  * undici Agent (client-node's generated APIs open a connection per request).
  */
 import { KubeConfig } from '@kubernetes/client-node';
-import { Agent, type Dispatcher, request } from 'undici';
-import { ConflictError, KubeApiError, ListIncompleteError } from './errors.ts';
+import { ListIncompleteError } from '../errors.ts';
+import { ConnectionError, HttpTransport, type TlsOptions } from '../http/transport.ts';
+import type { Time } from '../time.ts';
+import { ConflictError, KubeApiError } from './errors.ts';
 import type {
   DeleteOutcome,
   JsonPatchOp,
@@ -23,19 +25,13 @@ const METADATA_ACCEPT = 'application/json;as=PartialObjectMetadataList;g=meta.k8
 export type KubeClientOptions = Readonly<{
   server: string;
   headers?: Readonly<Record<string, string>>;
-  tls?: Readonly<{
-    ca?: Buffer;
-    cert?: Buffer;
-    key?: Buffer;
-    rejectUnauthorized?: boolean;
-    servername?: string;
-  }>;
+  tls?: TlsOptions;
   /** Per-call timeout. */
   callTimeoutMs?: number;
   /** Attempts for idempotent reads on 429/5xx/connection errors. */
   readAttempts?: number;
-  /** Sleep used for backoff (injected so tests do not wait). */
-  sleep?: (ms: number) => Promise<void>;
+  /** The clock, sleeps and timeouts (injected: tests never wait on a real clock). */
+  time: Time;
   pageSize?: number;
   /** Restarts of a list after 410 Expired. */
   maxListRestarts?: number;
@@ -55,13 +51,11 @@ type Call = {
   what: string;
 };
 
-const defaultSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
 /** Builds client options from a kubeconfig file, $KUBECONFIG, ~/.kube/config or the in-cluster account. */
 export async function kubeOptionsFromConfig(
   kubeconfig?: string,
   context?: string,
-): Promise<KubeClientOptions> {
+): Promise<Omit<KubeClientOptions, 'time'>> {
   const kc = new KubeConfig();
   if (kubeconfig !== undefined) kc.loadFromFile(kubeconfig);
   else kc.loadFromDefault();
@@ -89,28 +83,25 @@ export async function kubeOptionsFromConfig(
 
 export class KubeHttpClient implements KubeClient {
   readonly server: string;
-  private readonly agent: Agent;
+  private readonly http: HttpTransport;
   private readonly opts: KubeClientOptions;
-  private readonly sleep: (ms: number) => Promise<void>;
   private readonly discovery = new Map<string, Promise<Set<string> | undefined>>();
 
   constructor(opts: KubeClientOptions) {
     this.opts = opts;
     this.server = opts.server.replace(/\/+$/, '');
-    this.sleep = opts.sleep ?? defaultSleep;
-    const connect: Record<string, unknown> = {};
-    if (opts.tls) Object.assign(connect, opts.tls);
-    this.agent = new Agent({
-      connect,
+    this.http = new HttpTransport({
+      time: opts.time,
+      timeoutMs: opts.callTimeoutMs ?? 30_000,
+      ...(opts.readAttempts !== undefined ? { readAttempts: opts.readAttempts } : {}),
       connections: opts.connections ?? 8,
-      keepAliveTimeout: 30_000,
-      headersTimeout: opts.callTimeoutMs ?? 30_000,
-      bodyTimeout: opts.callTimeoutMs ?? 30_000,
+      ...(opts.tls ? { tls: opts.tls } : {}),
+      ...(opts.onResponse ? { onResponse: opts.onResponse } : {}),
     });
   }
 
   async close(): Promise<void> {
-    await this.agent.close();
+    await this.http.close();
   }
 
   // ---- reads ----
@@ -338,20 +329,6 @@ export class KubeHttpClient implements KubeClient {
   // ---- transport ----
 
   private async call<T>(c: Call): Promise<T> {
-    const attempts = c.method === 'GET' ? (this.opts.readAttempts ?? 4) : 1;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.once<T>(c);
-      } catch (err) {
-        const retryAfter =
-          err instanceof KubeApiError && err.retryable ? retryDelay(err, attempt) : undefined;
-        if (retryAfter === undefined || attempt >= attempts || c.signal?.aborted) throw err;
-        await this.sleep(retryAfter);
-      }
-    }
-  }
-
-  private async once<T>(c: Call): Promise<T> {
     const url = new URL(this.server + c.path);
     if (c.query)
       for (const [k, v] of Object.entries(c.query))
@@ -360,37 +337,19 @@ export class KubeHttpClient implements KubeClient {
       ...(this.opts.headers ?? {}),
       accept: c.accept ?? 'application/json',
     };
-    let body: string | undefined;
-    if (c.body !== undefined) {
-      body = JSON.stringify(c.body);
-      headers['content-type'] = c.contentType ?? 'application/json';
-    }
-    const timeout = AbortSignal.timeout(this.opts.callTimeoutMs ?? 30_000);
-    const signal = c.signal ? AbortSignal.any([c.signal, timeout]) : timeout;
-    let res: Dispatcher.ResponseData;
-    let text: string;
+    const body = c.body === undefined ? undefined : JSON.stringify(c.body);
+    if (body !== undefined) headers['content-type'] = c.contentType ?? 'application/json';
+    let res: { status: number; text: string };
     try {
-      res = await request(url, {
-        method: c.method,
-        headers,
-        body: body ?? null,
-        signal,
-        dispatcher: this.agent,
-      });
-      text = await res.body.text();
+      res = await this.http.send({ call: c.what, method: c.method, url, headers, body, signal: c.signal });
     } catch (err) {
-      const message = timeout.aborted
-        ? `timed out after ${this.opts.callTimeoutMs ?? 30_000} ms`
-        : (err as Error).message;
-      throw new KubeApiError(c.what, 0, 'ConnectionError', message, { cause: err });
+      if (!(err instanceof ConnectionError)) throw err;
+      throw new KubeApiError(c.what, 0, 'ConnectionError', err.message.slice(c.what.length + 2), {
+        cause: err,
+      });
     }
-    this.opts.onResponse?.({
-      method: c.method,
-      path: c.path,
-      status: res.statusCode,
-      bytes: Buffer.byteLength(text),
-    });
-    if (res.statusCode >= 200 && res.statusCode < 300) {
+    const { status, text } = res;
+    if (status >= 200 && status < 300) {
       if (text === '') return undefined as T;
       try {
         return JSON.parse(text) as T;
@@ -400,7 +359,9 @@ export class KubeHttpClient implements KubeClient {
           0,
           'BadBody',
           `response body is not JSON (${text.length} bytes; truncated?)`,
-          { cause: err },
+          {
+            cause: err,
+          },
         );
       }
     }
@@ -409,18 +370,15 @@ export class KubeHttpClient implements KubeClient {
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);
-      const status = parsed as { reason?: string; message?: string };
-      reason = status.reason ?? reason;
-      message = status.message ?? message;
+      const st = parsed as { reason?: string; message?: string };
+      reason = st.reason ?? reason;
+      message = st.message ?? message;
     } catch {
       /* not a Status body */
     }
-    const Cls = res.statusCode === 409 ? ConflictError : KubeApiError;
-    const err = new Cls(c.what, res.statusCode, reason, message);
-    err.notFound = isNotFoundStatus(res.statusCode, parsed);
-    const ra = res.headers['retry-after'];
-    if (typeof ra === 'string')
-      (err as KubeApiError & { retryAfterMs?: number }).retryAfterMs = Number(ra) * 1000;
+    const Cls = status === 409 ? ConflictError : KubeApiError;
+    const err = new Cls(c.what, status, reason, message);
+    err.notFound = isNotFoundStatus(status, parsed);
     throw err;
   }
 }
@@ -442,10 +400,4 @@ function written(
       cause: err,
     });
   }
-}
-
-function retryDelay(err: KubeApiError, attempt: number): number {
-  const ra = (err as KubeApiError & { retryAfterMs?: number }).retryAfterMs;
-  if (ra !== undefined && Number.isFinite(ra) && ra >= 0) return Math.min(ra, 30_000);
-  return Math.min(200 * 2 ** (attempt - 1), 5_000);
 }

@@ -27,10 +27,7 @@ export async function recordEvent(
       apiVersion: 'v1',
       kind: 'Event',
       metadata: { generateName: 'twopass-', namespace },
-      involvedObject: {
-        ...involved,
-        ...(involved.namespace === undefined && involved.kind !== 'ClusterNetwork' ? {} : {}),
-      },
+      involvedObject: { ...involved },
       reason,
       message: message.slice(0, 1000),
       type,

@@ -1,37 +1,30 @@
-/** One keep-alive undici pool per endpoint origin, with timeouts and read retries. */
-import { Agent, request } from 'undici';
+/** The OpenStack side of the one HTTP transport: JSON in and out, errors as OpenStackApiError. */
+import { ConnectionError, HttpTransport } from '../http/transport.ts';
+import type { Time } from '../time.ts';
 import { OpenStackApiError } from './errors.ts';
 
-export type HttpOptions = Readonly<{
-  timeoutMs?: number;
-  readAttempts?: number;
-  sleep?: (ms: number) => Promise<void>;
-}>;
+export type HttpOptions = Readonly<{ time: Time; timeoutMs?: number; readAttempts?: number }>;
 
 export type Reply = { status: number; headers: Record<string, string | string[] | undefined>; body: unknown };
 
 export class Http {
-  private readonly agent: Agent;
-  private readonly opts: HttpOptions;
-  constructor(opts: HttpOptions = {}) {
-    this.opts = opts;
-    const t = opts.timeoutMs ?? 30_000;
-    this.agent = new Agent({
-      connectTimeout: t,
-      headersTimeout: t,
-      bodyTimeout: t,
-      keepAliveTimeout: 30_000,
-      connections: 8,
+  private readonly transport: HttpTransport;
+  constructor(opts: HttpOptions) {
+    this.transport = new HttpTransport({
+      time: opts.time,
+      timeoutMs: opts.timeoutMs ?? 30_000,
+      ...(opts.readAttempts !== undefined ? { readAttempts: opts.readAttempts } : {}),
     });
   }
 
   close(): Promise<void> {
-    return this.agent.close();
+    return this.transport.close();
   }
 
   /**
    * A request; GETs (and calls marked `safeToRetry`, like issuing a token) are retried on
-   * 429/5xx/connection errors with backoff, honouring Retry-After. Deletes never are.
+   * 429/5xx/connection errors with backoff, honouring Retry-After. Deletes never are. A
+   * 429/5xx that outlives its retries is an error; other statuses are the caller's to read.
    */
   async send(
     call: string,
@@ -42,74 +35,42 @@ export class Http {
     signal?: AbortSignal,
     safeToRetry = false,
   ): Promise<Reply> {
-    const attempts = method === 'GET' || safeToRetry ? (this.opts.readAttempts ?? 4) : 1;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const r = await this.once(call, method, url, headers, body, signal);
-        if (r.status === 429 || r.status >= 500) {
-          const err = new OpenStackApiError(call, r.status, describeBody(r.body));
-          const ra = r.headers['retry-after'];
-          if (typeof ra === 'string' && Number.isFinite(Number(ra))) err.retryAfterMs = Number(ra) * 1000;
-          throw err;
-        }
-        return r;
-      } catch (err) {
-        const e = err as OpenStackApiError;
-        if (!(e instanceof OpenStackApiError) || !e.retryable || attempt >= attempts || signal?.aborted)
-          throw err;
-        await (this.opts.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms))))(
-          e.retryAfterMs ?? Math.min(200 * 2 ** (attempt - 1), 5000),
-        );
-      }
-    }
-  }
-
-  private async once(
-    call: string,
-    method: string,
-    url: string,
-    headers: Record<string, string>,
-    body: unknown,
-    signal?: AbortSignal,
-  ): Promise<Reply> {
-    const timeout = AbortSignal.timeout(this.opts.timeoutMs ?? 30_000);
+    let res: { status: number; headers: Reply['headers']; text: string };
     try {
-      const res = await request(url, {
+      res = await this.transport.send({
+        call,
         method: method as 'GET',
+        url: new URL(url),
         headers: {
           accept: 'application/json',
           ...headers,
           ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
         },
-        body: body !== undefined ? JSON.stringify(body) : null,
-        dispatcher: this.agent,
-        signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+        body: body !== undefined ? JSON.stringify(body) : undefined,
+        signal,
+        retry: method === 'GET' || safeToRetry,
       });
-      const text = await res.body.text();
-      let parsed: unknown;
-      if (text !== '') {
-        try {
-          parsed = JSON.parse(text);
-        } catch {
-          if (res.statusCode < 300)
-            throw new OpenStackApiError(
-              call,
-              0,
-              `response body is not JSON (${text.length} bytes; truncated?)`,
-            );
-          parsed = text.slice(0, 200);
-        }
-      }
-      return { status: res.statusCode, headers: res.headers as Reply['headers'], body: parsed };
     } catch (err) {
-      if (err instanceof OpenStackApiError) throw err;
-      throw new OpenStackApiError(
-        call,
-        0,
-        timeout.aborted ? `timed out after ${this.opts.timeoutMs ?? 30_000} ms` : (err as Error).message,
-        { cause: err },
-      );
+      if (!(err instanceof ConnectionError)) throw err;
+      throw new OpenStackApiError(call, 0, err.message.slice(call.length + 2), { cause: err });
     }
+    let parsed: unknown;
+    if (res.text !== '') {
+      try {
+        parsed = JSON.parse(res.text);
+      } catch {
+        if (res.status < 300)
+          throw new OpenStackApiError(
+            call,
+            0,
+            `response body is not JSON (${res.text.length} bytes; truncated?)`,
+          );
+        parsed = res.text.slice(0, 200);
+      }
+    }
+    if (res.status === 429 || res.status >= 500)
+      throw new OpenStackApiError(call, res.status, describeBody(parsed));
+    return { status: res.status, headers: { ...res.headers }, body: parsed };
   }
 }
 

@@ -25,7 +25,7 @@ export class KeystoneAuth {
   private v3: string | undefined;
   issued = 0;
 
-  constructor(cloud: CloudConfig, http: Http, clock: () => number = Date.now, marginMs = 60_000) {
+  constructor(cloud: CloudConfig, http: Http, clock: () => number, marginMs = 60_000) {
     this.cloud = cloud;
     this.http = http;
     this.clock = clock;

@@ -4,6 +4,7 @@
  * and DELETE with `If-Match: revision_number=N` when `revision-if-match` exists.
  */
 
+import { ConfigError, ListIncompleteError, messageOf } from '../errors.ts';
 import { OpenStackApiError } from './errors.ts';
 import { describeBody, type Http } from './http.ts';
 import type { KeystoneAuth } from './keystone.ts';
@@ -158,10 +159,17 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
     for (;;) {
       if (marker !== undefined) q.set('marker', marker);
       const call = `${what} page ${pages + 1}`;
-      const r = await this.call(call, 'GET', `${base}?${q}`, {}, signal);
-      if (r.status !== 200) throw new OpenStackApiError(call, r.status, describeBody(r.body));
+      let r: Awaited<ReturnType<NeutronClient['call']>>;
+      try {
+        r = await this.call(call, 'GET', `${base}?${q}`, {}, signal);
+      } catch (err) {
+        // A configuration error stays one (exit 2); anything else leaves the list unproven.
+        if (err instanceof ConfigError) throw err;
+        throw new ListIncompleteError(call, messageOf(err), { cause: err });
+      }
+      if (r.status !== 200) throw new ListIncompleteError(call, `${r.status} ${describeBody(r.body)}`);
       const incomplete = (why: string): never => {
-        throw new OpenStackApiError(call, 0, `list incomplete: ${why}`);
+        throw new ListIncompleteError(call, why);
       };
       const body = r.body as Record<string, unknown> | undefined;
       if (!body || typeof body !== 'object' || Array.isArray(body))

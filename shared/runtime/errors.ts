@@ -1,4 +1,4 @@
-/** Errors of the run loop and the entry points, with their exit codes. */
+/** The exit codes of the run loop and the entry points (errors themselves: `shared/errors.ts`). */
 
 export const EXIT = {
   ok: 0,
@@ -10,8 +10,3 @@ export const EXIT = {
 } as const;
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
-
-/** Bad configuration or arguments (exit 2). */
-export class ConfigError extends Error {
-  override name = 'ConfigError';
-}

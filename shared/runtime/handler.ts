@@ -6,11 +6,12 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { envOverrides, type FileConfig, fileSchema, resolveConfig } from '../config.ts';
+import type { AnyFunction } from '../contract/index.ts';
+import { describeValue } from '../contract/settings.ts';
+import { ConfigError } from '../errors.ts';
 import { createLogger } from '../log/logger.ts';
-import { ConfigError } from './errors.ts';
-import type { AnyFunction } from './function.ts';
+import { systemTime, type Time } from '../time.ts';
 import type { RunResult } from './run.ts';
-import { describeValue } from './settings.ts';
 import { runFunction } from './wire.ts';
 
 export type HandlerEvent = Readonly<{
@@ -56,7 +57,7 @@ export function makeHandler(
   fn: AnyFunction,
   io: {
     env?: Readonly<Record<string, string | undefined>>;
-    clock?: () => number;
+    time?: Time;
     stream?: NodeJS.WritableStream;
   } = {},
 ) {
@@ -87,14 +88,18 @@ export function makeHandler(
       );
     }
     const env = io.env ?? process.env;
-    const clock = io.clock ?? Date.now;
+    const time = io.time ?? systemTime;
     const cfg = resolveConfig(parsed.data as FileConfig, 'event', envOverrides(env));
-    const log = createLogger({ output: 'json', clock, ...(io.stream ? { stream: io.stream } : {}) });
+    const log = createLogger({
+      output: 'json',
+      clock: time.now,
+      ...(io.stream ? { stream: io.stream } : {}),
+    });
     const apply = ev.dryRun === true ? false : ev.apply;
     const r = await runFunction(
       fn,
       cfg,
-      { clock, log, processEnv: env },
+      { time, log, processEnv: env },
       {
         ...(apply !== undefined ? { apply } : {}),
         ...(ev.record !== undefined ? { record: ev.record } : {}),

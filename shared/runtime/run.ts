@@ -3,13 +3,16 @@
  * The one owner of outcomes: functions return or throw, this turns that into
  * diff-log events, the saved state and an exit code.
  */
+
+import type { EventNote, FunctionContext, TwopassFunction } from '../contract/index.ts';
 import { decide } from '../engine/decide.ts';
 import type { DiffSummary, Policy, Snapshot, State, Target } from '../engine/types.ts';
+import { ConfigError, callOf } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
-import { LockHeldError, StateConflictError, StateCorruptError } from '../state/errors.ts';
+import { LockHeldError, StateCorruptError } from '../state/errors.ts';
 import type { Lock, LockHandle, StateStore } from '../state/store.ts';
-import { ConfigError, EXIT, type ExitCode } from './errors.ts';
-import type { FunctionContext, TwopassFunction } from './function.ts';
+import type { Time } from '../time.ts';
+import { EXIT, type ExitCode } from './errors.ts';
 
 export type RunDeps<R, W> = Readonly<{
   fn: TwopassFunction<R, W>;
@@ -17,13 +20,15 @@ export type RunDeps<R, W> = Readonly<{
   writer: W;
   store: StateStore;
   lock: Lock;
-  clock: () => number;
+  time: Time;
   log: Logger;
   newId: () => string;
   /** Persists the snapshot (--save-snapshot); returns where. */
   saveSnapshot?: (snapshot: Snapshot) => Promise<string>;
   /** Told of every outcome, for metrics and Kubernetes Events. */
   hooks?: RunHooks;
+  /** Records the Kubernetes Event of a deletion (absent: no Events). */
+  recordEvent?: (note: EventNote, signal: AbortSignal) => Promise<void>;
 }>;
 
 export type RunHooks = Readonly<{
@@ -65,12 +70,12 @@ export type RunResult = Readonly<{
 }>;
 
 export async function run<R, W>(deps: RunDeps<R, W>, req: RunRequest): Promise<RunResult> {
-  const started = deps.clock();
+  const started = deps.time.now();
   const runId = deps.newId();
   const fnName = deps.fn.name;
   let log = deps.log.child({ function: fnName, runId });
   const dryRun = !req.apply;
-  const deadline = AbortSignal.timeout(req.deadlineMs);
+  const deadline = deps.time.timeout(req.deadlineMs);
   const base = {
     function: fnName,
     runId,
@@ -81,7 +86,7 @@ export async function run<R, W>(deps: RunDeps<R, W>, req: RunRequest): Promise<R
     failed: [] as string[],
   };
   const finish = async (r: Finish): Promise<RunResult> => {
-    const result: RunResult = { ...base, ...r, durationMs: deps.clock() - started };
+    const result: RunResult = { ...base, ...r, durationMs: deps.time.now() - started };
     log.info(
       {
         event: 'run.finished',
@@ -166,7 +171,7 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
   const snapshotId = deps.newId();
   log = log.child({ snapshotId });
   x.setLog(log);
-  const takenAt = deps.clock();
+  const takenAt = deps.time.now();
   const ctx: FunctionContext = {
     now: takenAt,
     signal: x.signal,
@@ -183,7 +188,7 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
       log.error({ event: 'run.aborted', call: 'observe', reason: err.message, config: true }, 'run.aborted');
       return x.finish({ outcome: 'failed', exitCode: EXIT.config, error: err.message });
     }
-    return aborted((err as { call?: string }).call ?? 'observe', err);
+    return aborted(callOf(err, 'observe'), err);
   }
   log.info(
     {
@@ -193,7 +198,7 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
       used: snapshot.used.length,
       indeterminate: snapshot.indeterminate.length,
       ...(snapshot.blockers?.length ? { blockers: snapshot.blockers } : {}),
-      durationMs: deps.clock() - takenAt,
+      durationMs: deps.time.now() - takenAt,
     },
     'snapshot.taken',
   );
@@ -202,8 +207,8 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
     log.info({ event: 'snapshot.saved', path: where }, 'snapshot.saved');
   }
 
-  // 3. Decide (pure).
-  const decision = decide(loaded.state, snapshot, req.policy, deps.clock(), {
+  // 3. Decide (pure), as of the snapshot: its lists are what the decision knows.
+  const decision = decide(loaded.state, snapshot, req.policy, snapshot.takenAt, {
     ...(req.acceptEvidence ? { acceptEvidence: true } : {}),
   });
   for (const e of decision.diff.events) {
@@ -251,7 +256,7 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
     try {
       version = await deps.store.save(fn.name, state, version, x.signal);
     } catch (err) {
-      if (err instanceof StateConflictError) return aborted('state.save', err);
+      // A stale writer (StateConflictError) loses here, before any deletion.
       return aborted('state.save', err);
     }
   }
@@ -269,7 +274,7 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
   const units: Unit[] = [];
   const batches = new Map<string, Unit>();
   for (const a of decision.actions) {
-    const b = fn.removeBatch ? fn.batchOf?.(a.target) : undefined;
+    const b = fn.batchOf(a.target);
     if (b === undefined) {
       units.push({ targets: [a.target], batched: false });
       continue;
@@ -306,6 +311,21 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
     );
     await deps.hooks?.deleted?.(t, detail);
   };
+  const recordEvent = async (removed: { target: Target; detail?: string | undefined }[]) => {
+    const note = deps.recordEvent && removed.length > 0 ? fn.eventFor(removed) : undefined;
+    if (!note) return;
+    await deps.recordEvent!(note, x.signal).catch((err) =>
+      log.warn(
+        {
+          event: 'event.failed',
+          kind: note.involved.kind,
+          name: note.involved.name,
+          error: (err as Error).message,
+        },
+        'event.failed',
+      ),
+    );
+  };
   const one = async (t: Target) => {
     const check = await fn.recheck(deps.reader, t, ctx);
     if (!check.ok) return skipOne(t, `re-check: ${check.reason}`);
@@ -314,17 +334,23 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
     if (!(await fn.confirmGone(deps.reader, t, ctx)))
       return failOne(t, `the server answered ${res.outcome} but a read still finds it`);
     await deletedOne(t, res.outcome, res.detail);
+    if (res.outcome === 'deleted') await recordEvent([{ target: t, detail: res.detail }]);
   };
   const batch = async (ts: readonly Target[]) => {
-    const results = await fn.removeBatch!(deps.reader, deps.writer, ts, ctx);
+    const results = await fn.removeBatch(deps.reader, deps.writer, ts, ctx);
     const byKey = new Map(results.map((r) => [r.key, r]));
+    const removed: { target: Target; detail?: string | undefined }[] = [];
     for (const t of ts) {
       const r = byKey.get(t.key);
       if (!r) failOne(t, 'the batch removal returned no result for it');
       else if (r.outcome === 'skipped') skipOne(t, r.reason);
       else if (r.outcome === 'failed') failOne(t, r.error);
-      else await deletedOne(t, r.outcome, r.detail);
+      else {
+        await deletedOne(t, r.outcome, r.detail);
+        if (r.outcome === 'deleted') removed.push({ target: t, detail: r.detail });
+      }
     }
+    await recordEvent(removed);
   };
   const queue = [...units];
   const worker = async () => {

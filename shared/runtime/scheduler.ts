@@ -8,10 +8,10 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type ScheduledTask, schedule, validate } from 'node-cron';
 import { type Config, functionConfig } from '../config.ts';
+import type { AnyFunction } from '../contract/index.ts';
+import { ConfigError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 import { RunMetrics } from '../metrics/metrics.ts';
-import { ConfigError } from './errors.ts';
-import type { AnyFunction } from './function.ts';
 import type { RunResult } from './run.ts';
 import { type Environment, runFunction } from './wire.ts';
 
@@ -31,7 +31,7 @@ export async function startScheduler(
   env: Environment,
   opts: SchedulerOptions,
 ): Promise<Scheduler> {
-  const metrics = new RunMetrics(env.clock);
+  const metrics = new RunMetrics(env.time.now);
   const log: Logger = env.log;
   const controller = new AbortController();
   const running = new Set<Promise<unknown>>();

@@ -4,33 +4,9 @@
  * ConfigError that names the key, never a setting silently dropped (a dropped
  * `namespaces` would widen the scope to every namespace).
  */
-import { z } from 'zod';
-import { ConfigError } from './errors.ts';
-import type { AnyFunction } from './function.ts';
-
-export function describeValue(v: unknown): string {
-  if (typeof v === 'string') return `\`${v}\` (string)`;
-  if (v === null) return '`null`';
-  if (Array.isArray(v)) return 'a list';
-  if (typeof v === 'object') return 'an object';
-  return `\`${String(v)}\` (${typeof v})`;
-}
-
-/** A list of namespace names (DNS-1123 labels). */
-export const namespacesSetting = z.array(
-  z
-    .string({ error: (i) => `expected a namespace name, got ${describeValue(i.input)}` })
-    .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, {
-      error: (i) => `expected a namespace name, got ${describeValue(i.input)}`,
-    }),
-  { error: (i) => `expected a list of namespaces like \`[default]\`, got ${describeValue(i.input)}` },
-);
-
-export const pageSizeSetting = z
-  .number({ error: (i) => `expected a page size (1-10000), got ${describeValue(i.input)}` })
-  .int()
-  .min(1)
-  .max(10_000);
+import type { z } from 'zod';
+import type { AnyFunction } from '../contract/index.ts';
+import { ConfigError } from '../errors.ts';
 
 /** Parses one function's settings with its schema; the error names `functions.<fn>.settings.<key>`. */
 export function validateSettings(

@@ -7,7 +7,9 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Config, functionConfig } from '../config.ts';
+import type { AnyFunction, Ports } from '../contract/index.ts';
 import type { Snapshot } from '../engine/types.ts';
+import { ConfigError } from '../errors.ts';
 import { type KubeClientOptions, KubeHttpClient, kubeOptionsFromConfig } from '../kube/client.ts';
 import { recordEvent } from '../kube/events.ts';
 import type { Logger } from '../log/logger.ts';
@@ -15,25 +17,22 @@ import { ConfigMapStateStore } from '../state/configmap.ts';
 import { FileLock, FileStateStore } from '../state/file.ts';
 import { LeaseLock } from '../state/lease.ts';
 import type { Lock, StateStore } from '../state/store.ts';
-import { ConfigError } from './errors.ts';
-import type { AnyFunction, Ports } from './function.ts';
+import type { Time } from '../time.ts';
 import { type RunHooks, type RunRequest, type RunResult, run } from './run.ts';
 import { validateSettings } from './settings.ts';
 
-export type Clients = { kube?: KubeHttpClient };
-
 export type Environment = Readonly<{
-  clock: () => number;
+  time: Time;
   log: Logger;
   /** Overrides the kubeconfig (tests and the sandbox). */
-  kubeOptions?: KubeClientOptions;
+  kubeOptions?: Omit<KubeClientOptions, 'time'>;
   hooks?: RunHooks;
   /** The process environment, for functions whose clients read OS_* (OpenStack). */
   processEnv?: Readonly<Record<string, string | undefined>>;
 }>;
 
 export async function connectKube(cfg: Config, env: Environment): Promise<KubeHttpClient> {
-  let opts: KubeClientOptions;
+  let opts: Omit<KubeClientOptions, 'time'>;
   if (env.kubeOptions) opts = env.kubeOptions;
   else {
     try {
@@ -45,7 +44,12 @@ export async function connectKube(cfg: Config, env: Environment): Promise<KubeHt
       );
     }
   }
-  return new KubeHttpClient({ ...opts, callTimeoutMs: cfg.callTimeoutMs, pageSize: cfg.pageSize });
+  return new KubeHttpClient({
+    ...opts,
+    time: env.time,
+    callTimeoutMs: cfg.callTimeoutMs,
+    pageSize: cfg.pageSize,
+  });
 }
 
 export function stateFor(cfg: Config, kube: KubeHttpClient | undefined): { store: StateStore; lock: Lock } {
@@ -76,17 +80,17 @@ export async function runFunction(
 ): Promise<RunResult> {
   const fc = functionConfig(cfg, fn.name, fn.defaults);
   // Settings are checked before any I/O: a dropped key would widen the scope.
-  validateSettings(fn, fc.settings, `config ${cfg.source}`);
+  const settings = validateSettings(fn, { pageSize: cfg.pageSize, ...fc.settings }, `config ${cfg.source}`);
   const kube = await connectKube(cfg, env);
   let ports: Ports<unknown, unknown> = { reader: kube, writer: kube, close: async () => {} };
   try {
-    ports = await connectPorts(fn, kube, cfg, fc.settings, env.processEnv ?? {}, env.clock);
+    ports = await connectPorts(fn, kube, cfg, settings, env.processEnv ?? {}, env.time);
     const { store, lock } = stateFor(cfg, kube);
     const request: RunRequest = {
       apply: options.apply ?? fc.apply,
       record: options.record ?? fc.record,
       policy: fc.policy,
-      settings: { pageSize: cfg.pageSize, ...fc.settings },
+      settings,
       deadlineMs: cfg.deadlineMs,
       concurrency: cfg.concurrency,
       ...(options.acceptEvidence ? { acceptEvidence: true } : {}),
@@ -99,13 +103,25 @@ export async function runFunction(
         writer: ports.writer,
         store,
         lock,
-        clock: env.clock,
+        time: env.time,
         log: env.log,
         newId: randomUUID,
         ...(options.saveSnapshotDir
           ? { saveSnapshot: (s: Snapshot) => saveSnapshot(options.saveSnapshotDir!, s) }
           : {}),
-        hooks: withEvents(env.hooks, cfg, kube, env.clock),
+        hooks: withEvents(env.hooks, cfg, kube, env.time),
+        recordEvent: async (note, signal) => {
+          await recordEvent(
+            kube,
+            note.namespace,
+            note.involved,
+            note.reason,
+            note.message,
+            'Normal',
+            env.time.now(),
+            signal,
+          );
+        },
       },
       request,
     );
@@ -122,7 +138,7 @@ export async function connectPorts(
   cfg: Config,
   settings: Readonly<Record<string, unknown>>,
   env: Readonly<Record<string, string | undefined>>,
-  clock: () => number,
+  time: Time,
 ): Promise<Ports<unknown, unknown>> {
   if (!fn.connect) return { reader: kube, writer: kube, close: async () => {} };
   try {
@@ -130,7 +146,7 @@ export async function connectPorts(
       kube,
       settings,
       env,
-      clock,
+      time,
       callTimeoutMs: cfg.callTimeoutMs,
       pageSize: cfg.pageSize,
     });
@@ -141,12 +157,7 @@ export async function connectPorts(
 }
 
 /** Refused and aborted runs leave a Warning Event on the function's CronJob (when eventNamespace is set). */
-function withEvents(
-  hooks: RunHooks | undefined,
-  cfg: Config,
-  kube: KubeHttpClient,
-  clock: () => number,
-): RunHooks {
+function withEvents(hooks: RunHooks | undefined, cfg: Config, kube: KubeHttpClient, time: Time): RunHooks {
   const ns = cfg.eventNamespace;
   if (!ns) return hooks ?? {};
   return {
@@ -163,7 +174,7 @@ function withEvents(
         reason,
         message,
         'Warning',
-        clock(),
+        time.now(),
       ).catch(() => undefined);
     },
   };

@@ -4,6 +4,7 @@
  * real danm-endpoints code runs against it over HTTP for several passes on a
  * simulated clock. Nothing outside the sandbox is touched.
  */
+
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +14,7 @@ import { KubeHttpClient } from '../kube/client.ts';
 import { createLogger, type OutputMode } from '../log/logger.ts';
 import type { RunResult } from '../runtime/run.ts';
 import { runFunction } from '../runtime/wire.ts';
+import { instantTime } from '../time.ts';
 import { installCrdsFromDir } from './crds.ts';
 import { FakeKubeServer } from './kube/server.ts';
 import { allocated, R, seedIncident } from './scenarios/danm.ts';
@@ -35,7 +37,7 @@ export async function demo(opts: {
   const fake = new FakeKubeServer({ now: () => new Date(now) });
   await fake.start();
   const dir = mkdtempSync(join(tmpdir(), 'twopass-demo-'));
-  const kube = new KubeHttpClient({ server: fake.url });
+  const kube = new KubeHttpClient({ server: fake.url, time: instantTime(clock) });
   const problems: string[] = [];
   const runs: RunResult[] = [];
   try {
@@ -52,7 +54,7 @@ export async function demo(opts: {
       const r = await runFunction(
         danmEndpoints,
         cfg,
-        { clock, log, kubeOptions: { server: fake.url } },
+        { time: instantTime(clock), log, kubeOptions: { server: fake.url } },
         { apply: true },
       );
       runs.push(r);

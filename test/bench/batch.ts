@@ -5,14 +5,15 @@
  */
 import { danmEndpoints } from '../../functions/danm-endpoints/index.ts';
 import { whereaboutsIps } from '../../functions/whereabouts-ips/index.ts';
+import type { AnyFunction } from '../../shared/contract/index.ts';
 import { KubeHttpClient } from '../../shared/kube/client.ts';
 import { NAMESPACES } from '../../shared/kube/resources.ts';
-import type { AnyFunction } from '../../shared/runtime/function.ts';
 import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
 import { FakeKubeServer } from '../../shared/sandbox/kube/server.ts';
 import { createNetwork } from '../../shared/sandbox/scenarios/danm.ts';
 import { containerId, createPool } from '../../shared/sandbox/scenarios/whereabouts.ts';
 import { runner } from '../helpers/runner.ts';
+import { testTime } from '../helpers/time.ts';
 
 const MIN = 60_000;
 
@@ -29,7 +30,7 @@ type Row = {
 async function one(fn: AnyFunction, leaks: number): Promise<Row> {
   const fake = new FakeKubeServer();
   await fake.start();
-  const kube = new KubeHttpClient({ server: fake.url });
+  const kube = new KubeHttpClient({ server: fake.url, time: testTime() });
   try {
     await installCrdsFromDir(kube);
     const ns = 'bench';

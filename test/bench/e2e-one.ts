@@ -11,6 +11,7 @@ import { type KubeObject, PODS, SERVICES } from '../../shared/kube/resources.ts'
 import { createLogger } from '../../shared/log/logger.ts';
 import { runFunction } from '../../shared/runtime/wire.ts';
 import { R } from '../../shared/sandbox/scenarios/danm.ts';
+import { testTime } from '../helpers/time.ts';
 import { arg, peakRssMiB } from './common.ts';
 
 const fn = arg('fn');
@@ -53,7 +54,7 @@ const META = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';
 const t = performance.now();
 let detail: unknown;
 if (variant === 'twopass') {
-  const entry = FUNCTIONS.find((e) => e.fn.name === fn)!;
+  const entry = FUNCTIONS.find((f) => f.name === fn)!;
   const dir = mkdtempSync(join(tmpdir(), 'twopass-bench-'));
   const cfg = resolveConfig(
     {
@@ -70,10 +71,10 @@ if (variant === 'twopass') {
     { state: `file:${dir}` },
   );
   const r = await runFunction(
-    entry.fn,
+    entry,
     cfg,
     {
-      clock: Date.now,
+      time: testTime(),
       log: createLogger({ output: 'json', level: 'silent' }),
       kubeOptions: opts,
       processEnv: env,
@@ -83,7 +84,7 @@ if (variant === 'twopass') {
   detail = { exit: r.exitCode, targets: r.summary?.targets, newCandidates: r.summary?.newCandidates };
 } else if (variant === 'naive') {
   // what the DANM cleaner does: list the targets, then GET each one's pod by name
-  const kube = new KubeHttpClient({ ...opts, pageSize });
+  const kube = new KubeHttpClient({ ...opts, pageSize, time: testTime() });
   let gets = 0;
   if (fn === 'danm-endpoints') {
     for (const ep of (await kube.listAll(R.danmeps, {})).items) {

@@ -12,6 +12,7 @@ import { NAMESPACES } from '../../shared/kube/resources.ts';
 import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
 import { FakeKubeServer } from '../../shared/sandbox/kube/server.ts';
 import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
+import { testTime } from '../helpers/time.ts';
 import { mdTable, ms } from './common.ts';
 import { danmWorld, lbaasWorld, NS, whereaboutsWorld } from './worlds.ts';
 
@@ -46,7 +47,7 @@ export async function e2eBench(
       await fake.start();
       const os = new FakeOpenStack();
       await os.start();
-      const admin = new KubeHttpClient({ server: fake.url });
+      const admin = new KubeHttpClient({ server: fake.url, time: testTime() });
       await installCrdsFromDir(admin);
       await admin.close();
       fake.store.seed(NAMESPACES, [{ metadata: { name: NS } }]);

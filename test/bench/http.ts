@@ -7,6 +7,7 @@ import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { KubeHttpClient } from '../../shared/kube/client.ts';
 import { NAMESPACES, PODS } from '../../shared/kube/resources.ts';
 import { FakeKubeServer } from '../../shared/sandbox/kube/server.ts';
+import { testTime } from '../helpers/time.ts';
 import { mdTable, ms } from './common.ts';
 
 export async function httpBench(n = 20_000, pageSize = 500): Promise<string> {
@@ -46,7 +47,7 @@ export async function httpBench(n = 20_000, pageSize = 500): Promise<string> {
     } while (cont);
     return count;
   });
-  const kube = new KubeHttpClient({ server: fake.url, pageSize });
+  const kube = new KubeHttpClient({ server: fake.url, pageSize, time: testTime() });
   await measure(
     'twopass KubeHttpClient (shared keep-alive Agent)',
     async () => (await kube.listAll(PODS, {})).items.length,

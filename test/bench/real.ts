@@ -6,6 +6,7 @@
 import { KubeHttpClient } from '../../shared/kube/client.ts';
 import { NAMESPACES, PODS } from '../../shared/kube/resources.ts';
 import { ADMIN_TOKEN, startCluster } from '../cluster/cluster.ts';
+import { testTime } from '../helpers/time.ts';
 import { mdTable, ms } from './common.ts';
 import { child } from './e2e.ts';
 
@@ -23,6 +24,7 @@ export async function realBench(n = 20_000): Promise<string> {
     const kube = new KubeHttpClient({
       ...opts,
       connections: 32,
+      time: testTime(),
       onResponse: (i) => {
         bytes += i.bytes;
         requests++;
@@ -64,6 +66,7 @@ export async function realBench(n = 20_000): Promise<string> {
       const c = new KubeHttpClient({
         ...opts,
         pageSize,
+        time: testTime(),
         onResponse: (i) => {
           bytes += i.bytes;
           requests++;

@@ -15,6 +15,7 @@ import { KubeHttpClient } from '../../shared/kube/client.ts';
 import { tokenKubeconfig } from '../../shared/kube/kubeconfig.ts';
 import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
 import { track } from '../helpers/children.ts';
+import { testTime } from '../helpers/time.ts';
 
 export const KUBE_VERSION = process.env.TWOPASS_KUBE_VERSION ?? 'v1.36.3';
 export const ADMIN_TOKEN = 'twopass-admin-token';
@@ -170,6 +171,7 @@ export async function startCluster(opts: { crdDir?: string } = {}): Promise<Clus
       tls: { rejectUnauthorized: false },
       readAttempts: 1,
       callTimeoutMs: 5000,
+      time: testTime(),
     });
     try {
       await waitFor(
@@ -239,6 +241,7 @@ export async function installCrds(kube: KubeHttpClient, dir: string): Promise<vo
         headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
         tls: { rejectUnauthorized: false },
         readAttempts: 1,
+        time: testTime(),
       });
       const ok = await fresh.serves(w.group, w.version, w.plural).catch(() => false);
       await fresh.close();
@@ -286,6 +289,6 @@ export function adminClient(c: Cluster, token = ADMIN_TOKEN): KubeHttpClient {
     server: c.server,
     headers: { authorization: `Bearer ${token}` },
     tls: { rejectUnauthorized: false },
-    sleep: async () => {},
+    time: testTime(),
   });
 }

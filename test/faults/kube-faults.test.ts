@@ -27,6 +27,7 @@ import {
   R,
 } from '../../shared/sandbox/scenarios/danm.ts';
 import { captureLog } from '../helpers/memfn.ts';
+import { testTime } from '../helpers/time.ts';
 
 const MIN = 60_000;
 type Call = {
@@ -100,7 +101,7 @@ const FAULTS: { name: string; fault: Omit<Fault, 'path' | 'method' | 'nth'>; pag
 async function cell(call: Call, f: (typeof FAULTS)[number]): Promise<string> {
   const fake = new FakeKubeServer();
   await fake.start();
-  const kube = new KubeHttpClient({ server: fake.url });
+  const kube = new KubeHttpClient({ server: fake.url, time: testTime() });
   try {
     await installCrdsFromDir(kube, 'danm');
     const ns = 'faults';
@@ -124,11 +125,11 @@ async function cell(call: Call, f: (typeof FAULTS)[number]): Promise<string> {
       { state: call.configmapState ? 'configmap:faults' : `file:${dir}` },
     );
     let now = Date.now() + MIN;
-    const opts = { server: fake.url, sleep: async () => {} };
+    const opts = { server: fake.url, time: testTime() };
     await runFunction(
       danmEndpoints,
       cfg,
-      { clock: () => now, log: captureLog(() => now).log, kubeOptions: opts },
+      { time: testTime(() => now), log: captureLog(() => now).log, kubeOptions: opts },
       { apply: true },
     );
     const readState = async () =>
@@ -142,7 +143,7 @@ async function cell(call: Call, f: (typeof FAULTS)[number]): Promise<string> {
     const r = await runFunction(
       danmEndpoints,
       cfg,
-      { clock: () => now, log: cap.log, kubeOptions: opts },
+      { time: testTime(() => now), log: cap.log, kubeOptions: opts },
       { apply: true },
     );
     const fired = fake.faults.fired() > 0;

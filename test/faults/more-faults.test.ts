@@ -12,9 +12,9 @@ import * as assert from 'uvu/assert';
 import { lbaasPorts } from '../../functions/lbaas-ports/index.ts';
 import { whereaboutsIps } from '../../functions/whereabouts-ips/index.ts';
 import { resolveConfig } from '../../shared/config.ts';
+import type { AnyFunction } from '../../shared/contract/index.ts';
 import { KubeHttpClient } from '../../shared/kube/client.ts';
 import { NAMESPACES } from '../../shared/kube/resources.ts';
-import type { AnyFunction } from '../../shared/runtime/function.ts';
 import { runFunction } from '../../shared/runtime/wire.ts';
 import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
 import type { Fault } from '../../shared/sandbox/kube/faults.ts';
@@ -28,6 +28,7 @@ import {
   createPool,
 } from '../../shared/sandbox/scenarios/whereabouts.ts';
 import { captureLog } from '../helpers/memfn.ts';
+import { testTime } from '../helpers/time.ts';
 
 const MIN = 60_000;
 type Where = 'kube' | 'os';
@@ -65,7 +66,7 @@ async function cell(
   await fake.start();
   const os = new FakeOpenStack();
   await os.start();
-  const kube = new KubeHttpClient({ server: fake.url });
+  const kube = new KubeHttpClient({ server: fake.url, time: testTime() });
   try {
     await installCrdsFromDir(kube);
     await kube.create(NAMESPACES, { metadata: { name: 'faults' } });
@@ -85,11 +86,11 @@ async function cell(
       { state: `file:${dir}` },
     );
     let now = Date.now() + MIN;
-    const kubeOptions = { server: fake.url, sleep: async () => {} };
+    const kubeOptions = { server: fake.url, time: testTime() };
     await runFunction(
       fn,
       cfg,
-      { clock: () => now, log: captureLog(() => now).log, kubeOptions, processEnv },
+      { time: testTime(() => now), log: captureLog(() => now).log, kubeOptions, processEnv },
       { apply: true },
     );
     const stateBefore = readFileSync(join(dir, `${fn.name}.json`), 'utf8');
@@ -100,7 +101,7 @@ async function cell(
     const r = await runFunction(
       fn,
       cfg,
-      { clock: () => now, log: cap.log, kubeOptions, processEnv },
+      { time: testTime(() => now), log: cap.log, kubeOptions, processEnv },
       { apply: true },
     );
     const fired = plan.fired() > 0;

@@ -12,11 +12,11 @@ import * as assert from 'uvu/assert';
 import { danmEndpoints } from '../../functions/danm-endpoints/index.ts';
 import { whereaboutsIps } from '../../functions/whereabouts-ips/index.ts';
 import { resolveConfig } from '../../shared/config.ts';
+import type { AnyFunction, FunctionContext } from '../../shared/contract/index.ts';
 import type { Target } from '../../shared/engine/types.ts';
 import { KubeHttpClient } from '../../shared/kube/client.ts';
 import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
-import type { AnyFunction, FunctionContext } from '../../shared/runtime/function.ts';
 import type { RunResult } from '../../shared/runtime/run.ts';
 import { runFunction } from '../../shared/runtime/wire.ts';
 import {
@@ -37,6 +37,7 @@ import { FaultProxy, type ProxyFaultKind } from '../helpers/fault-proxy.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { captureLog } from '../helpers/memfn.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
+import { testTime } from '../helpers/time.ts';
 
 const MIN = 60_000;
 
@@ -67,7 +68,7 @@ type Rig = {
 function rig(t: KubeTarget, fn: AnyFunction, proxy: FaultProxy, ns: string, state?: string): Rig {
   const dir = mkdtempSync(join(tmpdir(), 'twopass-proof-'));
   const now = { t: Date.now() + MIN };
-  const options = { ...t.options, server: proxy.url, tls: {}, sleep: async () => {} };
+  const options = { ...t.options, server: proxy.url, tls: {}, time: testTime() };
   return {
     proxy,
     client: new KubeHttpClient(options),
@@ -92,7 +93,7 @@ function rig(t: KubeTarget, fn: AnyFunction, proxy: FaultProxy, ns: string, stat
       const r = await runFunction(
         fn,
         cfg,
-        { clock: () => now.t, log: cap.log, kubeOptions: options },
+        { time: testTime(() => now.t), log: cap.log, kubeOptions: options },
         { apply },
       );
       return { ...r, lines: cap.lines };
@@ -352,7 +353,7 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
     const ns = await t.namespace();
     await createPod(kube, ns, 'here-0');
     await withProxy(t, async (proxy) => {
-      const c = new KubeHttpClient({ ...t.options, server: proxy.url, tls: {}, sleep: async () => {} });
+      const c = new KubeHttpClient({ ...t.options, server: proxy.url, tls: {}, time: testTime() });
       for (const kind of ['empty-body', 'bare-404', 'html', 'other-resource'] as const) {
         proxy.clear();
         proxy.add({ kind, method: 'GET', path: /\/pods\/here-0$/, times: 10 });

@@ -7,7 +7,7 @@ import { type Runner, runner } from './runner.ts';
 export type DanmRunner = Runner;
 
 export function danmRunner(
-  options: KubeClientOptions,
+  options: Omit<KubeClientOptions, 'time'>,
   namespaces: string[],
   start: number,
   extra: FileConfig['functions'] = {},

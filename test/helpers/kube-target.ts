@@ -5,10 +5,11 @@ import { NAMESPACES } from '../../shared/kube/resources.ts';
 import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
 import { FakeKubeServer } from '../../shared/sandbox/kube/server.ts';
 import { ADMIN_TOKEN, realCluster } from '../cluster/cluster.ts';
+import { testTime } from './time.ts';
 
 export type KubeTarget = Readonly<{
   name: 'real' | 'fake';
-  options: KubeClientOptions;
+  options: Omit<KubeClientOptions, 'time'>;
   client: () => KubeHttpClient;
   fake?: FakeKubeServer;
   /** A fresh namespace for one test. */
@@ -19,12 +20,12 @@ export type KubeTarget = Readonly<{
 
 async function withNamespaces(
   name: 'real' | 'fake',
-  options: KubeClientOptions,
+  options: Omit<KubeClientOptions, 'time'>,
   kubeconfig: (t?: string) => string,
   close: () => Promise<void>,
   fake?: FakeKubeServer,
 ): Promise<KubeTarget> {
-  const client = () => new KubeHttpClient({ ...options, sleep: async () => {} });
+  const client = () => new KubeHttpClient({ ...options, time: testTime() });
   const admin = client();
   return {
     name,
@@ -62,7 +63,7 @@ export async function realTarget(): Promise<KubeTarget | undefined> {
 export async function fakeTarget(now?: () => Date): Promise<KubeTarget> {
   const fake = new FakeKubeServer(now ? { now } : {});
   await fake.start();
-  const admin = new KubeHttpClient({ server: fake.url });
+  const admin = new KubeHttpClient({ server: fake.url, time: testTime() });
   await installCrdsFromDir(admin);
   await admin.close();
   return withNamespaces(

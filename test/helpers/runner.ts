@@ -3,11 +3,12 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type FileConfig, resolveConfig } from '../../shared/config.ts';
+import type { AnyFunction } from '../../shared/contract/index.ts';
 import type { KubeClientOptions } from '../../shared/kube/client.ts';
-import type { AnyFunction } from '../../shared/runtime/function.ts';
 import type { RunResult } from '../../shared/runtime/run.ts';
 import { runFunction } from '../../shared/runtime/wire.ts';
 import { captureLog } from './memfn.ts';
+import { testTime } from './time.ts';
 
 export type Runner = {
   now: number;
@@ -21,7 +22,7 @@ type FnConfig = NonNullable<FileConfig['functions']>[string];
 
 export function runner(
   fn: AnyFunction,
-  options: KubeClientOptions,
+  options: Omit<KubeClientOptions, 'time'>,
   namespaces: string[],
   start: number,
   extra: FnConfig = {},
@@ -46,7 +47,7 @@ export function runner(
       const result = await runFunction(
         fn,
         cfg,
-        { clock: () => r.now, log: cap.log, kubeOptions: options, processEnv },
+        { time: testTime(() => r.now), log: cap.log, kubeOptions: options, processEnv },
         { apply, record },
       );
       r.lines.push(...cap.lines);

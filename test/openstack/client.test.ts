@@ -10,6 +10,7 @@ import { Http } from '../../shared/openstack/http.ts';
 import { KeystoneAuth } from '../../shared/openstack/keystone.ts';
 import { NeutronClient } from '../../shared/openstack/neutron.ts';
 import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
+import { testTime } from '../helpers/time.ts';
 
 const test = suite<{ os: FakeOpenStack; dir: string }>('openstack client');
 test.before.each(async (ctx) => {
@@ -26,8 +27,10 @@ function client(
 ) {
   writeFileSync(join(dir, 'clouds.yaml'), os.cloudsYaml(opts.kind ?? 'appcred'));
   const cloud = loadCloudConfig({ OS_CLOUD: 'fake', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') });
-  const http = new Http({ timeoutMs: 2000, sleep: async (ms) => void opts.sleeps?.push(ms) });
-  const auth = new KeystoneAuth(cloud, http, opts.clock ?? Date.now);
+  const time = testTime(opts.clock);
+  if (opts.sleeps) time.sleeps.push = (...ms: number[]) => opts.sleeps!.push(...ms);
+  const http = new Http({ timeoutMs: 2000, time });
+  const auth = new KeystoneAuth(cloud, http, time.now);
   return { auth, neutron: new NeutronClient(auth, http, opts.pageSize ?? 2), close: () => http.close() };
 }
 
@@ -264,8 +267,8 @@ test('credentials never appear in errors', async ({ os, dir }) => {
     os.cloudsYaml('password').replace('fake-password', 'wrong-secret-password'),
   );
   const cloud = loadCloudConfig({ OS_CLOUD: 'fake', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') });
-  const http = new Http({ timeoutMs: 2000 });
-  const n = new NeutronClient(new KeystoneAuth(cloud, http), http);
+  const http = new Http({ timeoutMs: 2000, time: testTime() });
+  const n = new NeutronClient(new KeystoneAuth(cloud, http, Date.now), http);
   try {
     await n.listPorts({});
     assert.unreachable();

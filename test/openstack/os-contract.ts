@@ -15,6 +15,7 @@ import { OpenStackConfigError } from '../../shared/openstack/errors.ts';
 import { Http } from '../../shared/openstack/http.ts';
 import { KeystoneAuth } from '../../shared/openstack/keystone.ts';
 import { type FloatingIp, NeutronClient, type Port } from '../../shared/openstack/neutron.ts';
+import { testTime } from '../helpers/time.ts';
 
 export type OsTarget = Readonly<{
   name: 'fake' | 'real';
@@ -52,7 +53,7 @@ function client(
   const dir = mkdtempSync(join(tmpdir(), 'twopass-os-contract-'));
   writeFileSync(join(dir, 'clouds.yaml'), edit(t.cloudsYaml(kind, region)));
   const cloud = loadCloudConfig({ OS_CLOUD: 'contract', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') });
-  const http = new Http({ timeoutMs: 30_000, sleep: async () => {} });
+  const http = new Http({ timeoutMs: 30_000, time: testTime() });
   const auth = new KeystoneAuth(cloud, http, Date.now);
   const neutron = new NeutronClient(auth, http, pageSize);
   const raw: Client['raw'] = async (method, path, body, headers = {}) => {

@@ -7,11 +7,11 @@ import { parseEndpoint, parseNetwork, requestedNetworks } from '../../functions/
 import { NETWORK_STATUS, networkStatusIps } from '../../functions/whereabouts-ips/model.ts';
 import { parseConfigText } from '../../shared/config.ts';
 import { parseDuration } from '../../shared/engine/duration.ts';
+import { ConfigError } from '../../shared/errors.ts';
 import type { KubeObject } from '../../shared/kube/resources.ts';
 import { formatAddress, parseAddress, parseCidr, parseInterfaceAddress } from '../../shared/net/ip.ts';
 import { fromCloud } from '../../shared/openstack/config.ts';
 import { OpenStackConfigError } from '../../shared/openstack/errors.ts';
-import { ConfigError } from '../../shared/runtime/errors.ts';
 import { StateCorruptError } from '../../shared/state/errors.ts';
 import { parseState } from '../../shared/state/schema.ts';
 

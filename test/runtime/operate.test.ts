@@ -7,11 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { handler as danmHandler } from '../../functions/danm-endpoints/index.ts';
 import { FUNCTIONS } from '../../functions/index.ts';
 import { resolveConfig } from '../../shared/config.ts';
+import { ConfigError } from '../../shared/errors.ts';
 import { EVENTS } from '../../shared/kube/resources.ts';
-import { ConfigError } from '../../shared/runtime/errors.ts';
 import { startScheduler } from '../../shared/runtime/scheduler.ts';
 import { runFunction } from '../../shared/runtime/wire.ts';
 import {
@@ -22,6 +21,7 @@ import {
 } from '../../shared/sandbox/scenarios/danm.ts';
 import { fakeTarget, type KubeTarget } from '../helpers/kube-target.ts';
 import { captureLog } from '../helpers/memfn.ts';
+import { testTime } from '../helpers/time.ts';
 
 const test = suite<{ t: KubeTarget; dir: string; kc: string }>('operate');
 test.before(async (ctx) => {
@@ -59,8 +59,8 @@ test('schedule runs a function on a six-field (seconds) cron expression and serv
   const cap = captureLog(Date.now);
   const s = await startScheduler(
     cfg,
-    { clock: Date.now, log: cap.log, kubeOptions: t.options },
-    { host: '127.0.0.1', port: 0, functions: FUNCTIONS.map((e) => e.fn) },
+    { time: testTime(), log: cap.log, kubeOptions: t.options },
+    { host: '127.0.0.1', port: 0, functions: FUNCTIONS },
   );
   try {
     await waitFor('two scheduled runs', () => (s.results.length >= 2 ? true : undefined));
@@ -88,8 +88,8 @@ test('a bad cron expression is a config error', async ({ t, dir }) => {
   try {
     await startScheduler(
       cfg,
-      { clock: Date.now, log: captureLog(Date.now).log, kubeOptions: t.options },
-      { host: '127.0.0.1', port: 0, functions: FUNCTIONS.map((e) => e.fn) },
+      { time: testTime(), log: captureLog(Date.now).log, kubeOptions: t.options },
+      { host: '127.0.0.1', port: 0, functions: FUNCTIONS },
     );
     assert.unreachable();
   } catch (err) {
@@ -132,8 +132,9 @@ test('twopass schedule as a process: SIGTERM stops it cleanly (exit 0)', async (
 
 test('handler(event): the way a Lambda-style runtime calls it', async ({ dir, kc }) => {
   const env = { KUBECONFIG: kc };
-  const handler = danmHandler;
-  void handler;
+  // The entry layer builds a handler for every registered function.
+  const { handlers } = await import('../../shared/faas.ts');
+  assert.equal(Object.keys(handlers).sort(), FUNCTIONS.map((f) => f.name).sort());
   const { makeHandler } = await import('../../shared/runtime/handler.ts');
   const { danmEndpoints } = await import('../../functions/danm-endpoints/index.ts');
   const h = makeHandler(danmEndpoints, { env, stream: captureLogStream() });
@@ -242,8 +243,8 @@ test('a refused run leaves a Warning Event on the CronJob', async ({ t, dir }) =
     'test',
     { state: `file:${join(dir, 'ev')}` },
   );
-  const env = { clock: Date.now, log: captureLog(Date.now).log, kubeOptions: t.options };
-  const danm = FUNCTIONS[0]!.fn;
+  const env = { time: testTime(), log: captureLog(Date.now).log, kubeOptions: t.options };
+  const danm = FUNCTIONS[0]!;
   await runFunction(danm, cfg, env, { apply: true });
   const r = await runFunction(danm, cfg, env, { apply: true });
   assert.is(r.outcome, 'refused');

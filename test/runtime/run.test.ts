@@ -10,6 +10,8 @@ import { StateConflictError } from '../../shared/state/errors.ts';
 import { FileLock, FileStateStore } from '../../shared/state/file.ts';
 import type { StateStore } from '../../shared/state/store.ts';
 import { captureLog, MEM, memFunction, type World, world } from '../helpers/memfn.ts';
+import { testTime } from '../helpers/time.ts';
+import { ListIncompleteError } from '../../shared/errors.ts';
 
 const MIN = 60_000;
 const T0 = Date.parse('2026-12-02T10:00:00Z');
@@ -37,7 +39,7 @@ function setup(dir: string, w: World, opts: { store?: StateStore; lockPid?: numb
     writer: w,
     store: opts.store ?? new FileStateStore(dir),
     lock: new FileLock(dir, opts.lockPid),
-    clock,
+    time: testTime(clock),
     log: cap.log,
     newId: () => `id-${++n}`,
   };
@@ -150,7 +152,7 @@ test('an observation that fails aborts with exit 3: nothing deleted, state intac
   const before = readFileSync(join(dir, `${MEM}.json`), 'utf8');
   s.advance(10 * MIN);
   w.faults.observe = () => {
-    throw Object.assign(new Error('list users: 403 Forbidden'), { call: 'list users' });
+    throw new ListIncompleteError('list users', '403 Forbidden');
   };
   const r = await run(s.deps, s.req());
   assert.is(r.exitCode, EXIT.incomplete);

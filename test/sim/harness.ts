@@ -5,12 +5,14 @@
  * be reclaimed within grace + 2 x interval. Safety is checked on every write
  * the cleaner makes.
  */
+
+import type { AnyFunction } from '../../shared/contract/index.ts';
 import type { Policy } from '../../shared/engine/types.ts';
 import { emptyState, type State } from '../../shared/engine/types.ts';
 import { createLogger } from '../../shared/log/logger.ts';
-import type { AnyFunction } from '../../shared/runtime/function.ts';
 import { run } from '../../shared/runtime/run.ts';
 import type { Lock, StateStore } from '../../shared/state/store.ts';
+import { instantTime } from '../../shared/time.ts';
 import { Rng } from './rng.ts';
 
 export const MIN = 60_000;
@@ -97,7 +99,16 @@ export function twopassCleaner<R, W>(
     name: 'twopass',
     run: async () => {
       await run(
-        { fn, reader, writer, store, lock: noLock, clock, log: silent, newId: () => `sim-${++n}` },
+        {
+          fn,
+          reader,
+          writer,
+          store,
+          lock: noLock,
+          time: instantTime(clock),
+          log: silent,
+          newId: () => `sim-${++n}`,
+        },
         { apply: true, record: false, policy, settings, deadlineMs: 60_000, concurrency: 4 },
       );
     },

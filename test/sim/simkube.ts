@@ -6,7 +6,8 @@
  * read faults can be injected.
  */
 import { randomUUID } from 'node:crypto';
-import { ConflictError, KubeApiError, ListIncompleteError } from '../../shared/kube/errors.ts';
+import { ListIncompleteError } from '../../shared/errors.ts';
+import { ConflictError, KubeApiError } from '../../shared/kube/errors.ts';
 import type {
   DeleteOutcome,
   JsonPatchOp,

@@ -1,4 +1,5 @@
 /** The sandbox's lbaas scene: the controller restart that deleted an in-use port (seeds/lbaas-port-lost-at-startup). */
+
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +10,7 @@ import { SERVICES } from '../../kube/resources.ts';
 import type { Logger } from '../../log/logger.ts';
 import type { RunResult } from '../../runtime/run.ts';
 import { runFunction } from '../../runtime/wire.ts';
+import { instantTime } from '../../time.ts';
 import { FakeOpenStack } from '../openstack/server.ts';
 import { controllerPort, createService, setIngress } from '../scenarios/lbaas.ts';
 
@@ -51,7 +53,7 @@ export async function lbaasScene(
       const r = await runFunction(
         lbaasPorts,
         cfg,
-        { clock, log, kubeOptions: { server }, processEnv: env },
+        { time: instantTime(clock), log, kubeOptions: { server }, processEnv: env },
         { apply: true },
       );
       runs.push(r);

@@ -1,10 +1,12 @@
 /** The sandbox's whereabouts scene: StatefulSet db-0 re-created under the same name. */
+
 import { whereaboutsIps } from '../../../functions/whereabouts-ips/index.ts';
 import type { Config } from '../../config.ts';
 import type { KubeClient } from '../../kube/ports.ts';
 import type { Logger } from '../../log/logger.ts';
 import type { RunResult } from '../../runtime/run.ts';
 import { runFunction } from '../../runtime/wire.ts';
+import { instantTime } from '../../time.ts';
 import { forceDeletePod } from '../scenarios/danm.ts';
 import {
   allocate,
@@ -37,7 +39,7 @@ export async function whereaboutsScene(
     const r = await runFunction(
       whereaboutsIps,
       cfg,
-      { clock, log, kubeOptions: { server } },
+      { time: instantTime(clock), log, kubeOptions: { server } },
       { apply: true },
     );
     runs.push(r);

@@ -1,6 +1,6 @@
 /** The per-target results of one batch removal (`removeBatch`), in the order of its targets. */
 import type { Target } from '../engine/types.ts';
-import type { BatchItemResult } from './function.ts';
+import type { BatchItemResult } from './index.ts';
 
 export class BatchResults {
   private readonly results = new Map<string, BatchItemResult>();

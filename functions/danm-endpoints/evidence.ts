@@ -1,0 +1,177 @@
+/**
+ * Who may hold an address bit of a DANM network: one rule, used by the snapshot and by
+ * every re-check. In order: a DanmEp that holds it (in use); a pod being set up on the
+ * network (its CNI ADD may have set the bit); a DanmEp that cannot be parsed but may be
+ * on the network. Built from complete lists of DanmEps and pods (and, for the default
+ * network of a pod, the complete lists of networks).
+ */
+import { NotInstalledError } from '../../shared/contract/index.ts';
+import type { KubeReader } from '../../shared/kube/ports.ts';
+import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
+import {
+  bitIndex,
+  DEFAULT_NETWORK,
+  danmResources,
+  type Endpoint,
+  GROUPS,
+  type Network,
+  type NetworkType,
+  networkId,
+  networksBeingSetUp,
+  type Pool,
+  parseEndpoint,
+  parseNetwork,
+  type SetUpCheck,
+  unparsableMayHold,
+} from './model.ts';
+
+export const NETWORK_TYPES: readonly NetworkType[] = ['DanmNet', 'TenantNetwork', 'ClusterNetwork'];
+
+export type BitVerdict = { used: string } | { indeterminate: string } | undefined;
+
+const holderKey = (net: string, family: 4 | 6, index: number) => `${net}|${family}|${index}`;
+
+export class BitEvidence {
+  /** DanmEps that parse, and those that do not (which may hold bits: `unparsableMayHold`). */
+  readonly parsed: Endpoint[] = [];
+  readonly unparsable: KubeObject[] = [];
+  /** Why each unparsable DanmEp does not parse, with what of its metadata could be read. */
+  readonly failures: {
+    uid: string;
+    name: string;
+    namespace: string;
+    resourceVersion: string;
+    reason: string;
+  }[] = [];
+  private readonly holders = new Map<string, { uid: string; name: string }[]>();
+  private readonly settingUp: SetUpCheck;
+
+  /**
+   * `networks`: the networks to index holders for (bitIndex needs their pools);
+   * `existing`: ids of the networks that exist, for resolving a pod's default network.
+   */
+  constructor(
+    eps: readonly KubeObject[],
+    pods: readonly KubeObject[],
+    networks: ReadonlyMap<string, Network>,
+    existing?: ReadonlySet<string>,
+  ) {
+    for (const o of eps) {
+      const p = parseEndpoint(o);
+      if (!p.ok) {
+        this.unparsable.push(o);
+        this.failures.push({ ...p, resourceVersion: String(o.metadata?.resourceVersion ?? '') });
+        continue;
+      }
+      const ep = p.ep;
+      this.parsed.push(ep);
+      const net = networks.get(networkId(ep.networkType, ep.namespace, ep.network));
+      if (!net) continue;
+      for (const [family, addr] of [
+        [4, ep.v4],
+        [6, ep.v6],
+      ] as const) {
+        const pool = family === 4 ? net.v4 : net.v6;
+        const idx = addr && pool ? bitIndex(pool, addr) : undefined;
+        if (idx === undefined) continue;
+        const k = holderKey(net.id, family, idx);
+        this.holders.set(k, [
+          ...(this.holders.get(k) ?? []),
+          { uid: ep.uid, name: `${ep.namespace}/${ep.name}` },
+        ]);
+      }
+    }
+    this.settingUp = networksBeingSetUp(pods, this.parsed, existing);
+  }
+
+  /** Whether address `index` of `net` is held (other than by DanmEp `except`), may be, or is free. */
+  verdict(net: Network, family: 4 | 6, index: number, except?: string): BitVerdict {
+    const holder = this.holders.get(holderKey(net.id, family, index))?.find((h) => h.uid !== except);
+    if (holder) return { used: `held by DanmEp ${holder.name}` };
+    const inflight = this.settingUp(net.id);
+    if (inflight !== undefined) return { indeterminate: `${inflight}: its CNI ADD may hold this address` };
+    const odd = this.unparsable.find((o) => unparsableMayHold(o, net));
+    if (odd)
+      return {
+        indeterminate: `a DanmEp that could not be parsed (${odd.metadata?.namespace ?? '?'}/${odd.metadata?.name ?? '?'}) may hold this address`,
+      };
+    return undefined;
+  }
+}
+
+export async function detectGroup(
+  kube: KubeReader,
+  preferred?: string,
+  signal?: AbortSignal,
+): Promise<string> {
+  const groups = preferred ? [preferred] : GROUPS;
+  for (const g of groups) if (await kube.serves(g, 'v1', 'danmeps', signal)) return g;
+  throw new NotInstalledError(
+    `neither ${groups.map((g) => `${g}/v1`).join(' nor ')} serves danmeps: is DANM installed, and may this identity discover it?`,
+    { call: 'discover danm' },
+  );
+}
+
+export async function readNetwork(
+  kube: KubeReader,
+  group: string,
+  type: NetworkType,
+  namespace: string | undefined,
+  name: string,
+  signal: AbortSignal,
+): Promise<Network | undefined> {
+  const o = await kube.get(
+    danmResources(group)[type],
+    type === 'ClusterNetwork' ? undefined : namespace,
+    name,
+    signal,
+  );
+  return o ? parseNetwork(o, type) : undefined;
+}
+
+/**
+ * The `default` networks that exist now, from complete lists (field selector on the name):
+ * what DANM resolves a pod's default network against. Needed only when the network being
+ * re-checked is itself named `default`; a pod on its default network is on no other.
+ */
+async function existingDefaults(kube: KubeReader, group: string, signal: AbortSignal): Promise<Set<string>> {
+  const R = danmResources(group);
+  const out = new Set<string>();
+  for (const type of NETWORK_TYPES) {
+    const ref = R[type];
+    if (!(await kube.serves(group, 'v1', ref.plural, signal))) continue;
+    const l = await kube.listAll(ref, { fieldSelector: `metadata.name=${DEFAULT_NETWORK}`, signal });
+    for (const o of l.items)
+      if (o.metadata.name === DEFAULT_NETWORK)
+        out.add(networkId(type, o.metadata.namespace, o.metadata.name));
+  }
+  return out;
+}
+
+/** Fresh complete lists of DanmEps and pods (and the `default` networks when `net` is one): who may hold a bit of `net`. */
+export async function freshEvidence(
+  kube: KubeReader,
+  group: string,
+  net: Network,
+  signal: AbortSignal,
+): Promise<(family: 4 | 6, index: number, except?: string) => string | undefined> {
+  // Networks first (as in a snapshot): a default network created after can only widen what is protected.
+  const existing = net.name === DEFAULT_NETWORK ? await existingDefaults(kube, group, signal) : undefined;
+  const eps = await kube.listAll(danmResources(group).danmeps, { signal });
+  const pods = await kube.listAll(PODS, { metadataOnly: true, signal });
+  const ev = new BitEvidence(eps.items, pods.items, new Map([[net.id, net]]), existing);
+  return (family, index, except) => {
+    const v = ev.verdict(net, family, index, except);
+    return v === undefined ? undefined : 'used' in v ? v.used : v.indeterminate;
+  };
+}
+
+/** The network with one family's bitmap replaced (the object written back, resourceVersion included). */
+export function withBitmaps(net: Network, v4: string | undefined, v6: string | undefined): KubeObject {
+  const raw = structuredClone(net.raw) as KubeObject & { spec: { Options: Record<string, unknown> } };
+  if (v4 !== undefined) raw.spec.Options.alloc = v4;
+  if (v6 !== undefined) raw.spec.Options.alloc6 = v6;
+  return raw;
+}
+
+export const poolOf = (net: Network, family: 4 | 6): Pool | undefined => (family === 4 ? net.v4 : net.v6);

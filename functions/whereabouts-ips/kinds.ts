@@ -1,0 +1,266 @@
+/**
+ * The two target kinds of whereabouts-ips: an allocation in an IPPool (removed by a JSON
+ * Patch that tests the pool's resourceVersion, the allocations of one pool together) and
+ * an OverlappingRangeIPReservation (deleted with preconditions).
+ */
+import { z } from 'zod';
+import {
+  type BatchItemResult,
+  BatchResults,
+  type BatchSpec,
+  type KindSpec,
+  type RecheckResult,
+  type RunContext,
+  type Typed,
+} from '../../shared/contract/index.ts';
+import { ConflictError, KubeApiError } from '../../shared/kube/errors.ts';
+import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
+import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
+import { GROUP, IPPOOLS, networkStatusIps, RESERVATIONS } from './model.ts';
+
+export type Settings = Readonly<{ namespaces?: readonly string[] | undefined; pageSize: number }>;
+type Ctx = RunContext<Settings>;
+const PATCH_ATTEMPTS = 5;
+
+export const allocData = z.object({
+  namespace: z.string(),
+  pool: z.string().min(1),
+  poolUid: z.string().min(1),
+  offset: z.string().regex(/^\d+$/),
+  id: z.string(),
+  podref: z.string().regex(/^[^/]+\/[^/]+$/),
+  ifname: z.string(),
+  ip: z.string().min(1),
+});
+export type AllocData = z.output<typeof allocData>;
+
+export const resvData = z.object({
+  namespace: z.string(),
+  name: z.string().min(1),
+  uid: z.string().min(1),
+  rv: z.string().min(1),
+  podref: z.string().regex(/^[^/]+\/[^/]+$/),
+  ip: z.string().min(1),
+});
+export type ResvData = z.output<typeof resvData>;
+
+export type PodView = { uid: string; ips: Set<string> | undefined | string };
+
+export function podView(o: KubeObject): PodView {
+  return { uid: o.metadata.uid, ips: networkStatusIps(o.metadata.annotations) };
+}
+
+/** Whether the pod named by podref uses ip: 'used', 'unused' or a reason it cannot be decided. */
+export function judge(
+  pods: ReadonlyMap<string, PodView>,
+  podref: string,
+  ip: string,
+): 'used' | 'unused' | { indeterminate: string } {
+  const pod = pods.get(podref);
+  if (!pod) return 'unused';
+  if (pod.ips === undefined) return 'used'; // allocation before evidence: the annotation lags
+  if (typeof pod.ips === 'string') return { indeterminate: `pod ${podref}: ${pod.ips}` };
+  return pod.ips.has(ip) ? 'used' : 'unused';
+}
+
+async function podStillUses(kube: KubeReader, podref: string, ip: string, signal: AbortSignal) {
+  const [ns, name] = podref.split('/') as [string, string];
+  const pod = await kube.get(PODS, ns, name, signal);
+  if (!pod) return undefined;
+  const j = judge(new Map([[podref, podView(pod)]]), podref, ip);
+  if (j === 'unused') return undefined;
+  return j === 'used' ? `pod ${podref} uses ${ip}` : j.indeterminate;
+}
+
+type RawAllocation = { id?: string; podref?: string; ifname?: string };
+
+function allocationAt(pool: KubeObject, offset: string): RawAllocation | undefined {
+  const allocs = (pool.spec as { allocations?: Record<string, RawAllocation> } | undefined)?.allocations;
+  return allocs && Object.hasOwn(allocs, offset) ? allocs[offset] : undefined;
+}
+
+function sameAllocation(a: RawAllocation | undefined, d: AllocData): boolean {
+  return a !== undefined && a.id === d.id && a.podref === d.podref && (a.ifname ?? '') === d.ifname;
+}
+
+/** The pool as it is now, when it is still the one observed. */
+async function freshPool(kube: KubeReader, d: AllocData, signal: AbortSignal) {
+  const pool = await kube.get(IPPOOLS, d.namespace, d.pool, signal);
+  return pool && pool.metadata.uid === d.poolUid ? pool : undefined;
+}
+
+const isPatchConflict = (err: unknown) =>
+  err instanceof ConflictError || (err instanceof KubeApiError && err.status === 422);
+
+const removedText = (d: AllocData) =>
+  `allocation ${d.ip} (offset ${d.offset}, container ${d.id.slice(0, 12)}) removed from IPPool ${d.namespace}/${d.pool}`;
+
+/**
+ * The confirmed allocations of one IPPool, together: one fresh read of the pool and one
+ * fresh list of the pods they name re-check every allocation; one JSON Patch that tests
+ * the pool's resourceVersion removes those still unused (a re-check that finds use skips
+ * just that one); a conflict re-reads and re-checks, never retries blindly; a read-back
+ * confirms.
+ */
+async function removeAllocations(
+  reader: KubeReader,
+  kube: KubeClient,
+  targets: readonly Typed<AllocData>[],
+  ctx: Ctx,
+): Promise<BatchItemResult[]> {
+  const d0 = targets[0]!.data;
+  const results = new BatchResults(targets);
+  const namespaces = [...new Set(targets.map((t) => t.data.podref.split('/')[0]!))].sort();
+  for (let attempt = 1; attempt <= PATCH_ATTEMPTS; attempt++) {
+    const pool = await freshPool(reader, d0, ctx.signal);
+    if (!pool) {
+      results.rest((key) => ({ key, outcome: 'gone', detail: 'pool is gone' }));
+      break;
+    }
+    // The evidence, fresh and complete: the pods of every namespace the allocations name.
+    const pods = new Map<string, PodView>();
+    for (const ns of namespaces)
+      for (const p of (await reader.listAll(PODS, { namespace: ns, metadataOnly: true, signal: ctx.signal }))
+        .items)
+        pods.set(`${p.metadata.namespace}/${p.metadata.name}`, podView(p));
+    const removing: Typed<AllocData>[] = [];
+    for (const t of targets) {
+      const d = t.data;
+      if (results.has(t.key)) continue;
+      if (!sameAllocation(allocationAt(pool, d.offset), d)) {
+        results.skip(t.key, `re-check: allocation at offset ${d.offset} changed in the fresh pool`);
+        continue;
+      }
+      const j = judge(pods, d.podref, d.ip);
+      if (j !== 'unused') {
+        results.skip(t.key, `re-check: ${j === 'used' ? `pod ${d.podref} uses ${d.ip}` : j.indeterminate}`);
+        continue;
+      }
+      removing.push(t);
+    }
+    if (removing.length === 0) break;
+    try {
+      await kube.jsonPatch(
+        IPPOOLS,
+        d0.namespace,
+        d0.pool,
+        [
+          { op: 'test', path: '/metadata/resourceVersion', value: pool.metadata.resourceVersion },
+          ...removing.map((t) => ({ op: 'remove' as const, path: `/spec/allocations/${t.data.offset}` })),
+        ],
+        ctx.signal,
+      );
+    } catch (err) {
+      const conflict = isPatchConflict(err);
+      if (conflict && attempt < PATCH_ATTEMPTS) continue;
+      for (const t of removing)
+        results.set(
+          conflict
+            ? { key: t.key, outcome: 'skipped', reason: `pool kept changing (${PATCH_ATTEMPTS} conflicts)` }
+            : { key: t.key, outcome: 'failed', error: (err as Error).message },
+        );
+      break;
+    }
+    // Read back: a success that did not happen is a failure, never "removed".
+    const after = await freshPool(reader, d0, ctx.signal);
+    for (const t of removing)
+      results.set(
+        after && sameAllocation(allocationAt(after, t.data.offset), t.data)
+          ? {
+              key: t.key,
+              outcome: 'failed',
+              error: 'the patch answered success, but a read-back still finds the allocation',
+            }
+          : { key: t.key, outcome: 'deleted', detail: removedText(t.data) },
+      );
+    break;
+  }
+  return results.all('the pool kept changing');
+}
+
+const allocBatch: BatchSpec<AllocData, KubeReader, KubeClient, Settings> = {
+  key: (d) => d.poolUid,
+  remove: removeAllocations,
+};
+
+export const allocationKind: KindSpec<AllocData, KubeReader, KubeClient, Settings> = {
+  data: allocData,
+  async recheck(kube, { data: d }, ctx): Promise<RecheckResult> {
+    const pool = await freshPool(kube, d, ctx.signal);
+    if (!pool) return { ok: false, reason: 'pool is gone' };
+    if (!sameAllocation(allocationAt(pool, d.offset), d))
+      return { ok: false, reason: `allocation at offset ${d.offset} changed` };
+    const use = await podStillUses(kube, d.podref, d.ip, ctx.signal);
+    return use ? { ok: false, reason: use } : { ok: true };
+  },
+  // One allocation alone (the run loop batches them; this is the same patch for one).
+  async remove(kube, t, ctx) {
+    const [r] = await removeAllocations(kube, kube, [t], ctx);
+    if (!r || r.outcome === 'failed') throw new Error(r?.error ?? 'no result');
+    return r;
+  },
+  async confirmGone(kube, { data: d }, ctx) {
+    const pool = await freshPool(kube, d, ctx.signal);
+    return !pool || !sameAllocation(allocationAt(pool, d.offset), d);
+  },
+  event(removed) {
+    const d0 = removed[0]!.target.data;
+    const ips = removed.map((r) => r.target.data.ip);
+    return {
+      namespace: d0.namespace,
+      involved: {
+        apiVersion: `${GROUP}/v1alpha1`,
+        kind: 'IPPool',
+        name: d0.pool,
+        namespace: d0.namespace,
+        uid: d0.poolUid,
+      },
+      reason: 'WhereaboutsAddressReclaimed',
+      message: `twopass removed ${ips.length} allocation${ips.length === 1 ? '' : 's'} of pods that are gone or no longer hold the address: ${ips.join(', ')}`,
+    };
+  },
+  batch: allocBatch,
+};
+
+export const reservationKind: KindSpec<ResvData, KubeReader, KubeClient, Settings> = {
+  data: resvData,
+  async recheck(kube, { data: d }, ctx) {
+    const r = await kube.get(RESERVATIONS, d.namespace, d.name, ctx.signal);
+    if (!r || r.metadata.uid !== d.uid || r.metadata.resourceVersion !== d.rv)
+      return { ok: false, reason: 'reservation changed or is gone' };
+    const use = await podStillUses(kube, d.podref, d.ip, ctx.signal);
+    return use ? { ok: false, reason: use } : { ok: true };
+  },
+  async remove(kube, { data: d }, ctx) {
+    const out = await kube.deleteWithPreconditions(
+      RESERVATIONS,
+      d.namespace,
+      d.name,
+      { uid: d.uid, resourceVersion: d.rv },
+      ctx.signal,
+    );
+    if (out === 'conflict')
+      return { outcome: 'skipped', reason: 'precondition failed (409): the reservation changed' };
+    if (out === 'gone') return { outcome: 'gone' };
+    return { outcome: 'deleted', detail: `reservation ${d.namespace}/${d.name} deleted` };
+  },
+  async confirmGone(kube, { data: d }, ctx) {
+    const r = await kube.get(RESERVATIONS, d.namespace, d.name, ctx.signal);
+    return !r || r.metadata.uid !== d.uid;
+  },
+  event(removed) {
+    const { data: d } = removed[0]!.target;
+    return {
+      namespace: d.namespace,
+      involved: {
+        apiVersion: `${GROUP}/v1alpha1`,
+        kind: 'OverlappingRangeIPReservation',
+        name: d.name,
+        namespace: d.namespace,
+        uid: d.uid,
+      },
+      reason: 'WhereaboutsAddressReclaimed',
+      message: `twopass reclaimed ${d.ip} of ${d.podref}: reservation ${d.namespace}/${d.name} deleted`,
+    };
+  },
+};

@@ -1,0 +1,86 @@
+/** The help texts of the `twopass` command. */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { packageRoot } from '../paths.ts';
+
+export const VERSION = (
+  JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }
+).version;
+
+export const COMMON = `Common options:
+  --config FILE            YAML config (see README); flags override env, env overrides the file
+  --state file:DIR|configmap:NAMESPACE
+                           where observations are kept (default file:.twopass)
+  --kubeconfig FILE        kubeconfig (default $KUBECONFIG, ~/.kube/config, in-cluster)
+  --context NAME           kubeconfig context
+  --output json|table      diff-log format (default: table on a terminal, else json)
+  -h, --help               help for the command`;
+
+export const HELP: Record<string, string> = {
+  main: `twopass ${VERSION}: a garbage collector for leaked network resources that deletes
+only what two complete snapshots, a grace window apart, both saw unused.
+
+Usage: twopass <command> [options]
+
+Commands:
+  run <function...>|--all  observe, decide and (with --apply) delete
+  functions                list the functions and their defaults
+  state show <function>    show the stored observations
+  state reset <function>   forget the observations (deletes no resource)
+  state accept-evidence <function>
+                           accept today's evidence counts as the baseline (deletes nothing)
+  explain <function> <key> why a target is pending, rescued, indeterminate or confirmed
+  diff A B                 compare two saved snapshots (--save-snapshot)
+  schedule                 run every enabled function on its cron schedule; serve /healthz, /metrics
+  demo                     the sandbox: a fake cluster with the DANM incident (npm start)
+
+Run \`twopass <command> --help\` for a command's options. --version prints the version.
+
+Exit codes: 0 ok, 1 unexpected error, 2 bad config/arguments, 3 snapshot incomplete
+(aborted, nothing deleted), 4 refused by the blast-radius guard, 5 another run holds the lock.`,
+  run: `Usage: twopass run <function...>|--all [options]
+
+Lists targets then evidence, decides with the two-observation rule, and logs what is
+new, pending, rescued, reset, indeterminate and confirmed. Dry run by default.
+
+Options:
+  --apply                  delete confirmed targets (re-check + server-side precondition)
+  --record                 in a dry run, still save observations (so they build up)
+  --all                    every enabled function
+  --grace DURATION         override every function's grace window (e.g. 15m)
+  --deadline DURATION      overall deadline of a run (default 10m)
+  --save-snapshot DIR      write each snapshot as JSON into DIR (for \`twopass diff\`)
+  --pushgateway URL        push the run's metrics to a Prometheus Pushgateway
+  --metrics-textfile PATH  write the run's metrics for node-exporter's textfile collector
+${COMMON}`,
+  schedule: `Usage: twopass schedule [--config FILE] [--listen HOST:PORT]
+
+Runs each enabled function on its \`schedule\` (cron, 5 or 6 fields; a run never
+overlaps the previous one of the same function) and serves /healthz and /metrics on
+--listen (default 127.0.0.1:9464, or metricsHost/metricsPort in the config).
+SIGTERM/SIGINT: no new runs start, a running run abandons the deletions it has not
+started, and the process exits 0 when it is done.
+${COMMON}`,
+  functions: `Usage: twopass functions [--config FILE]\n\nLists the functions, what they delete and their effective defaults.\n${COMMON}`,
+  state: `Usage: twopass state show|reset|accept-evidence <function> [options]
+
+show             prints the stored candidates (first/last unused observation, count)
+                 and the evidence baseline
+reset            forgets every observation of the function: the next run starts over.
+                 It never deletes a resource.
+accept-evidence  takes one complete snapshot (read-only, nothing is deleted) and makes
+                 its evidence counts the new baseline, keeping every candidate: the way
+                 out after a real scale-down refused runs ("evidence ... shrank").
+${COMMON}`,
+  explain: `Usage: twopass explain <function> <key> [options]
+
+Observes (read-only: nothing is deleted, no state is written) and says what the
+engine decides for one target key, next to what the stored state holds for it.
+${COMMON}`,
+  diff: `Usage: twopass diff A.json B.json\n\nPrints the targets that appeared, vanished, changed, and whose use changed.`,
+  demo: `Usage: twopass demo [--output json|table]
+
+Starts a fake Kubernetes API server on 127.0.0.1, seeds the DANM StatefulSet incident,
+and runs the real danm-endpoints function against it on a simulated clock.
+It needs no cluster and touches nothing outside the sandbox.`,
+};

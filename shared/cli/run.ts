@@ -1,0 +1,101 @@
+/** `twopass run` and `twopass schedule`. */
+import { FUNCTIONS, findFunction } from '../../functions/index.ts';
+import { type Config, functionConfig } from '../config.ts';
+import type { AnyFunction } from '../contract/index.ts';
+import { ConfigError } from '../errors.ts';
+import { createLogger, type OutputMode } from '../log/logger.ts';
+import { RunMetrics } from '../metrics/metrics.ts';
+import { EXIT } from '../runtime/errors.ts';
+import { startScheduler } from '../runtime/scheduler.ts';
+import { runFunction } from '../runtime/wire.ts';
+import type { Io } from './io.ts';
+
+function pickFunctions(names: readonly string[], all: boolean): AnyFunction[] {
+  if (all && names.length > 0) throw new ConfigError('run: give function names or --all, not both');
+  if (all) return [...FUNCTIONS];
+  if (names.length === 0)
+    throw new ConfigError(`run: name a function (${FUNCTIONS.map((f) => f.name).join(', ')}) or --all`);
+  return names.map((n) => {
+    const e = findFunction(n);
+    if (!e)
+      throw new ConfigError(`unknown function \`${n}\`; known: ${FUNCTIONS.map((f) => f.name).join(', ')}`);
+    return e;
+  });
+}
+
+export async function runCommand(
+  names: readonly string[],
+  all: boolean,
+  cfg: Config,
+  output: OutputMode,
+  io: Io,
+  opts: { record?: boolean; saveSnapshotDir?: string; pushgateway?: string; textfile?: string },
+): Promise<number> {
+  const fns = pickFunctions(names, all).filter(
+    (fn) => !all || functionConfig(cfg, fn.name, fn.defaults).enabled,
+  );
+  const log = createLogger({ output, stream: io.out, clock: io.time.now });
+  const controller = new AbortController();
+  const stop = () =>
+    controller.abort(new Error('interrupted (SIGTERM/SIGINT): deletions not yet started are abandoned'));
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  let exit: number = EXIT.ok;
+  const metrics = new RunMetrics(io.time.now);
+  try {
+    for (const fn of fns) {
+      const r = await runFunction(
+        fn,
+        cfg,
+        { time: io.time, log, hooks: metrics.hooks(), processEnv: io.env },
+        {
+          ...(opts.record ? { record: true } : {}),
+          signal: controller.signal,
+          ...(opts.saveSnapshotDir ? { saveSnapshotDir: opts.saveSnapshotDir } : {}),
+        },
+      );
+      if (exit === EXIT.ok && r.exitCode !== EXIT.ok) exit = r.exitCode;
+      if (opts.pushgateway) {
+        await metrics
+          .push(opts.pushgateway, fn.name)
+          .catch((err: Error) =>
+            log.warn({ event: 'metrics.push-failed', error: err.message }, 'metrics.push-failed'),
+          );
+      }
+    }
+    if (opts.textfile) await metrics.writeTextfile(opts.textfile);
+  } finally {
+    process.off('SIGTERM', stop);
+    process.off('SIGINT', stop);
+  }
+  return exit;
+}
+
+export async function scheduleCommand(
+  cfg: Config,
+  output: OutputMode,
+  io: Io,
+  listen: string | undefined,
+): Promise<number> {
+  let host = cfg.metricsHost;
+  let port = cfg.metricsPort;
+  if (listen !== undefined) {
+    const m = /^(.*):(\d+)$/.exec(listen);
+    if (!m) throw new ConfigError(`--listen: expected HOST:PORT, got \`${listen}\``);
+    host = m[1]!.replace(/^\[|\]$/g, '');
+    port = Number(m[2]);
+  }
+  const log = createLogger({ output, stream: io.out, clock: io.time.now });
+  const s = await startScheduler(
+    cfg,
+    { time: io.time, log, processEnv: io.env },
+    { host, port, functions: FUNCTIONS },
+  );
+  log.info({ event: 'schedule.listening', url: s.url }, 'schedule.listening');
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', resolve);
+    process.once('SIGINT', resolve);
+  });
+  await s.stop();
+  return EXIT.ok;
+}

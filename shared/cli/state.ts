@@ -1,0 +1,103 @@
+/** `twopass state show|reset|accept-evidence`. */
+import { FUNCTIONS, findFunction } from '../../functions/index.ts';
+import type { Config } from '../config.ts';
+import type { AnyFunction } from '../contract/index.ts';
+import { formatDuration } from '../engine/duration.ts';
+import { ConfigError } from '../errors.ts';
+import { createLogger } from '../log/logger.ts';
+import { EXIT } from '../runtime/errors.ts';
+import { connectKube, runFunction, stateFor } from '../runtime/wire.ts';
+import type { Io } from './io.ts';
+
+export async function stateCommand(args: readonly string[], cfg: Config, io: Io): Promise<number> {
+  const [sub, name] = args;
+  if ((sub !== 'show' && sub !== 'reset' && sub !== 'accept-evidence') || !name)
+    throw new ConfigError('usage: twopass state show|reset|accept-evidence <function>');
+  const entry = findFunction(name);
+  if (!entry)
+    throw new ConfigError(`unknown function \`${name}\`; known: ${FUNCTIONS.map((f) => f.name).join(', ')}`);
+  if (sub === 'accept-evidence') return acceptEvidenceCommand(entry, cfg, io);
+  const kube =
+    cfg.state.kind === 'configmap'
+      ? await connectKube(cfg, { time: io.time, log: createLogger({ output: 'json' }) })
+      : undefined;
+  try {
+    const { store } = stateFor(cfg, kube);
+    if (sub === 'reset') {
+      const removed = await store.reset(name);
+      io.out.write(
+        removed
+          ? `state of ${name} in ${store.description} reset: observation starts over (no resource was deleted)\n`
+          : `no state for ${name} in ${store.description}\n`,
+      );
+      return EXIT.ok;
+    }
+    const { state, version } = await store.load(name);
+    const cands = Object.entries(state.candidates);
+    io.out.write(
+      `${name}: ${store.description}${version ? ` (version ${version})` : ' (nothing stored yet)'}\n`,
+    );
+    if (state.lastSnapshot) {
+      const s = state.lastSnapshot;
+      io.out.write(
+        `last snapshot ${s.id} at ${new Date(s.takenAt).toISOString()}: ${Object.entries(s.counts)
+          .map(([k, c]) => `${k}=${c}`)
+          .join(' ')}\n`,
+      );
+    }
+    io.out.write(`${cands.length} candidate(s)\n`);
+    for (const [key, c] of cands.sort((a, b) => a[1].firstUnusedAt - b[1].firstUnusedAt)) {
+      io.out.write(
+        `  ${c.kind.padEnd(10)} ${c.name.padEnd(40)} unused since ${new Date(c.firstUnusedAt).toISOString()} (${c.observations}x, for ${formatDuration(io.time.now() - c.firstUnusedAt)})  key ${key}\n`,
+      );
+    }
+    return EXIT.ok;
+  } finally {
+    await kube?.close();
+  }
+}
+
+/** A dry run that records, with the evidence guard's drop accepted: nothing is deleted. */
+async function acceptEvidenceCommand(fn: AnyFunction, cfg: Config, io: Io): Promise<number> {
+  const lines: Record<string, unknown>[] = [];
+  const log = createLogger({
+    output: 'json',
+    stream: {
+      write: (chunk: string) => {
+        for (const l of chunk.split('\n')) if (l.trim()) lines.push(JSON.parse(l) as Record<string, unknown>);
+      },
+    } as never,
+    clock: io.time.now,
+  });
+  const r = await runFunction(
+    fn,
+    { ...cfg, apply: false },
+    { time: io.time, log, processEnv: io.env },
+    { apply: false, record: true, acceptEvidence: true },
+  );
+  const accepted = lines.find((l) => l.event === 'evidence.accepted');
+  const taken = lines.find((l) => l.event === 'snapshot.taken');
+  if (r.exitCode !== EXIT.ok) {
+    const why = String(
+      lines.find((l) => l.event === 'run.refused' || l.event === 'run.aborted')?.reason ?? r.error,
+    );
+    io.err.write(
+      `twopass: ${fn.name}: nothing accepted, the snapshot was not taken or was refused: ${why}\n`,
+    );
+    return r.exitCode;
+  }
+  const counts = (accepted?.counts ?? {}) as Record<string, { was: number; now: number }>;
+  const sources = ((taken?.sources ?? []) as { name: string; role: string; count: number }[]).filter(
+    (x) => x.role === 'evidence',
+  );
+  io.out.write(
+    accepted
+      ? `${fn.name}: accepted the evidence counts of snapshot ${r.snapshotId} as the new baseline: ${Object.entries(
+          counts,
+        )
+          .map(([k, c]) => `${k} ${c.was} -> ${c.now}`)
+          .join(', ')}. The candidates were kept; nothing was deleted.\n`
+      : `${fn.name}: no evidence drop to accept; the baseline is now snapshot ${r.snapshotId} (${sources.map((x) => `${x.name}=${x.count}`).join(' ')}). Nothing was deleted.\n`,
+  );
+  return EXIT.ok;
+}

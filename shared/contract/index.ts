@@ -1,0 +1,403 @@
+/**
+ * The contract every function is written against. A function declares its settings (a
+ * zod schema), its target kinds (each with the schema of its data, its re-check, its
+ * removal, its read-back and its grace) and one `observe`. `defineFunction` turns that
+ * into what the run loop calls: targets are built through the context, so their data is
+ * checked against their kind's schema when they are built and again when they are
+ * dispatched; nothing downstream casts. The runtime owns what every function would
+ * otherwise repeat: source metadata, the keep-mark, the Kubernetes Events of a deletion,
+ * settings parsing and the FaaS handler.
+ */
+import type { z } from 'zod';
+import type { Indeterminate, Policy, SourceMeta, Target } from '../engine/types.ts';
+import { ConfigError } from '../errors.ts';
+import type { KubeHttpClient } from '../kube/client.ts';
+import type { InvolvedObject } from '../kube/events.ts';
+
+export { ConfigError, ListIncompleteError, NotInstalledError, TwopassError } from '../errors.ts';
+
+import type { Time } from '../time.ts';
+
+export { BatchResults } from './batch.ts';
+export * from './settings.ts';
+
+export const MINUTE = 60_000;
+/** The keep-mark: an annotation (any value but "false") or a cloud tag of this name. */
+export const KEEP_MARK = 'twopass.io/keep';
+
+/**
+ * Blast-radius defaults sized for the Kubernetes envelope (150,000 pods, 5,000 nodes, 110
+ * pods a node): losing a few nodes leaks hundreds of addresses, so up to 1,000 deletions a
+ * run pass; the percentage limit catches a broken lister, but only above 20 deletions, so
+ * that one leak in a pool of four is not 25% of anything that matters; a lower evidence
+ * count held for an hour of consecutive complete snapshots becomes the new baseline (never
+ * a drop to zero). See the README.
+ */
+export const GUARD_DEFAULTS = {
+  maxDeletions: 1000,
+  maxDeletionPercent: 20,
+  minDeletionsForPercent: 20,
+  maxEvidenceDropPercent: 30,
+  acceptEvidenceDropAfterMs: 60 * MINUTE,
+} as const;
+
+// ---- what the run loop sees ----
+
+/** What a run hands a function: its clock reading at the snapshot, its signal, its settings. */
+export type RunContext<S = Readonly<Record<string, unknown>>> = Readonly<{
+  now: number;
+  signal: AbortSignal;
+  settings: S;
+  /** A function-specific line in the run's diff log. */
+  note: (event: string, fields: Record<string, unknown>) => void;
+}>;
+
+/** The runtime's view of the context: settings as the config gave them (parsed by the function). */
+export type FunctionContext = RunContext<Readonly<Record<string, unknown>>>;
+
+export type Observation = Readonly<{
+  sources: readonly SourceMeta[];
+  targets: readonly Target[];
+  used: readonly string[];
+  indeterminate: readonly Indeterminate[];
+  blockers?: readonly string[];
+}>;
+
+export type RecheckResult = Readonly<{ ok: true } | { ok: false; reason: string }>;
+
+export type RemoveResult = Readonly<
+  | { outcome: 'deleted'; detail?: string }
+  | { outcome: 'gone'; detail?: string }
+  | { outcome: 'skipped'; reason: string }
+>;
+
+/** The outcome of one target of a batch removal; a batch result is read back by the function itself. */
+export type BatchItemResult = Readonly<
+  { key: string } & (
+    | { outcome: 'deleted'; detail?: string }
+    | { outcome: 'gone'; detail?: string }
+    | { outcome: 'skipped'; reason: string }
+    | { outcome: 'failed'; error: string }
+  )
+>;
+
+/** A Kubernetes Event the runtime records after a deletion (a failure to record is logged, never fatal). */
+export type EventNote = Readonly<{
+  namespace: string;
+  involved: InvolvedObject;
+  reason: string;
+  message: string;
+}>;
+
+export type FunctionDefaults = Policy &
+  Readonly<{
+    schedule: string;
+    /** false: runs only when the config enables it (it needs settings). */
+    enabled?: boolean;
+  }>;
+
+/** What a function may use to build its ports (the entry point's environment, never read below). */
+export type ConnectContext<S = Readonly<Record<string, unknown>>> = Readonly<{
+  kube: KubeHttpClient;
+  settings: S;
+  env: Readonly<Record<string, string | undefined>>;
+  time: Time;
+  callTimeoutMs: number;
+  pageSize: number;
+}>;
+
+export type Ports<R, W> = Readonly<{ reader: R; writer: W; close: () => Promise<void> }>;
+
+/** A function as the run loop calls it: built by `defineFunction`, dispatching by target kind. */
+export interface TwopassFunction<R, W> {
+  readonly name: string;
+  readonly description: string;
+  readonly defaults: FunctionDefaults;
+  /** What `explain` tells about a target of a kind (a limit of what the evidence can show). */
+  readonly kindNotes: Readonly<Record<string, string>>;
+  /** The strict schema of `functions.<name>.settings`, checked when the config loads. */
+  readonly settingsSchema: z.ZodObject;
+  /** Deletions in flight at once for this function (default: the run's concurrency). */
+  readonly maxConcurrency?: number;
+  /** Builds the reader and writer ports; without it both are the Kubernetes client. */
+  connect?(ctx: ConnectContext): Promise<Ports<R, W>>;
+  /** Lists targets first, then evidence; throws ListIncompleteError when a list cannot be proven complete. */
+  observe(reader: R, ctx: FunctionContext): Promise<Observation>;
+  /** Re-reads the target and the narrow evidence for it just before removal. */
+  recheck(reader: R, target: Target, ctx: FunctionContext): Promise<RecheckResult>;
+  /** Removes with a server-side precondition. */
+  remove(writer: W, target: Target, ctx: FunctionContext): Promise<RemoveResult>;
+  /** A follow-up read: true when the target is really gone. */
+  confirmGone(reader: R, target: Target, ctx: FunctionContext): Promise<boolean>;
+  /** Targets whose removal writes the same object share a batch key (undefined: one by one). */
+  batchOf(target: Target): string | undefined;
+  /** Re-checks, removes in one preconditioned write and reads back every target of one batch. */
+  removeBatch(
+    reader: R,
+    writer: W,
+    targets: readonly Target[],
+    ctx: FunctionContext,
+  ): Promise<BatchItemResult[]>;
+  /** The Event for one removed target, or for the removed targets of one batch. */
+  eventFor(removed: readonly { target: Target; detail?: string | undefined }[]): EventNote | undefined;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: the registry holds functions of any port types
+export type AnyFunction = TwopassFunction<any, any>;
+
+// ---- what a function declares ----
+
+/** A target whose data is its kind's. */
+export type Typed<D> = Target & Readonly<{ data: D }>;
+
+export type Removed<D> = Readonly<{ target: Typed<D>; detail?: string | undefined }>;
+
+/** How one target kind is re-checked, removed and read back. */
+export type KindSpec<D, R, W, S> = Readonly<{
+  /** The schema of the kind's data: checked when a target is built and when it is dispatched. */
+  data: z.ZodType<D>;
+  /** The grace of this kind when it differs from the function's. */
+  graceMs?: number;
+  /** What `explain` tells about a target of this kind. */
+  note?: string;
+  recheck(reader: R, target: Typed<D>, ctx: RunContext<S>): Promise<RecheckResult>;
+  remove(writer: W, target: Typed<D>, ctx: RunContext<S>): Promise<RemoveResult>;
+  confirmGone(reader: R, target: Typed<D>, ctx: RunContext<S>): Promise<boolean>;
+  /** The Kubernetes Event of one removal (one per batch for batched kinds). */
+  event?(removed: readonly Removed<D>[]): EventNote | undefined;
+  /** Targets of this kind whose removal writes one object: removed together. */
+  batch?: BatchSpec<D, R, W, S>;
+}>;
+
+/** Kinds that share one BatchSpec object (and key) are removed together. */
+export type BatchSpec<D, R, W, S> = Readonly<{
+  key(data: D): string;
+  remove(reader: R, writer: W, targets: readonly Typed<D>[], ctx: RunContext<S>): Promise<BatchItemResult[]>;
+}>;
+
+/** Where the keep-mark may be: Kubernetes annotations, cloud tags. */
+export type Marks = Readonly<{
+  annotations?: Readonly<Record<string, string>> | undefined;
+  tags?: readonly string[] | undefined;
+}>;
+
+export type TargetInit<D> = Readonly<{
+  key: string;
+  fingerprint: string;
+  name: string;
+  createdAt?: number | undefined;
+  /** Every object whose keep-mark protects the target. */
+  marks?: readonly Marks[];
+  data: D;
+}>;
+
+/** What a function says of a target it built: used, or why its use cannot be decided. */
+export type Verdict = Readonly<{ used: () => void; indeterminate: (reason: string) => void }>;
+
+export type ListLike = Readonly<{ items: { length: number }; resourceVersion?: string; pages?: number }>;
+
+export type ObserveContext<S, K extends Record<string, unknown>> = RunContext<S> &
+  Readonly<{
+    /** Records a complete list (targets are listed before evidence). */
+    source: (name: string, role: SourceMeta['role'], list: ListLike | { notServed: true }) => void;
+    /** Builds a target of a kind (its data checked against the kind's schema). */
+    target: <N extends keyof K & string>(kind: N, init: TargetInit<K[N]>) => Verdict;
+    /** A target that cannot be read: it is listed, never removed, and says why. */
+    unreadable: (kind: keyof K & string, init: Omit<TargetInit<never>, 'data'>, reason: string) => void;
+    /** A snapshot-wide reason that makes every target indeterminate. */
+    blocker: (reason: string) => void;
+  }>;
+
+export type FunctionSpec<S extends z.ZodObject, R, W, K extends Record<string, unknown>> = Readonly<{
+  name: string;
+  description: string;
+  settings: S;
+  defaults: FunctionDefaults;
+  kinds: { readonly [N in keyof K]: KindSpec<K[N], R, W, z.output<S>> };
+  maxConcurrency?: number;
+  connect?(ctx: ConnectContext<z.output<S>>): Promise<Ports<R, W>>;
+  observe(reader: R, ctx: ObserveContext<z.output<S>, K>): Promise<void>;
+}>;
+
+/** True when any of the marks carries the keep-mark. */
+export function keepMarked(marks: readonly Marks[] | undefined): boolean {
+  for (const m of marks ?? []) {
+    const v = m.annotations?.[KEEP_MARK];
+    if (v !== undefined && v !== 'false') return true;
+    if (m.tags?.includes(KEEP_MARK)) return true;
+  }
+  return false;
+}
+
+function issueText(e: z.ZodError): string {
+  return e.issues.map((i) => `${i.path.join('.') || '(data)'}: ${i.message}`).join('; ');
+}
+
+/** Builds the run loop's view of a function from its declaration. */
+export function defineFunction<S extends z.ZodObject, R, W, K extends Record<string, unknown>>(
+  spec: FunctionSpec<S, R, W, K>,
+): TwopassFunction<R, W> {
+  type Settings = z.output<S>;
+  type AnyKind = KindSpec<unknown, R, W, Settings>;
+  const kinds = spec.kinds as unknown as Readonly<Record<string, AnyKind>>;
+  const kindOf = (name: string): AnyKind | undefined =>
+    Object.hasOwn(kinds, name) ? kinds[name] : undefined;
+
+  // Settings are parsed once per settings object (a run passes one object to every call).
+  const parsedSettings = new WeakMap<object, Settings>();
+  const settingsOf = (raw: Readonly<Record<string, unknown>>): Settings => {
+    let s = parsedSettings.get(raw);
+    if (s !== undefined) return s;
+    const r = spec.settings.safeParse(raw);
+    if (!r.success) throw new ConfigError(`${spec.name}: settings: ${issueText(r.error)}`);
+    s = r.data as Settings;
+    parsedSettings.set(raw, s);
+    return s;
+  };
+  const typedCtx = (ctx: FunctionContext): RunContext<Settings> => ({
+    ...ctx,
+    settings: settingsOf(ctx.settings),
+  });
+
+  /** The target with its data checked against its kind, or why it cannot be dispatched. */
+  const dispatch = (t: Target): { kind: AnyKind; target: Typed<unknown> } | { error: string } => {
+    const kind = kindOf(t.kind);
+    if (!kind) return { error: `${spec.name} has no target kind ${t.kind}` };
+    if (t.data === undefined) return { error: 'target has no removal data' };
+    const r = kind.data.safeParse(t.data);
+    if (!r.success) return { error: `target data does not fit kind ${t.kind}: ${issueText(r.error)}` };
+    return { kind, target: { ...t, data: r.data } };
+  };
+
+  const kindGraceMs: Record<string, number> = { ...(spec.defaults.kindGraceMs ?? {}) };
+  const kindNotes: Record<string, string> = {};
+  for (const [name, k] of Object.entries(kinds)) {
+    if (k.graceMs !== undefined) kindGraceMs[name] = k.graceMs;
+    if (k.note !== undefined) kindNotes[name] = k.note;
+  }
+  // Kinds that share a BatchSpec are batched together: the spec's identity is part of the key.
+  const batchIds = new Map<object, number>();
+  for (const k of Object.values(kinds))
+    if (k.batch && !batchIds.has(k.batch)) batchIds.set(k.batch, batchIds.size);
+
+  return {
+    name: spec.name,
+    description: spec.description,
+    defaults: { ...spec.defaults, ...(Object.keys(kindGraceMs).length ? { kindGraceMs } : {}) },
+    kindNotes,
+    settingsSchema: spec.settings,
+    ...(spec.maxConcurrency !== undefined ? { maxConcurrency: spec.maxConcurrency } : {}),
+    ...(spec.connect
+      ? { connect: (ctx: ConnectContext) => spec.connect!({ ...ctx, settings: settingsOf(ctx.settings) }) }
+      : {}),
+
+    async observe(reader, raw) {
+      const ctx = typedCtx(raw);
+      const sources: SourceMeta[] = [];
+      const targets: Target[] = [];
+      const used: string[] = [];
+      const indeterminate: Indeterminate[] = [];
+      const blockers: string[] = [];
+      const build = (kind: string, init: Omit<TargetInit<unknown>, 'data'>, data: unknown): Target => ({
+        key: init.key,
+        kind,
+        fingerprint: init.fingerprint,
+        name: init.name,
+        keep: keepMarked(init.marks),
+        ...(init.createdAt !== undefined ? { createdAt: init.createdAt } : {}),
+        ...(data !== undefined ? { data } : {}),
+      });
+      const octx: ObserveContext<Settings, K> = {
+        ...ctx,
+        source: (name, role, list) => {
+          if ('notServed' in list) {
+            sources.push({ name, role, count: 0, complete: true, reason: 'not served' });
+            return;
+          }
+          sources.push({
+            name,
+            role,
+            count: list.items.length,
+            ...(list.resourceVersion !== undefined ? { listVersion: list.resourceVersion } : {}),
+            ...(list.pages !== undefined ? { pages: list.pages } : {}),
+            complete: true,
+          });
+        },
+        target: (kindName, init) => {
+          const kind = kindOf(kindName);
+          if (!kind) throw new Error(`${spec.name}: target kind ${kindName} is not declared`);
+          const r = kind.data.safeParse(init.data);
+          // A bug, not bad input: the function built data its own kind does not accept.
+          if (!r.success) throw new Error(`${spec.name}: ${kindName} ${init.key}: ${issueText(r.error)}`);
+          targets.push(build(kindName, init, r.data));
+          return {
+            used: () => void used.push(init.key),
+            indeterminate: (reason) => void indeterminate.push({ key: init.key, reason }),
+          };
+        },
+        unreadable: (kindName, init, reason) => {
+          targets.push(build(kindName, init, undefined));
+          indeterminate.push({ key: init.key, reason });
+        },
+        blocker: (reason) => void blockers.push(reason),
+      };
+      await spec.observe(reader, octx);
+      return { sources, targets, used, indeterminate, ...(blockers.length ? { blockers } : {}) };
+    },
+
+    async recheck(reader, t, ctx) {
+      const d = dispatch(t);
+      if ('error' in d) return { ok: false, reason: d.error };
+      return d.kind.recheck(reader, d.target, typedCtx(ctx));
+    },
+    async remove(writer, t, ctx) {
+      const d = dispatch(t);
+      if ('error' in d) return { outcome: 'skipped', reason: d.error };
+      return d.kind.remove(writer, d.target, typedCtx(ctx));
+    },
+    async confirmGone(reader, t, ctx) {
+      const d = dispatch(t);
+      // Data that cannot be dispatched cannot be read back either: not proven gone.
+      if ('error' in d) return false;
+      return d.kind.confirmGone(reader, d.target, typedCtx(ctx));
+    },
+    batchOf(t) {
+      const kind = kindOf(t.kind);
+      if (!kind?.batch) return undefined;
+      const d = dispatch(t);
+      if ('error' in d) return undefined;
+      return `${batchIds.get(kind.batch)}/${kind.batch.key(d.target.data)}`;
+    },
+    async removeBatch(reader, writer, ts, ctx) {
+      const first = kindOf(ts[0]?.kind ?? '');
+      const batch = first?.batch;
+      const typed: Typed<unknown>[] = [];
+      const refused: BatchItemResult[] = [];
+      for (const t of ts) {
+        const d = dispatch(t);
+        if ('error' in d) refused.push({ key: t.key, outcome: 'skipped', reason: d.error });
+        else if (d.kind.batch !== batch)
+          refused.push({
+            key: t.key,
+            outcome: 'skipped',
+            reason: `kind ${t.kind} is not batched with ${ts[0]?.kind}`,
+          });
+        else typed.push(d.target);
+      }
+      if (!batch || typed.length === 0) return refused;
+      return [...(await batch.remove(reader, writer, typed, typedCtx(ctx))), ...refused];
+    },
+    eventFor(removed) {
+      const first = removed[0];
+      if (!first) return undefined;
+      const kind = kindOf(first.target.kind);
+      if (!kind?.event) return undefined;
+      const typed: Removed<unknown>[] = [];
+      for (const r of removed) {
+        const d = dispatch(r.target);
+        if (!('error' in d)) typed.push({ target: d.target, detail: r.detail });
+      }
+      return typed.length ? kind.event(typed) : undefined;
+    },
+  };
+}

@@ -1,0 +1,161 @@
+/**
+ * The one HTTP transport under the Kubernetes and the OpenStack clients: a keep-alive
+ * undici Agent, a per-call timeout, the caller's AbortSignal, and retries for reads only
+ * (429, 5xx and connection errors), honouring Retry-After up to one cap. Sleeping and
+ * timing out go through the injected `Time`, so no test waits on a real clock.
+ *
+ * undici's own retry interceptor is not used: it sleeps on real timers (no injected
+ * clock) and cannot tell the client which attempt failed how; the loop below is short.
+ */
+import { Agent, request } from 'undici';
+import { TwopassError } from '../errors.ts';
+import type { Time } from '../time.ts';
+
+export const RETRY_AFTER_CAP_MS = 30_000;
+const BACKOFF_BASE_MS = 200;
+const BACKOFF_CAP_MS = 5_000;
+
+export type TlsOptions = Readonly<{
+  ca?: Buffer;
+  cert?: Buffer;
+  key?: Buffer;
+  rejectUnauthorized?: boolean;
+  servername?: string;
+}>;
+
+export type TransportOptions = Readonly<{
+  time: Time;
+  /** Per-call timeout (headers and body), default 30 s. */
+  timeoutMs?: number;
+  /** Attempts for a retryable call (default 4). */
+  readAttempts?: number;
+  connections?: number;
+  tls?: TlsOptions;
+  /** Told of every response, for benchmarks and tests. */
+  onResponse?: (info: { method: string; path: string; status: number; bytes: number }) => void;
+}>;
+
+export type HttpRequest = Readonly<{
+  /** What the call is, for errors: `list pods page 2`, `neutron list ports`. */
+  call: string;
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  url: URL;
+  headers: Readonly<Record<string, string>>;
+  body?: string | undefined;
+  signal?: AbortSignal | undefined;
+  /** Retry on 429/5xx/connection errors: default only for GET (a write is never retried blindly). */
+  retry?: boolean;
+}>;
+
+export type HttpResponse = Readonly<{
+  status: number;
+  headers: Readonly<Record<string, string | string[] | undefined>>;
+  text: string;
+}>;
+
+/** No answer at all: the connection failed or the call timed out. */
+export class ConnectionError extends TwopassError {
+  override name = 'ConnectionError';
+  readonly retryable = true;
+  readonly timedOut: boolean;
+  constructor(call: string, message: string, timedOut: boolean, cause: unknown) {
+    super(`${call}: ${message}`, { call, cause });
+    this.timedOut = timedOut;
+  }
+}
+
+const retryableStatus = (s: number) => s === 429 || s >= 500;
+
+/** Retry-After in seconds or as an HTTP date; capped; undefined when absent or unreadable. */
+export function retryAfterMs(value: string | string[] | undefined, now: number): number | undefined {
+  const v = Array.isArray(value) ? value[0] : value;
+  if (v === undefined || v.trim() === '') return undefined;
+  const secs = Number(v);
+  const ms = Number.isFinite(secs) ? secs * 1000 : Date.parse(v) - now;
+  if (!Number.isFinite(ms)) return undefined;
+  return Math.min(Math.max(0, ms), RETRY_AFTER_CAP_MS);
+}
+
+export class HttpTransport {
+  private readonly agent: Agent;
+  private readonly opts: TransportOptions;
+  constructor(opts: TransportOptions) {
+    this.opts = opts;
+    const t = opts.timeoutMs ?? 30_000;
+    this.agent = new Agent({
+      connect: { timeout: t, ...(opts.tls ?? {}) },
+      connections: opts.connections ?? 8,
+      keepAliveTimeout: 30_000,
+      headersTimeout: t,
+      bodyTimeout: t,
+    });
+  }
+
+  close(): Promise<void> {
+    return this.agent.close();
+  }
+
+  async send(req: HttpRequest): Promise<HttpResponse> {
+    const retry = req.retry ?? req.method === 'GET';
+    const attempts = retry ? (this.opts.readAttempts ?? 4) : 1;
+    for (let attempt = 1; ; attempt++) {
+      let res: HttpResponse | undefined;
+      let failure: ConnectionError | undefined;
+      try {
+        res = await this.once(req);
+      } catch (err) {
+        if (!(err instanceof ConnectionError)) throw err;
+        failure = err;
+      }
+      const again =
+        attempt < attempts && !req.signal?.aborted && (failure !== undefined || retryableStatus(res!.status));
+      if (!again) {
+        if (failure) throw failure;
+        return res!;
+      }
+      const backoff = Math.min(BACKOFF_BASE_MS * 2 ** (attempt - 1), BACKOFF_CAP_MS);
+      const wait = res
+        ? (retryAfterMs(res.headers['retry-after'], this.opts.time.now()) ?? backoff)
+        : backoff;
+      await this.opts.time.sleep(wait, req.signal);
+    }
+  }
+
+  private async once(req: HttpRequest): Promise<HttpResponse> {
+    const timeoutMs = this.opts.timeoutMs ?? 30_000;
+    const timeout = this.opts.time.timeout(timeoutMs);
+    const signal = req.signal ? AbortSignal.any([req.signal, timeout]) : timeout;
+    try {
+      const res = await request(req.url, {
+        method: req.method,
+        headers: { ...req.headers },
+        body: req.body ?? null,
+        signal,
+        dispatcher: this.agent,
+      });
+      const text = await res.body.text();
+      this.opts.onResponse?.({
+        method: req.method,
+        path: req.url.pathname,
+        status: res.statusCode,
+        bytes: Buffer.byteLength(text),
+      });
+      return { status: res.statusCode, headers: res.headers, text };
+    } catch (err) {
+      const timedOut = timeout.aborted && !req.signal?.aborted;
+      if (req.signal?.aborted)
+        throw new ConnectionError(
+          req.call,
+          `aborted: ${(req.signal.reason as Error)?.message ?? String(req.signal.reason)}`,
+          false,
+          err,
+        );
+      throw new ConnectionError(
+        req.call,
+        timedOut ? `timed out after ${timeoutMs} ms` : (err as Error).message,
+        timedOut,
+        err,
+      );
+    }
+  }
+}
