@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { Policy } from '../../shared/engine/types.ts';
+import { ListIncompleteError } from '../../shared/errors.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
 import { type RunDeps, type RunRequest, run } from '../../shared/runtime/run.ts';
 import { StateConflictError } from '../../shared/state/errors.ts';
@@ -11,7 +12,6 @@ import { FileLock, FileStateStore } from '../../shared/state/file.ts';
 import type { StateStore } from '../../shared/state/store.ts';
 import { captureLog, MEM, memFunction, type World, world } from '../helpers/memfn.ts';
 import { testTime } from '../helpers/time.ts';
-import { ListIncompleteError } from '../../shared/errors.ts';
 
 const MIN = 60_000;
 const T0 = Date.parse('2026-12-02T10:00:00Z');
