@@ -4,7 +4,7 @@
  * of the network and of who else may hold the bit.
  */
 import { z } from 'zod';
-import type { KindSpec } from '../../shared/contract/index.ts';
+import { deleteAsObserved, type KindSpec } from '../../shared/contract/index.ts';
 import { ConflictError } from '../../shared/kube/errors.ts';
 import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
 import { PODS } from '../../shared/kube/resources.ts';
@@ -107,17 +107,10 @@ export const endpointKind: KindSpec<EpData, KubeReader, KubeClient, Settings> = 
     return { ok: true };
   },
   async remove(kube, { data: d }, ctx) {
-    const out = await kube.deleteWithPreconditions(
-      danmResources(d.group).danmeps,
-      d.namespace,
-      d.name,
-      { uid: d.uid, resourceVersion: d.rv },
-      ctx.signal,
-    );
-    if (out === 'conflict')
-      return { outcome: 'skipped', reason: 'precondition failed (409): the DanmEp changed' };
+    const out = await deleteAsObserved(kube, danmResources(d.group).danmeps, d, 'the DanmEp', ctx.signal);
+    if (out.outcome === 'skipped') return out;
     // Gone before us: whoever deleted it owns its bits; clearing them again could free an address twice.
-    if (out === 'gone')
+    if (out.outcome === 'gone')
       return {
         outcome: 'gone',
         detail: 'DanmEp was already gone; its bits are left to the next observation',

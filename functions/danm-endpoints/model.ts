@@ -2,7 +2,7 @@
  * DANM objects as twopass reads them: DanmEps and the three network kinds.
  * Parsing never throws; a malformed object comes back with the reason.
  */
-import type { KubeObject, ResourceRef } from '../../shared/kube/resources.ts';
+import type { KubeObject, ObjectIdentity, ResourceRef } from '../../shared/kube/resources.ts';
 import {
   type Address,
   type Cidr,
@@ -33,21 +33,17 @@ export function danmResources(group: string) {
   };
 }
 
-export type Endpoint = Readonly<{
-  uid: string;
-  name: string;
-  namespace: string;
-  resourceVersion: string;
-  annotations?: Readonly<Record<string, string>> | undefined;
-  createdAt?: number;
-  pod: string;
-  podUID: string;
-  networkType: NetworkType;
-  network: string;
-  iface: string;
-  v4?: Address;
-  v6?: Address;
-}>;
+export type Endpoint = ObjectIdentity &
+  Readonly<{
+    createdAt?: number;
+    pod: string;
+    podUID: string;
+    networkType: NetworkType;
+    network: string;
+    iface: string;
+    v4?: Address;
+    v6?: Address;
+  }>;
 
 export type ParsedEndpoint =
   | { ok: true; ep: Endpoint }

@@ -8,6 +8,7 @@ import {
   type BatchItemResult,
   BatchResults,
   type BatchSpec,
+  deleteAsObserved,
   type KindSpec,
   type RecheckResult,
   type RunContext,
@@ -231,19 +232,7 @@ export const reservationKind: KindSpec<ResvData, KubeReader, KubeClient, Setting
     const use = await podStillUses(kube, d.podref, d.ip, ctx.signal);
     return use ? { ok: false, reason: use } : { ok: true };
   },
-  async remove(kube, { data: d }, ctx) {
-    const out = await kube.deleteWithPreconditions(
-      RESERVATIONS,
-      d.namespace,
-      d.name,
-      { uid: d.uid, resourceVersion: d.rv },
-      ctx.signal,
-    );
-    if (out === 'conflict')
-      return { outcome: 'skipped', reason: 'precondition failed (409): the reservation changed' };
-    if (out === 'gone') return { outcome: 'gone' };
-    return { outcome: 'deleted', detail: `reservation ${d.namespace}/${d.name} deleted` };
-  },
+  remove: (kube, { data: d }, ctx) => deleteAsObserved(kube, RESERVATIONS, d, 'the reservation', ctx.signal),
   async confirmGone(kube, { data: d }, ctx) {
     const r = await kube.get(RESERVATIONS, d.namespace, d.name, ctx.signal);
     return !r || r.metadata.uid !== d.uid;

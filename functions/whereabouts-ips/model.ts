@@ -1,5 +1,5 @@
 /** whereabouts objects as twopass reads them. Parsing never throws. */
-import type { KubeObject, ResourceRef } from '../../shared/kube/resources.ts';
+import type { KubeObject, ObjectIdentity, ResourceRef } from '../../shared/kube/resources.ts';
 import { type Address, type Cidr, formatAddress, parseAddress, parseCidr } from '../../shared/net/ip.ts';
 
 export const GROUP = 'whereabouts.cni.cncf.io';
@@ -27,16 +27,12 @@ export type Allocation = Readonly<{
   ip?: string;
   problem?: string;
 }>;
-export type Pool = Readonly<{
-  uid: string;
-  name: string;
-  namespace: string;
-  resourceVersion: string;
-  annotations?: Readonly<Record<string, string>> | undefined;
-  cidr?: Cidr;
-  problem?: string;
-  allocations: readonly Allocation[];
-}>;
+export type Pool = ObjectIdentity &
+  Readonly<{
+    cidr?: Cidr;
+    problem?: string;
+    allocations: readonly Allocation[];
+  }>;
 
 /** The whereabouts range: a CIDR, optionally written `start-end/prefix` (the CIDR part decides offsets). */
 export function parseRange(range: unknown): Cidr | undefined {
@@ -93,18 +89,14 @@ export function parsePool(o: KubeObject): Pool {
   return { ...base, ...(cidr ? { cidr } : {}), ...(problem ? { problem } : {}), allocations };
 }
 
-export type Reservation = Readonly<{
-  uid: string;
-  name: string;
-  namespace: string;
-  resourceVersion: string;
-  annotations?: Readonly<Record<string, string>> | undefined;
-  ip?: Address;
-  containerid: string;
-  podref: string;
-  ifname: string;
-  problem?: string;
-}>;
+export type Reservation = ObjectIdentity &
+  Readonly<{
+    ip?: Address;
+    containerid: string;
+    podref: string;
+    ifname: string;
+    problem?: string;
+  }>;
 
 /** Reservations are named by their IP (IPv6 with ':' written as '-'). */
 export function parseReservation(o: KubeObject): Reservation {

@@ -19,6 +19,7 @@ export { ConfigError, ListIncompleteError, NotInstalledError, TwopassError } fro
 import type { Time } from '../time.ts';
 
 export { BatchResults } from './batch.ts';
+export { deleteAsObserved, type Observed } from './kube.ts';
 export * from './settings.ts';
 
 export const MINUTE = 60_000;
@@ -73,12 +74,7 @@ export type RemoveResult = Readonly<
 
 /** The outcome of one target of a batch removal; a batch result is read back by the function itself. */
 export type BatchItemResult = Readonly<
-  { key: string } & (
-    | { outcome: 'deleted'; detail?: string }
-    | { outcome: 'gone'; detail?: string }
-    | { outcome: 'skipped'; reason: string }
-    | { outcome: 'failed'; error: string }
-  )
+  { key: string } & (RemoveResult | { outcome: 'failed'; error: string })
 >;
 
 /** A Kubernetes Event the runtime records after a deletion (a failure to record is logged, never fatal). */

@@ -236,42 +236,44 @@ export class KubeHttpClient implements KubeClient {
     return written(what, body, ref, namespace, name);
   }
 
-  async jsonPatch(
+  jsonPatch(
     ref: ResourceRef,
     namespace: string | undefined,
     name: string,
     ops: readonly JsonPatchOp[],
     signal?: AbortSignal,
   ): Promise<KubeObject> {
-    const what = `json-patch ${describe(ref, namespace, name)}`;
-    const body = await this.call<unknown>({
-      method: 'PATCH',
-      path: objectPath(ref, namespace, name),
-      body: ops,
-      contentType: 'application/json-patch+json',
-      signal,
-      what,
-    });
-    return written(what, body, ref, namespace, name);
+    return this.patch('json-patch', ref, namespace, name, ops, signal);
   }
 
-  async mergePatch(
+  mergePatch(
     ref: ResourceRef,
     namespace: string | undefined,
     name: string,
     patch: unknown,
     signal?: AbortSignal,
   ): Promise<KubeObject> {
-    const what = `merge-patch ${describe(ref, namespace, name)}`;
-    const body = await this.call<unknown>({
+    return this.patch('merge-patch', ref, namespace, name, patch, signal);
+  }
+
+  private async patch(
+    type: 'json-patch' | 'merge-patch',
+    ref: ResourceRef,
+    namespace: string | undefined,
+    name: string,
+    body: unknown,
+    signal: AbortSignal | undefined,
+  ): Promise<KubeObject> {
+    const what = `${type} ${describe(ref, namespace, name)}`;
+    const answer = await this.call<unknown>({
       method: 'PATCH',
       path: objectPath(ref, namespace, name),
-      body: patch,
-      contentType: 'application/merge-patch+json',
+      body,
+      contentType: `application/${type}+json`,
       signal,
       what,
     });
-    return written(what, body, ref, namespace, name);
+    return written(what, answer, ref, namespace, name);
   }
 
   async deleteWithPreconditions(

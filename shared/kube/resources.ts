@@ -85,3 +85,12 @@ export function describe(ref: ResourceRef, namespace: string | undefined, name?:
   const where = namespace !== undefined ? `${namespace}/` : '';
   return name === undefined ? `${ref.plural}.${apiVersionOf(ref)}` : `${ref.kind} ${where}${name}`;
 }
+
+/** What every parsed object keeps of its metadata: who it is, its version, its annotations (the keep-mark). */
+export type ObjectIdentity = Readonly<{
+  uid: string;
+  name: string;
+  namespace: string;
+  resourceVersion: string;
+  annotations?: Readonly<Record<string, string>> | undefined;
+}>;

@@ -10,18 +10,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { danmEndpoints } from '../../functions/danm-endpoints/index.ts';
 import { resolveConfig } from '../config.ts';
+import { MINUTE as MIN } from '../contract/index.ts';
 import { KubeHttpClient } from '../kube/client.ts';
 import { createLogger, type OutputMode } from '../log/logger.ts';
 import type { RunResult } from '../runtime/run.ts';
-import { runFunction } from '../runtime/wire.ts';
 import { instantTime } from '../time.ts';
 import { installCrdsFromDir } from './crds.ts';
 import { FakeKubeServer } from './kube/server.ts';
+import { passes } from './pass.ts';
 import { allocated, R, seedIncident } from './scenarios/danm.ts';
 import { lbaasScene } from './scenes/lbaas.ts';
 import { whereaboutsScene } from './scenes/whereabouts.ts';
-
-const MIN = 60_000;
 
 export type DemoResult = Readonly<{ ok: boolean; runs: RunResult[]; problems: string[] }>;
 
@@ -48,18 +47,13 @@ export async function demo(opts: {
     const cfg = resolveConfig({ functions: { 'whereabouts-ips': { maxDeletionPercent: 100 } } }, 'sandbox', {
       state: `file:${dir}`,
     });
-    const pass = async (label: string) => {
-      say('');
-      say(`── ${label} ${'─'.repeat(Math.max(0, 90 - label.length))}`);
-      const r = await runFunction(
-        danmEndpoints,
-        cfg,
-        { time: instantTime(clock), log, kubeOptions: { server: fake.url } },
-        { apply: true },
-      );
-      runs.push(r);
-      return r;
-    };
+    const pass = passes(
+      danmEndpoints,
+      cfg,
+      { time: instantTime(clock), log, kubeOptions: { server: fake.url } },
+      say,
+      runs,
+    );
 
     say(
       'twopass sandbox: a fake Kubernetes API server on 127.0.0.1, seeded with the DANM StatefulSet incident.',

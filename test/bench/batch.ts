@@ -6,6 +6,7 @@
 import { danmEndpoints } from '../../functions/danm-endpoints/index.ts';
 import { whereaboutsIps } from '../../functions/whereabouts-ips/index.ts';
 import type { AnyFunction } from '../../shared/contract/index.ts';
+import { MINUTE as MIN } from '../../shared/contract/index.ts';
 import { KubeHttpClient } from '../../shared/kube/client.ts';
 import { NAMESPACES } from '../../shared/kube/resources.ts';
 import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
@@ -14,8 +15,6 @@ import { createNetwork } from '../../shared/sandbox/scenarios/danm.ts';
 import { containerId, createPool } from '../../shared/sandbox/scenarios/whereabouts.ts';
 import { runner } from '../helpers/runner.ts';
 import { testTime } from '../helpers/time.ts';
-
-const MIN = 60_000;
 
 type Row = {
   fn: string;

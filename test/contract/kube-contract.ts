@@ -5,8 +5,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
-import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import type { Candidate } from '../../shared/engine/types.ts';
 import { emptyState } from '../../shared/engine/types.ts';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
 import { ConflictError, type KubeApiError } from '../../shared/kube/errors.ts';
@@ -23,6 +23,7 @@ import {
 import { ConfigMapStateStore } from '../../shared/state/configmap.ts';
 import { LockHeldError, StateConflictError } from '../../shared/state/errors.ts';
 import { LeaseLock } from '../../shared/state/lease.ts';
+import { targetSuite } from '../helpers/target-suite.ts';
 
 export type ContractTarget = Readonly<{
   name: string;
@@ -73,33 +74,22 @@ async function rejects(p: Promise<unknown>): Promise<unknown> {
   throw new Error('expected a rejection');
 }
 
-export function kubeContract(getTarget: () => Promise<ContractTarget | undefined>): void {
-  const test = suite<{ t?: ContractTarget; kube?: KubeHttpClient; ns: string }>('kube contract', { ns: '' });
-  let skip = false;
-
-  test.before(async (ctx) => {
-    const t = await getTarget();
-    if (!t) {
-      skip = true;
-      return;
-    }
-    ctx.t = t;
-    ctx.kube = t.client();
-    ctx.ns = `contract-${randomUUID().slice(0, 8)}`;
-    await ctx.kube.create(NAMESPACES, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ctx.ns } });
-  });
-  test.after(async (ctx) => {
-    await ctx.kube?.close();
-    await ctx.t?.close();
+export function kubeContract(
+  getTarget: () => Promise<ContractTarget | undefined>,
+  opts: { off?: boolean } = {},
+): void {
+  const { it: itIn, run } = targetSuite('kube contract', getTarget, {
+    ...opts,
+    setup: async (_t, kube) => {
+      const ns = `contract-${randomUUID().slice(0, 8)}`;
+      await kube.create(NAMESPACES, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+      return { ns };
+    },
   });
   const it = (
     name: string,
     fn: (ctx: { t: ContractTarget; kube: KubeHttpClient; ns: string }) => Promise<void>,
-  ) =>
-    test(name, async (ctx) => {
-      if (skip) return;
-      await fn(ctx as { t: ContractTarget; kube: KubeHttpClient; ns: string });
-    });
+  ) => itIn(name, (t, kube, { ns }) => fn({ t, kube, ns }));
 
   it('paginated list is one consistent snapshot', async ({ kube, ns }) => {
     for (let i = 0; i < 25; i++) await kube.create(CONFIGMAPS, cm(ns, `page-${String(i).padStart(2, '0')}`));
@@ -425,17 +415,7 @@ export function kubeContract(getTarget: () => Promise<ContractTarget | undefined
     const store = new ConfigMapStateStore(kube, ns, 8192);
     const empty = await store.load('contract-fn');
     assert.is(empty.version, undefined);
-    const candidates: Record<
-      string,
-      {
-        kind: string;
-        name: string;
-        fingerprint: string;
-        firstUnusedAt: number;
-        lastUnusedAt: number;
-        observations: number;
-      }
-    > = {};
+    const candidates: Record<string, Candidate> = {};
     for (let i = 0; i < 400; i++)
       candidates[randomUUID()] = {
         kind: 'DanmEp',
@@ -488,7 +468,7 @@ export function kubeContract(getTarget: () => Promise<ContractTarget | undefined
     assert.ok(list.items.some((x) => (x as { reason?: string }).reason === 'TestReason'));
   });
 
-  test.run();
+  run();
 }
 
 type RawList = {

@@ -1,12 +1,21 @@
 /**
  * Breaks each rule of decide() in turn and checks that the engine tests catch it
- * (proof that the property tests can fail). Not part of `npm test`:
+ * (proof that the property tests can fail). It mutates a copy of the engine and its
+ * tests in a temporary directory, never the working tree. Not part of `npm test`:
  *   node test/engine/mutate.ts
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
-const file = new URL('../../shared/engine/decide.ts', import.meta.url);
+const root = new URL('../..', import.meta.url).pathname;
+const copy = mkdtempSync(join(tmpdir(), 'twopass-mutate-'));
+for (const dir of ['shared/engine', 'test/engine', 'test/helpers'])
+  cpSync(join(root, dir), join(copy, dir), { recursive: true });
+cpSync(join(root, 'package.json'), join(copy, 'package.json'));
+symlinkSync(join(root, 'node_modules'), join(copy, 'node_modules'));
+const file = join(copy, 'shared/engine/decide.ts');
 const original = readFileSync(file, 'utf8');
 const mutants: [string, string, string][] = [
   ['one observation confirms', 'if (graceLeft <= 0 && ageLeft <= 0) {', 'if (true) {'],
@@ -44,7 +53,10 @@ try {
       continue;
     }
     writeFileSync(file, original.replace(from, to));
-    const r = spawnSync('npx', ['uvu', 'test', '(decide|properties)\\.test\\.ts$'], { encoding: 'utf8' });
+    const r = spawnSync(join(root, 'node_modules/.bin/uvu'), ['test', '(decide|properties)\\.test\\.ts$'], {
+      cwd: copy,
+      encoding: 'utf8',
+    });
     const fails = (r.stdout.match(/FAIL/g) ?? []).length;
     if (r.status === 0) survived++;
     console.log(
@@ -52,7 +64,7 @@ try {
     );
   }
 } finally {
-  writeFileSync(file, original);
+  rmSync(copy, { recursive: true, force: true });
 }
 console.log(`${mutants.length - survived} of ${mutants.length} mutants killed`);
 process.exitCode = survived === 0 ? 0 : 1;

@@ -12,11 +12,11 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { danmEndpoints } from '../../functions/danm-endpoints/index.ts';
 import { resolveConfig } from '../../shared/config.ts';
+import { MINUTE as MIN } from '../../shared/contract/index.ts';
 import { KubeHttpClient } from '../../shared/kube/client.ts';
 import { CONFIGMAPS, type KubeObject, NAMESPACES } from '../../shared/kube/resources.ts';
 import { runFunction } from '../../shared/runtime/wire.ts';
 import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
-import type { Fault } from '../../shared/sandbox/kube/faults.ts';
 import { FakeKubeServer } from '../../shared/sandbox/kube/server.ts';
 import {
   allocated,
@@ -28,8 +28,8 @@ import {
 } from '../../shared/sandbox/scenarios/danm.ts';
 import { captureLog } from '../helpers/memfn.ts';
 import { testTime } from '../helpers/time.ts';
+import { FAULTS, type MatrixFault } from './faults.ts';
 
-const MIN = 60_000;
 type Call = {
   name: string;
   method: string;
@@ -86,19 +86,8 @@ const CALLS: Call[] = [
     configmapState: true,
   },
 ];
-const FAULTS: { name: string; fault: Omit<Fault, 'path' | 'method' | 'nth'>; pagedOnly?: boolean }[] = [
-  { name: '500', fault: { status: 500 } },
-  { name: '503', fault: { status: 503 } },
-  { name: '429+RA', fault: { status: 429, retryAfterSeconds: 1 } },
-  { name: 'timeout', fault: { delayMs: 700 } },
-  { name: 'reset', fault: { reset: true } },
-  { name: 'truncated', fault: { truncate: true } },
-  { name: '403', fault: { status: 403 } },
-  { name: '410', fault: { expireContinue: true }, pagedOnly: true },
-  { name: 'empty page', fault: { emptyPage: true }, pagedOnly: true },
-];
 
-async function cell(call: Call, f: (typeof FAULTS)[number]): Promise<string> {
+async function cell(call: Call, f: MatrixFault): Promise<string> {
   const fake = new FakeKubeServer();
   await fake.start();
   const kube = new KubeHttpClient({ server: fake.url, time: testTime() });

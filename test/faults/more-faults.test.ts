@@ -13,11 +13,11 @@ import { lbaasPorts } from '../../functions/lbaas-ports/index.ts';
 import { whereaboutsIps } from '../../functions/whereabouts-ips/index.ts';
 import { resolveConfig } from '../../shared/config.ts';
 import type { AnyFunction } from '../../shared/contract/index.ts';
+import { MINUTE as MIN } from '../../shared/contract/index.ts';
 import { KubeHttpClient } from '../../shared/kube/client.ts';
 import { NAMESPACES } from '../../shared/kube/resources.ts';
 import { runFunction } from '../../shared/runtime/wire.ts';
 import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
-import type { Fault } from '../../shared/sandbox/kube/faults.ts';
 import { FakeKubeServer } from '../../shared/sandbox/kube/server.ts';
 import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
 import { controllerPort, createService } from '../../shared/sandbox/scenarios/lbaas.ts';
@@ -29,8 +29,8 @@ import {
 } from '../../shared/sandbox/scenarios/whereabouts.ts';
 import { captureLog } from '../helpers/memfn.ts';
 import { testTime } from '../helpers/time.ts';
+import { FAULTS, type MatrixFault } from './faults.ts';
 
-const MIN = 60_000;
 type Where = 'kube' | 'os';
 type Call = {
   name: string;
@@ -41,23 +41,13 @@ type Call = {
   paged?: boolean;
   write?: boolean;
 };
-const FAULTS: { name: string; fault: Omit<Fault, 'path' | 'method' | 'nth'>; pagedOnly?: boolean }[] = [
-  { name: '500', fault: { status: 500 } },
-  { name: '429+RA', fault: { status: 429, retryAfterSeconds: 1 } },
-  { name: 'timeout', fault: { delayMs: 700 } },
-  { name: 'reset', fault: { reset: true } },
-  { name: 'truncated', fault: { truncate: true } },
-  { name: '403', fault: { status: 403 } },
-  { name: '410', fault: { expireContinue: true }, pagedOnly: true },
-  { name: 'empty page', fault: { emptyPage: true }, pagedOnly: true },
-];
 
 type World = { check: () => Promise<{ liveOk: boolean; orphanGone: boolean }> };
 
 async function cell(
   fn: AnyFunction,
   call: Call,
-  f: (typeof FAULTS)[number],
+  f: MatrixFault,
   setup: (kube: KubeHttpClient, os: FakeOpenStack) => Promise<World>,
   settings: Record<string, unknown>,
   graceMin: number,

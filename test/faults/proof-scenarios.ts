@@ -13,33 +13,20 @@ import { danmEndpoints } from '../../functions/danm-endpoints/index.ts';
 import { whereaboutsIps } from '../../functions/whereabouts-ips/index.ts';
 import { resolveConfig } from '../../shared/config.ts';
 import type { AnyFunction, FunctionContext } from '../../shared/contract/index.ts';
+import { MINUTE as MIN } from '../../shared/contract/index.ts';
 import type { Target } from '../../shared/engine/types.ts';
 import { KubeHttpClient } from '../../shared/kube/client.ts';
 import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
 import type { RunResult } from '../../shared/runtime/run.ts';
 import { runFunction } from '../../shared/runtime/wire.ts';
-import {
-  allocated,
-  createEndpoint,
-  createNetwork,
-  createPod,
-  forceDeletePod,
-  R,
-} from '../../shared/sandbox/scenarios/danm.ts';
-import {
-  allocations,
-  containerId,
-  createPodWithStatus,
-  createPool,
-} from '../../shared/sandbox/scenarios/whereabouts.ts';
+import * as danm from '../../shared/sandbox/scenarios/danm.ts';
+import * as wb from '../../shared/sandbox/scenarios/whereabouts.ts';
 import { FaultProxy, type ProxyFaultKind } from '../helpers/fault-proxy.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { captureLog } from '../helpers/memfn.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
 import { testTime } from '../helpers/time.ts';
-
-const MIN = 60_000;
 
 /** Faults on a list page that must make the snapshot incomplete. */
 const LIST_FAULTS: { kind: ProxyFaultKind; page: number; metadataOnly: boolean }[] = [
@@ -122,7 +109,7 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
 
   /** A DANM world: three live pods with DanmEps, one orphaned DanmEp; more than one page of each list. */
   const danmWorld = async (kube: KubeHttpClient, ns: string) => {
-    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', [
+    await danm.createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', [
       '10.10.10.5',
       '10.10.10.6',
       '10.10.10.7',
@@ -130,14 +117,16 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
     ]);
     const live: KubeObject[] = [];
     for (const [i, ip] of ['10.10.10.5', '10.10.10.6', '10.10.10.7'].entries())
-      live.push(await createEndpoint(kube, await createPod(kube, ns, `live-${i}`), 'test-net1', `${ip}/24`));
-    const orphan = await createEndpoint(
+      live.push(
+        await danm.createEndpoint(kube, await danm.createPod(kube, ns, `live-${i}`), 'test-net1', `${ip}/24`),
+      );
+    const orphan = await danm.createEndpoint(
       kube,
-      await createPod(kube, ns, 'gone-0'),
+      await danm.createPod(kube, ns, 'gone-0'),
       'test-net1',
       '10.10.10.9/24',
     );
-    await forceDeletePod(kube, ns, 'gone-0');
+    await danm.forceDeletePod(kube, ns, 'gone-0');
     return { live, orphan };
   };
 
@@ -169,7 +158,7 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
           /list incomplete|BadBody|not JSON|truncated|socket|closed|terminated/i,
         );
         assert.ok(
-          await kube.get(R.danmeps, ns, w.orphan.metadata.name),
+          await kube.get(danm.R.danmeps, ns, w.orphan.metadata.name),
           'the orphan waits for a complete snapshot',
         );
         await r.client.close();
@@ -239,7 +228,7 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
       const detail = String(res.lines.find((l) => l.event === 'resource.deleted')?.detail);
       assert.not.match(detail, /10\.10\.10\.9: cleared/);
       assert.match(detail, /read-back/);
-      assert.ok(allocated((await kube.get(R.DanmNet, ns, 'test-net1'))!).includes('10.10.10.9'));
+      assert.ok(danm.allocated((await kube.get(danm.R.DanmNet, ns, 'test-net1'))!).includes('10.10.10.9'));
       await r.client.close();
     });
   });
@@ -260,7 +249,7 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
       assert.is(proxy.fired(), 1);
       assert.is(res.exitCode, EXIT.error);
       assert.equal(res.deleted, []);
-      assert.ok(await kube.get(R.danmeps, ns, w.orphan.metadata.name));
+      assert.ok(await kube.get(danm.R.danmeps, ns, w.orphan.metadata.name));
       await r.client.close();
     });
   });
@@ -295,17 +284,17 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
         assert.is(res.exitCode, w.exit);
         const why = res.lines.find((l) => l.event === 'run.aborted')?.reason;
         assert.match(String(why), /read-back/);
-        assert.ok(await kube.get(R.danmeps, ns, world.orphan.metadata.name), 'nothing deleted');
+        assert.ok(await kube.get(danm.R.danmeps, ns, world.orphan.metadata.name), 'nothing deleted');
         await r.client.close();
       });
     });
 
-  /** A whereabouts world: live pods holding allocations, and one allocation of a pod that is gone. */
+  /** A whereabouts world: live pods holding wb.allocations, and one allocation of a pod that is gone. */
   const wbWorld = async (kube: KubeHttpClient, ns: string) => {
-    const ids = [containerId(), containerId(), containerId(), containerId()];
+    const ids = [wb.containerId(), wb.containerId(), wb.containerId(), wb.containerId()];
     for (const [i, ip] of ['10.40.0.2', '10.40.0.3', '10.40.0.4'].entries())
-      await createPodWithStatus(kube, ns, `live-${i}`, [ip]);
-    await createPool(kube, ns, '10.40.0.0-24', '10.40.0.0/24', {
+      await wb.createPodWithStatus(kube, ns, `live-${i}`, [ip]);
+    await wb.createPool(kube, ns, '10.40.0.0-24', '10.40.0.0/24', {
       '10.40.0.2': { id: ids[0]!, podref: `${ns}/live-0` },
       '10.40.0.3': { id: ids[1]!, podref: `${ns}/live-1` },
       '10.40.0.4': { id: ids[2]!, podref: `${ns}/live-2` },
@@ -327,7 +316,7 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
         assert.is(proxy.fired(), 1);
         assert.is(res.exitCode, EXIT.incomplete);
         assert.is(r.state(), before);
-        assert.is(Object.keys(await allocations(kube, ns, '10.40.0.0-24')).length, 4);
+        assert.is(Object.keys(await wb.allocations(kube, ns, '10.40.0.0-24')).length, 4);
         await r.client.close();
       });
     });
@@ -344,14 +333,14 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
       assert.is(proxy.fired(), 1);
       assert.equal(res.deleted, []);
       assert.ok(res.failed.length + res.skipped.length > 0);
-      assert.is(Object.keys(await allocations(kube, ns, '10.40.0.0-24')).length, 4);
+      assert.is(Object.keys(await wb.allocations(kube, ns, '10.40.0.0-24')).length, 4);
       await r.client.close();
     });
   });
 
   it('a live pod GET through the client: 200 without the object, or a bare 404, is an error; only NotFound is absent', async (t, kube) => {
     const ns = await t.namespace();
-    await createPod(kube, ns, 'here-0');
+    await danm.createPod(kube, ns, 'here-0');
     await withProxy(t, async (proxy) => {
       const c = new KubeHttpClient({ ...t.options, server: proxy.url, tls: {}, time: testTime() });
       for (const kind of ['empty-body', 'bare-404', 'html', 'other-resource'] as const) {

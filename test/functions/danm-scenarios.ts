@@ -4,6 +4,7 @@
  * the fake in danm-endpoints.fake.test.ts).
  */
 import * as assert from 'uvu/assert';
+import { MINUTE as MIN } from '../../shared/contract/index.ts';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
 import { EVENTS, type KubeObject, PODS } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
@@ -21,8 +22,6 @@ import {
 import { danmRunner } from '../helpers/danm.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
-
-const MIN = 60_000;
 
 export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget | undefined>): void {
   const { it, run } = targetSuite(`danm-endpoints (${label})`, getTarget);

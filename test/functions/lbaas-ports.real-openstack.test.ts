@@ -7,9 +7,9 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { lbaasPorts, MANAGED_TAG } from '../../functions/lbaas-ports/index.ts';
+import { MINUTE as MIN } from '../../shared/contract/index.ts';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
 import { SERVICES } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
@@ -17,10 +17,10 @@ import { createService, setIngress } from '../../shared/sandbox/scenarios/lbaas.
 import { twopassAsync } from '../helpers/cli.ts';
 import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
 import { runner } from '../helpers/runner.ts';
+import { targetSuite } from '../helpers/target-suite.ts';
 import { passwordToken, realOpenStack } from '../openstack/real-openstack.ts';
 import { realWorld } from '../openstack/real-world.ts';
 
-const MIN = 60_000;
 // Both real servers or nothing: the suite is reported as skipped without either.
 const os = process.env.TWOPASS_NO_REAL_CLUSTER === '1' ? undefined : realOpenStack();
 if (!os)
@@ -28,38 +28,21 @@ if (!os)
     '  !!! no real Keystone + Neutron and kube-apiserver: lbaas-ports on the real OpenStack is SKIPPED',
   );
 const { neutron, controllerPort, exists } = realWorld(os);
-const test = suite<{ t?: KubeTarget; kube?: KubeHttpClient; env: Record<string, string> }>(
-  'lbaas-ports (real kube-apiserver + real Keystone and Neutron)',
-);
-let skip = os === undefined;
-test.before(async (ctx) => {
-  if (skip) return;
-  const t = await realTarget();
-  if (!t) {
-    skip = true;
-    return;
-  }
-  ctx.t = t;
-  ctx.kube = t.client();
-  const dir = mkdtempSync(join(tmpdir(), 'twopass-lbaas-real-'));
-  writeFileSync(
-    join(dir, 'clouds.yaml'),
-    `clouds:\n  real:\n    auth_type: v3applicationcredential\n    region_name: ${os!.region}\n    interface: public\n    auth:\n      auth_url: ${os!.authUrl}\n      application_credential_id: ${os!.appCred.id}\n      application_credential_secret: ${os!.appCred.secret}\n`,
-  );
-  ctx.env = { OS_CLOUD: 'real', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') };
-});
-test.after(async (ctx) => {
-  await ctx.kube?.close();
-  await ctx.t?.close();
+const suite = targetSuite('lbaas-ports (real kube-apiserver + real Keystone and Neutron)', realTarget, {
+  off: os === undefined,
+  setup: async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'twopass-lbaas-real-'));
+    writeFileSync(
+      join(dir, 'clouds.yaml'),
+      `clouds:\n  real:\n    auth_type: v3applicationcredential\n    region_name: ${os!.region}\n    interface: public\n    auth:\n      auth_url: ${os!.authUrl}\n      application_credential_id: ${os!.appCred.id}\n      application_credential_secret: ${os!.appCred.secret}\n`,
+    );
+    return { env: { OS_CLOUD: 'real', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') } };
+  },
 });
 const it = (
   name: string,
   fn: (t: KubeTarget, kube: KubeHttpClient, env: Record<string, string>) => Promise<void>,
-) =>
-  (os ? test : test.skip)(name, async (ctx) => {
-    if (skip) throw new Error('the real kube-apiserver is not running');
-    await fn(ctx.t!, ctx.kube!, ctx.env);
-  });
+) => suite.it(name, (t, kube, x) => fn(t, kube, x.env));
 
 const mk = (t: KubeTarget, ns: string, env: Record<string, string>, settings: Record<string, unknown> = {}) =>
   runner(
@@ -297,4 +280,4 @@ it('the CLI: `twopass run lbaas-ports --apply` with a password clouds.yaml, an a
   void ns;
 });
 
-test.run();
+suite.run();

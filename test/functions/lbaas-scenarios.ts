@@ -2,9 +2,9 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { lbaasPorts } from '../../functions/lbaas-ports/index.ts';
+import { MINUTE as MIN } from '../../shared/contract/index.ts';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
 import { SERVICES } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
@@ -12,44 +12,24 @@ import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
 import { controllerPort, createService, setIngress } from '../../shared/sandbox/scenarios/lbaas.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { type Runner, runner } from '../helpers/runner.ts';
-
-const MIN = 60_000;
+import { targetSuite } from '../helpers/target-suite.ts';
 
 export function lbaasScenarios(label: string, getTarget: () => Promise<KubeTarget | undefined>): void {
-  const test = suite<{
-    t?: KubeTarget;
-    kube?: KubeHttpClient;
-    os: FakeOpenStack;
-    env: Record<string, string>;
-  }>(`lbaas-ports (${label})`);
-  let skip = false;
-  test.before(async (ctx) => {
-    const t = await getTarget();
-    if (!t) {
-      skip = true;
-      return;
-    }
-    ctx.t = t;
-    ctx.kube = t.client();
-  });
-  test.before.each(async (ctx) => {
-    ctx.os = new FakeOpenStack();
-    await ctx.os.start();
-    const dir = mkdtempSync(join(tmpdir(), 'twopass-lbaas-'));
-    writeFileSync(join(dir, 'clouds.yaml'), ctx.os.cloudsYaml('appcred'));
-    ctx.env = { OS_CLOUD: 'fake', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') };
-  });
-  test.after.each(async (ctx) => ctx.os.stop());
-  test.after(async (ctx) => {
-    await ctx.kube?.close();
-    await ctx.t?.close();
-  });
   type Ctx = { t: KubeTarget; kube: KubeHttpClient; os: FakeOpenStack; env: Record<string, string> };
+  const suite = targetSuite(`lbaas-ports (${label})`, getTarget, {
+    setup: async () => ({ os: new FakeOpenStack(), env: {} as Record<string, string> }),
+    // A fresh fake Keystone + Neutron for each test.
+    beforeEach: async (x) => {
+      x.os = new FakeOpenStack();
+      await x.os.start();
+      const dir = mkdtempSync(join(tmpdir(), 'twopass-lbaas-'));
+      writeFileSync(join(dir, 'clouds.yaml'), x.os.cloudsYaml('appcred'));
+      x.env = { OS_CLOUD: 'fake', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') };
+    },
+    afterEach: (x) => x.os.stop(),
+  });
   const it = (name: string, fn: (c: Ctx) => Promise<void>) =>
-    test(name, async (ctx) => {
-      if (skip) return;
-      await fn(ctx as Ctx);
-    });
+    suite.it(name, (t, kube, x) => fn({ t, kube, os: x.os, env: x.env }));
   const mk = (
     c: Ctx,
     ns: string,
@@ -233,5 +213,5 @@ export function lbaasScenarios(label: string, getTarget: () => Promise<KubeTarge
     }
   });
 
-  test.run();
+  suite.run();
 }

@@ -2,6 +2,7 @@
 import * as assert from 'uvu/assert';
 import { whereaboutsIps } from '../../functions/whereabouts-ips/index.ts';
 import { IPPOOLS, RESERVATIONS } from '../../functions/whereabouts-ips/model.ts';
+import { MINUTE as MIN } from '../../shared/contract/index.ts';
 import type { KubeClient } from '../../shared/kube/ports.ts';
 import { EVENTS, PODS } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
@@ -21,7 +22,6 @@ import type { KubeTarget } from '../helpers/kube-target.ts';
 import { runner } from '../helpers/runner.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
 
-const MIN = 60_000;
 const RANGE = '192.168.2.0/24';
 
 export function whereaboutsScenarios(label: string, getTarget: () => Promise<KubeTarget | undefined>): void {

@@ -2,9 +2,11 @@
 import type { Policy, Snapshot, SourceMeta, State, Target } from '../../shared/engine/types.ts';
 import { emptyState } from '../../shared/engine/types.ts';
 
-export const FN = 'test-fn';
-export const MIN = 60_000;
+export { MINUTE as MIN } from '../../shared/contract/index.ts';
 
+import { MINUTE as MIN } from '../../shared/contract/index.ts';
+
+export const FN = 'test-fn';
 export function target(key: string, over: Partial<Target> = {}): Target {
   return { key, kind: 'Thing', fingerprint: `${key}@1`, name: `thing ${key}`, keep: false, ...over };
 }

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { MINUTE as MIN } from '../../shared/contract/index.ts';
 import type { Policy } from '../../shared/engine/types.ts';
 import { ListIncompleteError } from '../../shared/errors.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
@@ -13,7 +14,6 @@ import type { StateStore } from '../../shared/state/store.ts';
 import { captureLog, MEM, memFunction, type World, world } from '../helpers/memfn.ts';
 import { testTime } from '../helpers/time.ts';
 
-const MIN = 60_000;
 const T0 = Date.parse('2026-12-02T10:00:00Z');
 const test = suite<{ dir: string }>('run loop', { dir: '' });
 test.before.each((ctx) => {

@@ -4,7 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import { runSchedule } from './harness.ts';
-import { runRandom, runScripts, SIM_FUNCTIONS, scriptTable, table } from './suite.ts';
+import { randomSchedule, runRandom, runScripts, SIM_FUNCTIONS, scriptTable, table } from './suite.ts';
 
 const { values } = parseArgs({
   options: {
@@ -35,15 +35,7 @@ if (values.seed !== undefined && values.runs === undefined) {
       w,
       f.twopass(w, () => clock.now),
       clock,
-      {
-        seed,
-        activeMinutes: 20,
-        intervalMinutes: 5,
-        eventsPerMinute: 2,
-        faultRate: 0.03,
-        interleave: 0.3,
-        boundByKind: f.bounds,
-      },
+      randomSchedule(seed, f.bounds),
     );
     console.log(
       `${f.name} seed ${seed}: ${r.steps} steps, ${r.violations.length} violations, ${r.reclaimed}/${r.orphans} orphans reclaimed, worst latency ${r.worstLatencyMs / 60_000} min`,

@@ -15,7 +15,9 @@ import type { Lock, StateStore } from '../../shared/state/store.ts';
 import { instantTime } from '../../shared/time.ts';
 import { Rng } from './rng.ts';
 
-export const MIN = 60_000;
+export { MINUTE as MIN } from '../../shared/contract/index.ts';
+
+import { MINUTE as MIN } from '../../shared/contract/index.ts';
 
 export interface World {
   /** One random event of the world (pods come and go, CNI ADD/DEL, node loss...). */
@@ -194,3 +196,11 @@ export async function runSchedule(
     worstLatencyMs: worst,
   };
 }
+
+/** A simulator policy: the grace given, no blast-radius limits (the simulator checks safety itself). */
+export const simPolicy = (graceMs: number): Policy => ({
+  graceMs,
+  maxDeletions: 1000,
+  maxDeletionPercent: 100,
+  maxEvidenceDropPercent: 100,
+});

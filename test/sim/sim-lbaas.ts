@@ -2,16 +2,11 @@
 import { lbaasPorts } from '../../functions/lbaas-ports/index.ts';
 import type { Policy } from '../../shared/engine/types.ts';
 import { lbaasMemoryCleaner } from './baselines/lbaas-memory.ts';
-import { type Cleaner, MIN, twopassCleaner } from './harness.ts';
+import { type Cleaner, MIN, simPolicy, twopassCleaner } from './harness.ts';
 import type { Script } from './scripts.ts';
 import { LbaasWorld } from './worlds/lbaas.ts';
 
-export const LB_POLICY: Policy = {
-  graceMs: 10 * MIN,
-  maxDeletions: 1000,
-  maxDeletionPercent: 100,
-  maxEvidenceDropPercent: 100,
-};
+export const LB_POLICY: Policy = simPolicy(10 * MIN);
 export const LB_BOUNDS = { Port: 10 * MIN + 2 * 5 * MIN };
 export const lbWorld = (clock: () => number) => new LbaasWorld(clock);
 export const lbTwopass = (w: LbaasWorld, clock: () => number, policy: Policy = LB_POLICY): Cleaner =>

@@ -2,17 +2,12 @@
 import { whereaboutsIps } from '../../functions/whereabouts-ips/index.ts';
 import type { Policy } from '../../shared/engine/types.ts';
 import { podsBeforePoolsCleaner } from './baselines/pods-before-pools.ts';
-import { type Cleaner, MIN, twopassCleaner } from './harness.ts';
+import { type Cleaner, MIN, simPolicy, twopassCleaner } from './harness.ts';
 import { Rng } from './rng.ts';
 import type { Script } from './scripts.ts';
 import { WhereaboutsWorld } from './worlds/whereabouts.ts';
 
-export const WB_POLICY: Policy = {
-  graceMs: 5 * MIN,
-  maxDeletions: 1000,
-  maxDeletionPercent: 100,
-  maxEvidenceDropPercent: 100,
-};
+export const WB_POLICY: Policy = simPolicy(5 * MIN);
 export const WB_BOUNDS = { IPPoolAllocation: 5 * MIN + 2 * 5 * MIN };
 export const wbWorld = (clock: () => number) => new WhereaboutsWorld(clock);
 export const wbTwopass = (w: WhereaboutsWorld, clock: () => number, policy: Policy = WB_POLICY): Cleaner =>

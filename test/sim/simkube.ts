@@ -8,15 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { ListIncompleteError } from '../../shared/errors.ts';
 import { ConflictError, KubeApiError } from '../../shared/kube/errors.ts';
-import type {
-  DeleteOutcome,
-  JsonPatchOp,
-  KubeClient,
-  ListOptions,
-  ListResult,
-  NewObject,
-  Preconditions,
-} from '../../shared/kube/ports.ts';
+import type * as port from '../../shared/kube/ports.ts';
 import type { KubeObject, ResourceRef } from '../../shared/kube/resources.ts';
 import { selector } from '../../shared/sandbox/kube/server.ts';
 import { FakeApiError, FakeStore } from '../../shared/sandbox/kube/store.ts';
@@ -26,7 +18,7 @@ export type WriteEvent =
   | { kind: 'update'; ref: ResourceRef; before: KubeObject; after: KubeObject }
   | { kind: 'create'; ref: ResourceRef; after: KubeObject };
 
-export class SimKube implements KubeClient {
+export class SimKube implements port.KubeClient {
   readonly store: FakeStore;
   /** Runs before every list call (and so between the lists of one observation). */
   beforeList: (ref: ResourceRef) => void = () => {};
@@ -59,7 +51,7 @@ export class SimKube implements KubeClient {
     }
   }
 
-  async listAll(ref: ResourceRef, o: ListOptions = {}): Promise<ListResult> {
+  async listAll(ref: ResourceRef, o: port.ListOptions = {}): Promise<port.ListResult> {
     this.beforeList(ref);
     try {
       this.fault(`list ${ref.plural}`);
@@ -89,7 +81,7 @@ export class SimKube implements KubeClient {
     return this.store.find(group, version, plural) !== undefined;
   }
 
-  async create(ref: ResourceRef, obj: NewObject): Promise<KubeObject> {
+  async create(ref: ResourceRef, obj: port.NewObject): Promise<KubeObject> {
     const o = structuredClone(obj) as KubeObject;
     if (!o.metadata.name && o.metadata.generateName)
       o.metadata.name = `${o.metadata.generateName}${randomUUID().slice(0, 5)}`;
@@ -113,7 +105,7 @@ export class SimKube implements KubeClient {
     ref: ResourceRef,
     ns: string | undefined,
     name: string,
-    ops: readonly JsonPatchOp[],
+    ops: readonly port.JsonPatchOp[],
   ): Promise<KubeObject> {
     const before = this.store.tryGet(ref, ns, name) as KubeObject | undefined;
     const after = this.wrap(() => this.store.jsonPatch(ref, ns, name, ops)) as KubeObject;
@@ -137,16 +129,21 @@ export class SimKube implements KubeClient {
     ref: ResourceRef,
     ns: string | undefined,
     name: string,
-    pre: Preconditions,
-  ): Promise<DeleteOutcome> {
+    pre: port.Preconditions,
+  ): Promise<port.DeleteOutcome> {
     return this.doDelete(ref, ns, name, { preconditions: pre, gracePeriodSeconds: 0 });
   }
 
-  async delete(ref: ResourceRef, ns: string | undefined, name: string): Promise<DeleteOutcome> {
+  async delete(ref: ResourceRef, ns: string | undefined, name: string): Promise<port.DeleteOutcome> {
     return this.doDelete(ref, ns, name, { gracePeriodSeconds: 0 });
   }
 
-  private doDelete(ref: ResourceRef, ns: string | undefined, name: string, opts: unknown): DeleteOutcome {
+  private doDelete(
+    ref: ResourceRef,
+    ns: string | undefined,
+    name: string,
+    opts: unknown,
+  ): port.DeleteOutcome {
     const before = this.store.tryGet(ref, ns, name) as KubeObject | undefined;
     if (!before) return 'gone';
     try {

@@ -148,15 +148,7 @@ export async function runRandom(
     const w = f.world(() => clock.now, seed);
     const c =
       cleaner === 'twopass' ? f.twopass(w, () => clock.now) : f.baselines[cleaner]!.make(w, () => clock.now);
-    const r = await runSchedule(w, c, clock, {
-      seed,
-      activeMinutes: 20,
-      intervalMinutes: 5,
-      eventsPerMinute: 2,
-      faultRate: 0.03,
-      interleave: 0.3,
-      boundByKind: f.bounds,
-    });
+    const r = await runSchedule(w, c, clock, randomSchedule(seed, f.bounds));
     sum.schedules++;
     sum.steps += r.steps;
     if (r.violations.length) {
@@ -184,4 +176,17 @@ export function scriptTable(rows: ScriptRow[]): string {
   const head =
     '| function | scenario (incident) | cleaner | safety violations | expected |\n|---|---|---|---|---|';
   return `${head}\n${rows.map((r) => `| ${r.fn} | ${r.script} (${r.incident}) | ${r.cleaner} | ${r.violations.length} | ${r.cleaner === 'twopass' ? '0' : r.prone ? '> 0' : 'any'} |`).join('\n')}`;
+}
+
+/** The options of one random schedule: 20 active minutes, a run every 5, faults and interleaving. */
+export function randomSchedule(seed: number, boundByKind: Readonly<Record<string, number>>) {
+  return {
+    seed,
+    activeMinutes: 20,
+    intervalMinutes: 5,
+    eventsPerMinute: 2,
+    faultRate: 0.03,
+    interleave: 0.3,
+    boundByKind,
+  };
 }

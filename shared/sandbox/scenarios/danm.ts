@@ -62,18 +62,32 @@ export async function createPod(
   /** The `danm.k8s.io/interfaces` value; `null` leaves the annotation out (the default network). */
   interfaces: string | null = JSON.stringify([{ network, ip: 'dynamic' }]),
 ): Promise<KubeObject> {
+  return createPodObject(kube, ns, name, {
+    labels: { app: name.replace(/-\d+$/, '') },
+    ...(interfaces !== null ? { annotations: { 'danm.k8s.io/interfaces': interfaces } } : {}),
+    ...(nodeName ? { nodeName } : {}),
+  });
+}
+
+/** A pod with one container, its labels, annotations and node as given. */
+export function createPodObject(
+  kube: KubeClient,
+  ns: string,
+  name: string,
+  o: { labels?: Record<string, string>; annotations?: Record<string, string>; nodeName?: string } = {},
+): Promise<KubeObject> {
   return kube.create(PODS, {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: {
       name,
       namespace: ns,
-      labels: { app: name.replace(/-\d+$/, '') },
-      ...(interfaces !== null ? { annotations: { 'danm.k8s.io/interfaces': interfaces } } : {}),
+      ...(o.labels ? { labels: o.labels } : {}),
+      ...(o.annotations ? { annotations: o.annotations } : {}),
     },
     spec: {
-      containers: [{ name: 'app', image: 'registry.local/cinfo:1.0' }],
-      ...(nodeName ? { nodeName } : {}),
+      containers: [{ name: 'app', image: 'registry.local/app:1.0' }],
+      ...(o.nodeName ? { nodeName: o.nodeName } : {}),
     },
   });
 }

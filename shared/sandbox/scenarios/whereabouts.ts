@@ -4,6 +4,7 @@ import { IPPOOLS, NETWORK_STATUS, RESERVATIONS } from '../../../functions/wherea
 import type { KubeClient } from '../../kube/ports.ts';
 import { type KubeObject, PODS } from '../../kube/resources.ts';
 import { parseAddress, parseCidr } from '../../net/ip.ts';
+import { createPodObject } from './danm.ts';
 
 export type Alloc = { id: string; podref: string; ifname?: string };
 
@@ -63,16 +64,12 @@ export async function createPodWithStatus(
   name: string,
   ips?: readonly string[],
 ): Promise<KubeObject> {
-  return kube.create(PODS, {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: {
-      name,
-      namespace: ns,
-      ...(ips ? { annotations: { [NETWORK_STATUS]: networkStatus(ips) } } : {}),
-    },
-    spec: { containers: [{ name: 'app', image: 'registry.local/app:1' }] },
-  });
+  return createPodObject(
+    kube,
+    ns,
+    name,
+    ips ? { annotations: { [NETWORK_STATUS]: networkStatus(ips) } } : {},
+  );
 }
 
 export async function setNetworkStatus(

@@ -5,16 +5,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { lbaasPorts } from '../../../functions/lbaas-ports/index.ts';
 import { resolveConfig } from '../../config.ts';
+import { MINUTE as MIN } from '../../contract/index.ts';
 import type { KubeClient } from '../../kube/ports.ts';
 import { SERVICES } from '../../kube/resources.ts';
 import type { Logger } from '../../log/logger.ts';
 import type { RunResult } from '../../runtime/run.ts';
-import { runFunction } from '../../runtime/wire.ts';
 import { instantTime } from '../../time.ts';
 import { FakeOpenStack } from '../openstack/server.ts';
+import { passes } from '../pass.ts';
 import { controllerPort, createService, setIngress } from '../scenarios/lbaas.ts';
-
-const MIN = 60_000;
 
 export async function lbaasScene(
   kube: KubeClient,
@@ -47,18 +46,13 @@ export async function lbaasScene(
       'sandbox',
       { state: `file:${stateDir}` },
     );
-    const pass = async (label: string) => {
-      say('');
-      say(`── ${label} ${'─'.repeat(Math.max(0, 90 - label.length))}`);
-      const r = await runFunction(
-        lbaasPorts,
-        cfg,
-        { time: instantTime(clock), log, kubeOptions: { server }, processEnv: env },
-        { apply: true },
-      );
-      runs.push(r);
-      return r;
-    };
+    const pass = passes(
+      lbaasPorts,
+      cfg,
+      { time: instantTime(clock), log, kubeOptions: { server }, processEnv: env },
+      say,
+      runs,
+    );
     say('');
     say(`lbaas: a fake Keystone + Neutron on ${os.url} (project-a). ch-k8s-lbaas has placed two Services:`);
     const ingress = controllerPort(os, { name: 'ingress-nginx' });

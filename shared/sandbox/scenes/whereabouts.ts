@@ -2,11 +2,12 @@
 
 import { whereaboutsIps } from '../../../functions/whereabouts-ips/index.ts';
 import type { Config } from '../../config.ts';
+import { MINUTE as MIN } from '../../contract/index.ts';
 import type { KubeClient } from '../../kube/ports.ts';
 import type { Logger } from '../../log/logger.ts';
 import type { RunResult } from '../../runtime/run.ts';
-import { runFunction } from '../../runtime/wire.ts';
 import { instantTime } from '../../time.ts';
+import { passes } from '../pass.ts';
 import { forceDeletePod } from '../scenarios/danm.ts';
 import {
   allocate,
@@ -17,7 +18,6 @@ import {
   offsetOf,
 } from '../scenarios/whereabouts.ts';
 
-const MIN = 60_000;
 const RANGE = '192.168.2.0/24';
 
 export async function whereaboutsScene(
@@ -33,18 +33,13 @@ export async function whereaboutsScene(
   const runs: RunResult[] = [];
   const problems: string[] = [];
   const ns = 'default';
-  const pass = async (label: string) => {
-    say('');
-    say(`── ${label} ${'─'.repeat(Math.max(0, 90 - label.length))}`);
-    const r = await runFunction(
-      whereaboutsIps,
-      cfg,
-      { time: instantTime(clock), log, kubeOptions: { server } },
-      { apply: true },
-    );
-    runs.push(r);
-    return r;
-  };
+  const pass = passes(
+    whereaboutsIps,
+    cfg,
+    { time: instantTime(clock), log, kubeOptions: { server } },
+    say,
+    runs,
+  );
   say('');
   say('whereabouts: IPPool default/pool (192.168.2.0/24); StatefulSet pod db-0 holds 192.168.2.10.');
   const oldId = containerId();

@@ -12,6 +12,7 @@
  */
 import { Bitmap } from '../../../functions/danm-endpoints/bitmap.ts';
 import type { NetworkType } from '../../../functions/danm-endpoints/model.ts';
+import { MINUTE as MIN } from '../../../shared/contract/index.ts';
 import type { KubeObject } from '../../../shared/kube/resources.ts';
 import { PODS } from '../../../shared/kube/resources.ts';
 import { formatAddress, parseAddress, parseCidr } from '../../../shared/net/ip.ts';
@@ -22,8 +23,6 @@ import { SimKube } from '../simkube.ts';
 
 const NS = 'default';
 const CIDR = parseCidr('10.20.0.0/26')!;
-const MIN = 60_000;
-
 type Pending = { at: number; run: () => void };
 
 export type DanmLayout = Readonly<{ kind: NetworkType; name: string }>;
