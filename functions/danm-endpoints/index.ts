@@ -49,7 +49,8 @@ export const danmEndpointsSettings = z
 type Kinds = { DanmEp: EpData; DanmBit: BitData };
 
 async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): Promise<void> {
-  const { pageSize, signal } = { pageSize: ctx.settings.pageSize, signal: ctx.signal };
+  const { pageSize } = ctx.settings;
+  const { signal } = ctx;
   const namespaces = ctx.settings.namespaces ? new Set(ctx.settings.namespaces) : undefined;
   const group = await detectGroup(kube, ctx.settings.group, signal);
   const R = danmResources(group);

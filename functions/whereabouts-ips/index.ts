@@ -58,7 +58,8 @@ type Kinds = {
 };
 
 async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): Promise<void> {
-  const { pageSize, signal } = { pageSize: ctx.settings.pageSize, signal: ctx.signal };
+  const { pageSize } = ctx.settings;
+  const { signal } = ctx;
   const namespaces = ctx.settings.namespaces ? new Set(ctx.settings.namespaces) : undefined;
   const inScope = (ns: string) => !namespaces || namespaces.has(ns);
   if (!(await kube.serves(GROUP, 'v1alpha1', 'ippools', signal)))

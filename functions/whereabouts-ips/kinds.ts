@@ -9,6 +9,7 @@ import {
   BatchResults,
   type BatchSpec,
   deleteAsObserved,
+  type EventNote,
   type KindSpec,
   type RecheckResult,
   type RunContext,
@@ -92,6 +93,18 @@ async function freshPool(kube: KubeReader, d: AllocData, signal: AbortSignal) {
 
 const isPatchConflict = (err: unknown) =>
   err instanceof ConflictError || (err instanceof KubeApiError && err.status === 422);
+
+/** The Event on the whereabouts object a removal changed. */
+const reclaimed = (
+  kind: 'IPPool' | 'OverlappingRangeIPReservation',
+  o: { namespace: string; name: string; uid: string },
+  message: string,
+): EventNote => ({
+  namespace: o.namespace,
+  involved: { apiVersion: `${GROUP}/v1alpha1`, kind, name: o.name, namespace: o.namespace, uid: o.uid },
+  reason: 'WhereaboutsAddressReclaimed',
+  message,
+});
 
 const removedText = (d: AllocData) =>
   `allocation ${d.ip} (offset ${d.offset}, container ${d.id.slice(0, 12)}) removed from IPPool ${d.namespace}/${d.pool}`;
@@ -207,18 +220,11 @@ export const allocationKind: KindSpec<AllocData, KubeReader, KubeClient, Setting
   event(removed) {
     const d0 = removed[0]!.target.data;
     const ips = removed.map((r) => r.target.data.ip);
-    return {
-      namespace: d0.namespace,
-      involved: {
-        apiVersion: `${GROUP}/v1alpha1`,
-        kind: 'IPPool',
-        name: d0.pool,
-        namespace: d0.namespace,
-        uid: d0.poolUid,
-      },
-      reason: 'WhereaboutsAddressReclaimed',
-      message: `twopass removed ${ips.length} allocation${ips.length === 1 ? '' : 's'} of pods that are gone or no longer hold the address: ${ips.join(', ')}`,
-    };
+    return reclaimed(
+      'IPPool',
+      { namespace: d0.namespace, name: d0.pool, uid: d0.poolUid },
+      `twopass removed ${ips.length} allocation${ips.length === 1 ? '' : 's'} of pods that are gone or no longer hold the address: ${ips.join(', ')}`,
+    );
   },
   batch: allocBatch,
 };
@@ -239,17 +245,10 @@ export const reservationKind: KindSpec<ResvData, KubeReader, KubeClient, Setting
   },
   event(removed) {
     const { data: d } = removed[0]!.target;
-    return {
-      namespace: d.namespace,
-      involved: {
-        apiVersion: `${GROUP}/v1alpha1`,
-        kind: 'OverlappingRangeIPReservation',
-        name: d.name,
-        namespace: d.namespace,
-        uid: d.uid,
-      },
-      reason: 'WhereaboutsAddressReclaimed',
-      message: `twopass reclaimed ${d.ip} of ${d.podref}: reservation ${d.namespace}/${d.name} deleted`,
-    };
+    return reclaimed(
+      'OverlappingRangeIPReservation',
+      d,
+      `twopass reclaimed ${d.ip} of ${d.podref}: reservation ${d.namespace}/${d.name} deleted`,
+    );
   },
 };

@@ -9,7 +9,7 @@
  * settings parsing and the FaaS handler.
  */
 import type { z } from 'zod';
-import type { Indeterminate, Policy, SourceMeta, Target } from '../engine/types.ts';
+import type { Indeterminate, Policy, Snapshot, SourceMeta, Target } from '../engine/types.ts';
 import { ConfigError } from '../errors.ts';
 import type { KubeHttpClient } from '../kube/client.ts';
 import type { InvolvedObject } from '../kube/events.ts';
@@ -56,13 +56,8 @@ export type RunContext<S = Readonly<Record<string, unknown>>> = Readonly<{
 /** The runtime's view of the context: settings as the config gave them (parsed by the function). */
 export type FunctionContext = RunContext<Readonly<Record<string, unknown>>>;
 
-export type Observation = Readonly<{
-  sources: readonly SourceMeta[];
-  targets: readonly Target[];
-  used: readonly string[];
-  indeterminate: readonly Indeterminate[];
-  blockers?: readonly string[];
-}>;
+/** What one observation returns: a snapshot without its id, function and time (the run adds them). */
+export type Observation = Omit<Snapshot, 'id' | 'function' | 'takenAt'>;
 
 export type RecheckResult = Readonly<{ ok: true } | { ok: false; reason: string }>;
 

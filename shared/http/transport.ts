@@ -58,9 +58,12 @@ export class ConnectionError extends TwopassError {
   override name = 'ConnectionError';
   readonly retryable = true;
   readonly timedOut: boolean;
-  constructor(call: string, message: string, timedOut: boolean, cause: unknown) {
-    super(`${call}: ${message}`, { call, cause });
+  /** What went wrong, without the call's name (a client wraps it into its own error). */
+  readonly detail: string;
+  constructor(call: string, detail: string, timedOut: boolean, cause: unknown) {
+    super(`${call}: ${detail}`, { call, cause });
     this.timedOut = timedOut;
+    this.detail = detail;
   }
 }
 

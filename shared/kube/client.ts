@@ -346,7 +346,7 @@ export class KubeHttpClient implements KubeClient {
       res = await this.http.send({ call: c.what, method: c.method, url, headers, body, signal: c.signal });
     } catch (err) {
       if (!(err instanceof ConnectionError)) throw err;
-      throw new KubeApiError(c.what, 0, 'ConnectionError', err.message.slice(c.what.length + 2), {
+      throw new KubeApiError(c.what, 0, 'ConnectionError', err.detail, {
         cause: err,
       });
     }

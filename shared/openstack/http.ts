@@ -52,7 +52,7 @@ export class Http {
       });
     } catch (err) {
       if (!(err instanceof ConnectionError)) throw err;
-      throw new OpenStackApiError(call, 0, err.message.slice(call.length + 2), { cause: err });
+      throw new OpenStackApiError(call, 0, err.detail, { cause: err });
     }
     let parsed: unknown;
     if (res.text !== '') {

@@ -7,8 +7,7 @@ import type { Time } from '../../shared/time.ts';
 
 export type TestTime = Time & { readonly sleeps: number[] };
 
-export function testTime(now: () => number = Date.now): TestTime {
-  const sleeps: number[] = [];
+export function testTime(now: () => number = Date.now, sleeps: number[] = []): TestTime {
   return {
     sleeps,
     now,

@@ -27,8 +27,7 @@ function client(
 ) {
   writeFileSync(join(dir, 'clouds.yaml'), os.cloudsYaml(opts.kind ?? 'appcred'));
   const cloud = loadCloudConfig({ OS_CLOUD: 'fake', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') });
-  const time = testTime(opts.clock);
-  if (opts.sleeps) time.sleeps.push = (...ms: number[]) => opts.sleeps!.push(...ms);
+  const time = testTime(opts.clock, opts.sleeps);
   const http = new Http({ timeoutMs: 2000, time });
   const auth = new KeystoneAuth(cloud, http, time.now);
   return { auth, neutron: new NeutronClient(auth, http, opts.pageSize ?? 2), close: () => http.close() };
