@@ -18,7 +18,7 @@ export async function explainCommand(args: readonly string[], cfg: Config, io: I
   if (!fn) throw new ConfigError(`unknown function \`${name}\``);
   const kube = await connectKube(cfg, { time: io.time, log: createLogger({ output: 'json' }) });
   try {
-    const { store } = stateFor(cfg, kube);
+    const { store } = stateFor(cfg, kube, io.time);
     const { state } = await store.load(name);
     const fc = functionConfig(cfg, name, fn.defaults);
     const settings = validateSettings(fn, { pageSize: cfg.pageSize, ...fc.settings }, `config ${cfg.source}`);

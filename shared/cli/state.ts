@@ -22,7 +22,7 @@ export async function stateCommand(args: readonly string[], cfg: Config, io: Io)
       ? await connectKube(cfg, { time: io.time, log: createLogger({ output: 'json' }) })
       : undefined;
   try {
-    const { store } = stateFor(cfg, kube);
+    const { store } = stateFor(cfg, kube, io.time);
     if (sub === 'reset') {
       const removed = await store.reset(name);
       io.out.write(

@@ -11,8 +11,8 @@
 import type { z } from 'zod';
 import type { Indeterminate, Policy, Snapshot, SourceMeta, Target } from '../engine/types.ts';
 import { ConfigError } from '../errors.ts';
-import type { KubeHttpClient } from '../kube/client.ts';
 import type { InvolvedObject } from '../kube/events.ts';
+import type { KubeClient } from '../kube/ports.ts';
 
 export { ConfigError, ListIncompleteError, NotInstalledError, TwopassError } from '../errors.ts';
 
@@ -89,7 +89,7 @@ export type FunctionDefaults = Policy &
 
 /** What a function may use to build its ports (the entry point's environment, never read below). */
 export type ConnectContext<S = Readonly<Record<string, unknown>>> = Readonly<{
-  kube: KubeHttpClient;
+  kube: KubeClient;
   settings: S;
   env: Readonly<Record<string, string | undefined>>;
   time: Time;

@@ -12,6 +12,7 @@ import type { Snapshot } from '../engine/types.ts';
 import { ConfigError } from '../errors.ts';
 import { type KubeClientOptions, KubeHttpClient, kubeOptionsFromConfig } from '../kube/client.ts';
 import { recordEvent } from '../kube/events.ts';
+import type { KubeClient } from '../kube/ports.ts';
 import type { Logger } from '../log/logger.ts';
 import { ConfigMapStateStore } from '../state/configmap.ts';
 import { FileLock, FileStateStore } from '../state/file.ts';
@@ -27,6 +28,11 @@ export type Environment = Readonly<{
   /** Overrides the kubeconfig (tests and the sandbox). */
   kubeOptions?: Omit<KubeClientOptions, 'time'>;
   hooks?: RunHooks;
+  /**
+   * Wraps the Kubernetes client every call of a run goes through (state, Lease,
+   * functions, Events): the interceptor the crash tests inject faults with.
+   */
+  intercept?: (kube: KubeClient) => KubeClient;
   /** The process environment, for functions whose clients read OS_* (OpenStack). */
   processEnv?: Readonly<Record<string, string | undefined>>;
 }>;
@@ -52,13 +58,21 @@ export async function connectKube(cfg: Config, env: Environment): Promise<KubeHt
   });
 }
 
-export function stateFor(cfg: Config, kube: KubeHttpClient | undefined): { store: StateStore; lock: Lock } {
+export function stateFor(
+  cfg: Config,
+  kube: KubeClient | undefined,
+  time: Time,
+): { store: StateStore; lock: Lock } {
   if (cfg.state.kind === 'file')
-    return { store: new FileStateStore(cfg.state.dir), lock: new FileLock(cfg.state.dir) };
+    return { store: new FileStateStore(cfg.state.dir), lock: new FileLock(cfg.state.dir, time.now) };
   if (!kube) throw new ConfigError('--state configmap:NAMESPACE needs a Kubernetes connection');
   return {
     store: new ConfigMapStateStore(kube, cfg.state.namespace),
-    lock: new LeaseLock(kube, { namespace: cfg.state.namespace, durationSeconds: cfg.leaseDurationSeconds }),
+    lock: new LeaseLock(kube, {
+      namespace: cfg.state.namespace,
+      durationSeconds: cfg.leaseDurationSeconds,
+      time,
+    }),
   };
 }
 
@@ -81,11 +95,12 @@ export async function runFunction(
   const fc = functionConfig(cfg, fn.name, fn.defaults);
   // Settings are checked before any I/O: a dropped key would widen the scope.
   const settings = validateSettings(fn, { pageSize: cfg.pageSize, ...fc.settings }, `config ${cfg.source}`);
-  const kube = await connectKube(cfg, env);
+  const http = await connectKube(cfg, env);
+  const kube = env.intercept ? env.intercept(http) : http;
   let ports: Ports<unknown, unknown> = { reader: kube, writer: kube, close: async () => {} };
   try {
     ports = await connectPorts(fn, kube, cfg, settings, env.processEnv ?? {}, env.time);
-    const { store, lock } = stateFor(cfg, kube);
+    const { store, lock } = stateFor(cfg, kube, env.time);
     const request: RunRequest = {
       apply: options.apply ?? fc.apply,
       record: options.record ?? fc.record,
@@ -127,14 +142,14 @@ export async function runFunction(
     );
   } finally {
     await ports.close();
-    await kube.close();
+    await http.close();
   }
 }
 
 /** A function's reader and writer ports: its own connect(), or the Kubernetes client for both. */
 export async function connectPorts(
   fn: AnyFunction,
-  kube: KubeHttpClient,
+  kube: KubeClient,
   cfg: Config,
   settings: Readonly<Record<string, unknown>>,
   env: Readonly<Record<string, string | undefined>>,
@@ -157,7 +172,7 @@ export async function connectPorts(
 }
 
 /** Refused and aborted runs leave a Warning Event on the function's CronJob (when eventNamespace is set). */
-function withEvents(hooks: RunHooks | undefined, cfg: Config, kube: KubeHttpClient, time: Time): RunHooks {
+function withEvents(hooks: RunHooks | undefined, cfg: Config, kube: KubeClient, time: Time): RunHooks {
   const ns = cfg.eventNamespace;
   if (!ns) return hooks ?? {};
   return {

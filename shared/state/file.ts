@@ -104,8 +104,10 @@ export class FileLock implements Lock {
   readonly dir: string;
   readonly description: string;
   private readonly pid: number;
-  constructor(dir: string, pid: number = process.pid) {
+  private readonly now: () => number;
+  constructor(dir: string, now: () => number, pid: number = process.pid) {
     this.dir = dir;
+    this.now = now;
     this.pid = pid;
     this.description = `file:${dir}`;
   }
@@ -117,7 +119,7 @@ export class FileLock implements Lock {
       pid: this.pid,
       host: hostname(),
       token: randomUUID(),
-      acquiredAt: new Date().toISOString(),
+      acquiredAt: new Date(this.now()).toISOString(),
     };
     for (let attempt = 0; attempt < 2; attempt++) {
       try {

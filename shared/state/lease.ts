@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { ConflictError, KubeApiError } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/ports.ts';
 import { type KubeObject, LEASES } from '../kube/resources.ts';
+import type { Time } from '../time.ts';
 import { LockHeldError } from './errors.ts';
 import type { Lock, LockHandle } from './store.ts';
 
@@ -23,7 +24,8 @@ export type LeaseLockOptions = Readonly<{
   namespace: string;
   identity?: string;
   durationSeconds?: number;
-  now?: () => number;
+  /** The clock the Lease is written and judged by, and the renewal sleeps on. */
+  time: Time;
   /** Renew period (default a third of the duration); 0 disables renewal (tests). */
   renewEveryMs?: number;
 }>;
@@ -46,7 +48,7 @@ export class LeaseLock implements Lock {
   }
 
   private now(): number {
-    return (this.opts.now ?? Date.now)();
+    return this.opts.time.now();
   }
 
   async acquire(fn: string, signal?: AbortSignal): Promise<LockHandle> {
@@ -121,29 +123,37 @@ export class LeaseLock implements Lock {
         `${fn}: Lease ${ns}/${name} was written, but a read-back finds ${back ? `holder ${back.spec?.holderIdentity ?? 'none'}` : 'no Lease'}`,
       );
     const controller = new AbortController();
+    const stop = new AbortController();
     const renewEvery = this.opts.renewEveryMs ?? (duration * 1000) / 3;
-    let timer: NodeJS.Timeout | undefined;
-    let renewing: Promise<void> = Promise.resolve();
-    if (renewEvery > 0) {
-      timer = setInterval(() => {
-        renewing = (async () => {
-          try {
-            current = (await this.kube.replace(LEASES, {
-              ...current,
-              spec: { ...current.spec, renewTime: microTime(this.now()) },
-            })) as Lease;
-          } catch (err) {
-            controller.abort(new LockHeldError(`${fn}: lost Lease ${ns}/${name}: ${(err as Error).message}`));
-            clearInterval(timer);
-          }
-        })();
-      }, renewEvery);
-      timer.unref();
-    }
+    const renewing =
+      renewEvery > 0
+        ? (async () => {
+            for (;;) {
+              try {
+                await this.opts.time.sleep(renewEvery, stop.signal);
+              } catch {
+                return; // released
+              }
+              try {
+                // not aborted by release: release waits for it and writes on its resourceVersion
+                current = (await this.kube.replace(LEASES, {
+                  ...current,
+                  spec: { ...current.spec, renewTime: microTime(this.now()) },
+                })) as Lease;
+              } catch (err) {
+                if (stop.signal.aborted) return;
+                controller.abort(
+                  new LockHeldError(`${fn}: lost Lease ${ns}/${name}: ${(err as Error).message}`),
+                );
+                return;
+              }
+            }
+          })()
+        : Promise.resolve();
     return {
       lost: controller.signal,
       release: async () => {
-        if (timer) clearInterval(timer);
+        stop.abort();
         await renewing;
         if (controller.signal.aborted) return;
         const { holderIdentity: _h, ...rest } = current.spec ?? {};

@@ -24,6 +24,7 @@ import { ConfigMapStateStore } from '../../shared/state/configmap.ts';
 import { LockHeldError, StateConflictError } from '../../shared/state/errors.ts';
 import { LeaseLock } from '../../shared/state/lease.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
+import { eventually, manualTime, testTime } from '../helpers/time.ts';
 
 export type ContractTarget = Readonly<{
   name: string;
@@ -368,18 +369,19 @@ export function kubeContract(
     ns,
   }) => {
     let now = Date.parse('2026-12-02T10:00:00Z');
+    const time = testTime(() => now);
     const a = new LeaseLock(kube, {
       namespace: ns,
       identity: 'run-a',
       durationSeconds: 60,
-      now: () => now,
+      time,
       renewEveryMs: 0,
     });
     const b = new LeaseLock(kube, {
       namespace: ns,
       identity: 'run-b',
       durationSeconds: 60,
-      now: () => now,
+      time,
       renewEveryMs: 0,
     });
     const h = await a.acquire('contract');
@@ -409,6 +411,35 @@ export function kubeContract(
       spec: { ...(stale!.spec as object), holderIdentity: 'someone' },
     } as KubeObject);
     assert.ok((await rejects(kube.replace(LEASES, stale!))) instanceof ConflictError);
+  });
+
+  it('LeaseLock renews on its clock, and a Lease taken from under it aborts the run', async ({
+    kube,
+    ns,
+  }) => {
+    const time = manualTime(Date.parse('2026-12-02T10:00:00Z'));
+    const lock = new LeaseLock(kube, { namespace: ns, identity: 'run-a', durationSeconds: 60, time });
+    const h = await lock.acquire('renew');
+    const renewTime = async () =>
+      ((await kube.get(LEASES, ns, 'twopass-renew'))?.spec as { renewTime: string }).renewTime;
+    assert.is(await renewTime(), '2026-12-02T10:00:00.000000Z');
+    await time.advance(19_999);
+    assert.is(await renewTime(), '2026-12-02T10:00:00.000000Z', 'not before a third of the duration');
+    await time.advance(1);
+    await eventually('the renewal', async () => (await renewTime()) === '2026-12-02T10:00:20.000000Z');
+    assert.not.ok(h.lost.aborted);
+    const held = (await kube.get(LEASES, ns, 'twopass-renew'))!;
+    await kube.replace(LEASES, {
+      ...held,
+      spec: { ...(held.spec as object), holderIdentity: 'thief' },
+    } as KubeObject);
+    await time.advance(20_000);
+    await eventually('the lost signal', () => h.lost.aborted);
+    assert.match(String((h.lost.reason as Error).message), /lost Lease/);
+    await h.release();
+    const after = (await kube.get(LEASES, ns, 'twopass-renew'))?.spec as { holderIdentity: string };
+    assert.is(after.holderIdentity, 'thief', 'a lost Lease is not released over its new holder');
+    assert.is(time.pending(), 0, 'no renewal left waiting');
   });
 
   it('ConfigMapStateStore: round trip, shards, conflicts', async ({ kube, ns }) => {

@@ -38,7 +38,7 @@ function setup(dir: string, w: World, opts: { store?: StateStore; lockPid?: numb
     reader: w,
     writer: w,
     store: opts.store ?? new FileStateStore(dir),
-    lock: new FileLock(dir, opts.lockPid),
+    lock: new FileLock(dir, clock, opts.lockPid),
     time: testTime(clock),
     log: cap.log,
     newId: () => `id-${++n}`,
@@ -177,7 +177,7 @@ test('the guard refuses with exit 4 and deletes nothing', async ({ dir }) => {
 test('a second run while the lock is held exits 5 and writes nothing', async ({ dir }) => {
   const w = world(['a']);
   const s = setup(dir, w);
-  const holder = await new FileLock(dir).acquire(MEM);
+  const holder = await new FileLock(dir, Date.now).acquire(MEM);
   const r = await run(s.deps, s.req());
   assert.is(r.exitCode, EXIT.locked);
   assert.throws(() => readFileSync(join(dir, `${MEM}.json`)), /ENOENT/);

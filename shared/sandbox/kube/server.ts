@@ -13,7 +13,7 @@ import type { KubeObject, ResourceRef } from '../../kube/resources.ts';
 import { describeFault, type Fault, FaultPlan, RequestLog, type RequestRecord } from './faults.ts';
 import { FakeApiError, FakeStore, type StoredObject } from './store.ts';
 
-type Continuation = { items: StoredObject[]; rv: string; createdAt: number; expired: boolean };
+type Continuation = { items: StoredObject[]; rv: string; createdAt: number };
 
 export type FakeKubeOptions = Readonly<{
   /** Continue tokens older than this answer 410 Expired (default 5 min). */
@@ -39,13 +39,17 @@ export class FakeKubeServer {
   private readonly continuations = new Map<string, Continuation>();
   private readonly server: Server;
   private readonly opts: FakeKubeOptions;
+  /** The server's clock: creation timestamps and continue-token age. */
+  private readonly now: () => number;
   /** TCP connections accepted so far (benchmarks compare HTTP clients with it). */
   connections = 0;
   url = '';
 
   constructor(opts: FakeKubeOptions = {}) {
     this.opts = opts;
-    this.store = new FakeStore(opts.now);
+    const now = opts.now ?? (() => new Date());
+    this.now = () => now().getTime();
+    this.store = new FakeStore(now);
     this.server = createServer((req, res) => {
       this.handle(req, res).catch((err) => {
         if (!res.headersSent) this.status(res, new FakeApiError(500, 'InternalError', String(err)));
@@ -72,10 +76,6 @@ export class FakeKubeServer {
   }
 
   /** Expire every continue token handed out so far (410 on next use). */
-  expireContinueTokens(): void {
-    for (const c of this.continuations.values()) c.expired = true;
-  }
-
   requestCount(filter?: { method?: string; path?: string }): number {
     return this.requests.filter(
       (r) =>
@@ -287,7 +287,7 @@ export class FakeKubeServer {
       const c = decoded ? this.continuations.get(decoded.id) : undefined;
       if (!decoded || !c) throw new FakeApiError(400, 'BadRequest', 'continue key is not valid');
       const ttl = this.opts.continueTtlMs ?? 300_000;
-      if (fault?.expireContinue || c.expired || Date.now() - c.createdAt > ttl) {
+      if (fault?.expireContinue || this.now() - c.createdAt > ttl) {
         throw new FakeApiError(
           410,
           'Expired',
@@ -299,7 +299,7 @@ export class FakeKubeServer {
       token = decoded.id;
     } else {
       const items = this.store.list(ref, ns).filter(selector(q.get('labelSelector'), q.get('fieldSelector')));
-      entry = { items, rv: this.store.resourceVersion, createdAt: Date.now(), expired: false };
+      entry = { items, rv: this.store.resourceVersion, createdAt: this.now() };
     }
     const end = limit > 0 ? Math.min(offset + limit, entry.items.length) : entry.items.length;
     let pageItems = entry.items.slice(offset, end);
@@ -351,7 +351,7 @@ export class FakeKubeServer {
 
   private dropExpired(): void {
     const ttl = this.opts.continueTtlMs ?? 300_000;
-    const now = Date.now();
+    const now = this.now();
     for (const [id, c] of this.continuations) if (now - c.createdAt > ttl) this.continuations.delete(id);
   }
 
