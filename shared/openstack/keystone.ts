@@ -64,11 +64,6 @@ export class KeystoneAuth {
     throw new OpenStackApiError('keystone get project', r.status, describeBody(r.body));
   }
 
-  async projectId(signal?: AbortSignal): Promise<string | undefined> {
-    await this.get(signal);
-    return this.token?.projectId;
-  }
-
   async endpoint(type: string, signal?: AbortSignal): Promise<string> {
     await this.get(signal);
     const entry = this.token!.catalog.find((e) => e.type === type);

@@ -23,6 +23,7 @@ import {
 } from '../../shared/sandbox/scenarios/danm.ts';
 import { controllerPort } from '../../shared/sandbox/scenarios/lbaas.ts';
 import { allocations, containerId, createPool } from '../../shared/sandbox/scenarios/whereabouts.ts';
+import { stateConfigMapNames } from '../../shared/state/configmap.ts';
 import { binDir, IDENTITIES } from '../cluster/cluster.ts';
 import { twopass, twopassAsync } from '../helpers/cli.ts';
 import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
@@ -104,6 +105,20 @@ offline(
     }
   },
 );
+
+offline('each function may touch exactly the state ConfigMaps and the Lease its store uses', () => {
+  for (const fn of ['danm-endpoints', 'whereabouts-ips', 'lbaas-ports']) {
+    const docs = parseAllDocuments(
+      readFileSync(join(ROOT, 'infra/kustomize/components', fn, 'rbac.yaml'), 'utf8'),
+    ).map((d) => d.toJS() as Obj);
+    const role = docs.find((d) => d.kind === 'Role' && d.metadata.name === `twopass-${fn}-state`);
+    assert.ok(role, `${fn}: a state Role`);
+    const rules = role.rules as { resources: string[]; resourceNames?: string[]; verbs: string[] }[];
+    const named = (r: string) => rules.find((x) => x.resources.includes(r) && x.resourceNames)?.resourceNames;
+    assert.equal(named('configmaps'), stateConfigMapNames(fn), `${fn}: ConfigMaps by name`);
+    assert.equal(named('leases'), [`twopass-${fn}`], `${fn}: its Lease by name`);
+  }
+});
 
 offline(
   'the Dockerfile copies files that exist, runs as non-root without dev dependencies, and its entrypoint runs',

@@ -5,6 +5,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { FUNCTIONS } from '../../functions/index.ts';
@@ -21,7 +22,7 @@ import {
 } from '../../shared/sandbox/scenarios/danm.ts';
 import { fakeTarget, type KubeTarget } from '../helpers/kube-target.ts';
 import { captureLog } from '../helpers/memfn.ts';
-import { testTime } from '../helpers/time.ts';
+import { eventually, testTime } from '../helpers/time.ts';
 
 const test = suite<{ t: KubeTarget; dir: string; kc: string }>('operate');
 test.before(async (ctx) => {
@@ -36,16 +37,6 @@ test.before(async (ctx) => {
   await kube.close();
 });
 test.after(async (ctx) => ctx.t.close());
-
-async function waitFor<T>(what: string, f: () => T | undefined, ms = 15_000): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = f();
-    if (v) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 test('schedule runs a function on a six-field (seconds) cron expression and serves metrics', async ({
   t,
@@ -63,7 +54,7 @@ test('schedule runs a function on a six-field (seconds) cron expression and serv
     { host: '127.0.0.1', port: 0, functions: FUNCTIONS },
   );
   try {
-    await waitFor('two scheduled runs', () => (s.results.length >= 2 ? true : undefined));
+    await eventually('two scheduled runs', () => (s.results.length >= 2 ? true : undefined));
     const health = await fetch(`${s.url}/healthz`);
     assert.is(health.status, 200);
     const text = await (await fetch(`${s.url}/metrics`)).text();
@@ -75,8 +66,13 @@ test('schedule runs a function on a six-field (seconds) cron expression and serv
   } finally {
     await s.stop();
   }
+  // Stopped means destroyed: node-cron holds no timer for the task any more, so no run can follow.
   const n = s.results.length;
-  await new Promise((r) => setTimeout(r, 1500));
+  for (const [name, task] of s.tasks) {
+    assert.is(task.getStatus(), 'destroyed', name);
+    // and a tick that fires anyway (one already due) starts no run
+    await Promise.resolve(task.execute()).catch(() => undefined);
+  }
   assert.is(s.results.length, n, 'no run after stop');
   assert.ok(cap.events('schedule.stopped').length === 1);
 });
@@ -121,8 +117,11 @@ test('twopass schedule as a process: SIGTERM stops it cleanly (exit 0)', async (
   );
   let out = '';
   child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-  const url = await waitFor('listening', () => /"event":"schedule.listening","url":"([^"]+)"/.exec(out)?.[1]);
-  await waitFor('a finished run', () => (out.includes('"event":"run.finished"') ? true : undefined));
+  const url = await eventually(
+    'listening',
+    () => /"event":"schedule.listening","url":"([^"]+)"/.exec(out)?.[1],
+  );
+  await eventually('a finished run', () => (out.includes('"event":"run.finished"') ? true : undefined));
   assert.is((await fetch(`${url}/healthz`)).status, 200);
   child.kill('SIGTERM');
   const code = await new Promise<number | null>((r) => child.on('exit', (c) => r(c)));
@@ -185,11 +184,7 @@ test('handler(event): the way a Lambda-style runtime calls it', async ({ dir, kc
 });
 
 function captureLogStream(): NodeJS.WritableStream {
-  const { Writable } = require_('node:stream') as typeof import('node:stream');
   return new Writable({ write: (_c, _e, cb) => cb() });
-}
-function require_(m: string): unknown {
-  return process.getBuiltinModule(m);
 }
 
 test('run --pushgateway pushes the metrics; --metrics-textfile writes them', async ({ dir, kc }) => {

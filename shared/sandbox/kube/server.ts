@@ -239,7 +239,7 @@ export class FakeKubeServer {
     const group = m[2] ?? '';
     const version = m[1] ?? m[3]!;
     let namespace = m[4] !== undefined ? decodeURIComponent(m[4]) : undefined;
-    let plural = m[5]!;
+    const plural = m[5]!;
     let name = m[6] !== undefined ? decodeURIComponent(m[6]) : undefined;
     // /api/v1/namespaces/{name} is the namespaces resource itself.
     if (group === '' && namespace === undefined && plural === 'namespaces') {
@@ -258,8 +258,6 @@ export class FakeKubeServer {
     const ref = this.store.find(group, version, plural);
     if (!ref) return undefined;
     if (!ref.namespaced && namespace !== undefined) return undefined;
-    void plural;
-    plural = ref.plural;
     name = name === '' ? undefined : name;
     namespace = ref.namespaced ? namespace : undefined;
     return {

@@ -1,0 +1,94 @@
+/**
+ * Wrapping a KubeClient (controller-runtime's interceptor pattern): every call passes
+ * through `around`, which may let it through, fail it, or record it. `crashAt` builds on it
+ * the death of a process at a chosen call: that call and every later one fail before they
+ * reach the server, exactly what a SIGKILL at that moment leaves behind.
+ */
+import type { KubeClient } from '../../shared/kube/ports.ts';
+import type { ResourceRef } from '../../shared/kube/resources.ts';
+
+export type Verb = 'list' | 'get' | 'serves' | 'create' | 'replace' | 'patch' | 'delete';
+
+export type Call = Readonly<{
+  verb: Verb;
+  /** The resource's plural (`danmeps`, `configmaps`, `leases`...). */
+  resource: string;
+  namespace?: string;
+  name?: string;
+}>;
+
+export type Done = Call & { readonly result: unknown };
+
+type Around = <T>(call: Call, next: () => Promise<T>) => Promise<T>;
+
+type Meta = { metadata?: { name?: unknown; namespace?: unknown } };
+const named = (obj: unknown): { namespace?: string; name?: string } => {
+  const m = (obj as Meta).metadata ?? {};
+  return {
+    ...(typeof m.namespace === 'string' ? { namespace: m.namespace } : {}),
+    ...(typeof m.name === 'string' ? { name: m.name } : {}),
+  };
+};
+const at = (verb: Verb, ref: ResourceRef, namespace?: string, name?: string): Call => ({
+  verb,
+  resource: ref.plural,
+  ...(namespace !== undefined ? { namespace } : {}),
+  ...(name !== undefined ? { name } : {}),
+});
+
+export function intercept(inner: KubeClient, around: Around): KubeClient {
+  return {
+    listAll: (ref, o) => around(at('list', ref, o?.namespace), () => inner.listAll(ref, o)),
+    get: (ref, ns, name, s) => around(at('get', ref, ns, name), () => inner.get(ref, ns, name, s)),
+    serves: (g, v, plural, s) =>
+      around({ verb: 'serves', resource: plural }, () => inner.serves(g, v, plural, s)),
+    create: (ref, obj, s) =>
+      around({ verb: 'create', resource: ref.plural, ...named(obj) }, () => inner.create(ref, obj, s)),
+    replace: (ref, obj, s) =>
+      around({ verb: 'replace', resource: ref.plural, ...named(obj) }, () => inner.replace(ref, obj, s)),
+    jsonPatch: (ref, ns, name, ops, s) =>
+      around(at('patch', ref, ns, name), () => inner.jsonPatch(ref, ns, name, ops, s)),
+    mergePatch: (ref, ns, name, p, s) =>
+      around(at('patch', ref, ns, name), () => inner.mergePatch(ref, ns, name, p, s)),
+    deleteWithPreconditions: (ref, ns, name, pre, s) =>
+      around(at('delete', ref, ns, name), () => inner.deleteWithPreconditions(ref, ns, name, pre, s)),
+    delete: (ref, ns, name, s) => around(at('delete', ref, ns, name), () => inner.delete(ref, ns, name, s)),
+  };
+}
+
+/** Thrown by every call of a client whose process has died. */
+export class ProcessGone extends Error {}
+
+export type Crash = {
+  client: KubeClient;
+  /** The call the process died at, if it got there. */
+  readonly diedAt: Call | undefined;
+  /** Every call that completed before the death, with its result, in order. */
+  readonly done: readonly Done[];
+};
+
+/** A client whose process dies at the first call for which `point` holds (given what completed before). */
+export function crashAt(inner: KubeClient, point: (call: Call, done: readonly Done[]) => boolean): Crash {
+  const done: Done[] = [];
+  let diedAt: Call | undefined;
+  const client = intercept(inner, async (call, next) => {
+    if (diedAt) throw new ProcessGone(`the process died at ${describe(diedAt)}`);
+    if (point(call, done)) {
+      diedAt = call;
+      throw new ProcessGone(`the process dies at ${describe(call)}`);
+    }
+    const result = await next();
+    done.push({ ...call, result });
+    return result;
+  });
+  return {
+    client,
+    get diedAt() {
+      return diedAt;
+    },
+    done,
+  };
+}
+
+export const describe = (c: Call): string =>
+  `${c.verb} ${c.resource}${c.name ? ` ${c.namespace ? `${c.namespace}/` : ''}${c.name}` : ''}`;
