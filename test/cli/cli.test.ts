@@ -21,6 +21,16 @@ import {
 import { twopass } from '../helpers/cli.ts';
 import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
 
+/** A working directory for CLI runs against a cluster: kubeconfig, config.yaml and a file store. */
+function workdir(t: KubeTarget, config: string, grace = true): { dir: string; base: string[] } {
+  const dir = mkdtempSync(join(tmpdir(), 'twopass-cli-'));
+  writeFileSync(join(dir, 'kubeconfig'), t.kubeconfig());
+  writeFileSync(join(dir, 'config.yaml'), config);
+  const base = ['--kubeconfig', join(dir, 'kubeconfig'), '--config', join(dir, 'config.yaml')];
+  base.push('--state', `file:${join(dir, 'state')}`, ...(grace ? ['--grace', '0s'] : []));
+  return { dir, base };
+}
+
 const test = suite('twopass CLI');
 
 test('--help, --version and per-command help', () => {
@@ -168,22 +178,10 @@ real('run danm-endpoints: dry run, --save-snapshot, explain, state show, then --
   const pod = await createPod(kube, ns, 'cli-0');
   const ep = await createEndpoint(kube, pod, 'test-net1', '10.10.10.7/24');
   await forceDeletePod(kube, ns, 'cli-0');
-  const dir = mkdtempSync(join(tmpdir(), 'twopass-cli-'));
-  writeFileSync(join(dir, 'kubeconfig'), t.kubeconfig());
-  writeFileSync(
-    join(dir, 'config.yaml'),
+  const { dir, base } = workdir(
+    t,
     `functions:\n  danm-endpoints:\n    minAge: 0s\n    maxDeletionPercent: 100\n    settings:\n      namespaces: [${ns}]\n`,
   );
-  const base = [
-    '--kubeconfig',
-    join(dir, 'kubeconfig'),
-    '--config',
-    join(dir, 'config.yaml'),
-    '--state',
-    `file:${join(dir, 'state')}`,
-    '--grace',
-    '0s',
-  ];
   const dry1 = twopass(['run', 'danm-endpoints', ...base, '--record', '--save-snapshot', join(dir, 'snaps')]);
   assert.is(dry1.code, 0, dry1.err + dry1.out);
   assert.ok(dry1.json().some((e) => e.event === 'candidate.new' && e.key === ep.metadata.uid));
@@ -218,22 +216,10 @@ real('run whereabouts-ips from the CLI: dry run, then --apply', async (ctx) => {
   await createPool(kube, ns, 'pool', '192.168.2.0/24', {
     '192.168.2.10': { id: containerId(), podref: `${ns}/gone-0` },
   });
-  const dir = mkdtempSync(join(tmpdir(), 'twopass-cli-'));
-  writeFileSync(join(dir, 'kubeconfig'), t.kubeconfig());
-  writeFileSync(
-    join(dir, 'config.yaml'),
+  const { base } = workdir(
+    t,
     `functions:\n  whereabouts-ips:\n    minAge: 0s\n    maxDeletionPercent: 100\n    settings:\n      namespaces: [${ns}]\n`,
   );
-  const base = [
-    '--kubeconfig',
-    join(dir, 'kubeconfig'),
-    '--config',
-    join(dir, 'config.yaml'),
-    '--state',
-    `file:${join(dir, 'state')}`,
-    '--grace',
-    '0s',
-  ];
   assert.is(twopass(['run', 'whereabouts-ips', ...base, '--record']).code, 0);
   const dry = twopass(['run', 'whereabouts-ips', ...base, '--record']);
   assert.ok(dry.json().some((e) => e.event === 'candidate.confirmed' && e.dryRun === true));
@@ -262,20 +248,11 @@ real(
     // the guard is cluster-wide: its limit at half of the drop this scale-down causes
     const total = (await kube.listAll(PODS, {})).items.length;
     const limit = Math.max(1, Math.floor((2 / total) * 50));
-    const dir = mkdtempSync(join(tmpdir(), 'twopass-cli-'));
-    writeFileSync(join(dir, 'kubeconfig'), t.kubeconfig());
-    writeFileSync(
-      join(dir, 'config.yaml'),
+    const { base } = workdir(
+      t,
       `functions:\n  whereabouts-ips:\n    maxEvidenceDropPercent: ${limit}\n    acceptEvidenceDropAfter: never\n    settings:\n      namespaces: [${ns}]\n`,
+      false,
     );
-    const base = [
-      '--kubeconfig',
-      join(dir, 'kubeconfig'),
-      '--config',
-      join(dir, 'config.yaml'),
-      '--state',
-      `file:${join(dir, 'state')}`,
-    ];
     assert.is(twopass(['run', 'whereabouts-ips', ...base, '--record']).code, 0);
     for (const n of ['web-2', 'web-3']) await forceDeletePod(kube, ns, n);
     const refused = twopass(['run', 'whereabouts-ips', ...base, '--record']);

@@ -11,43 +11,20 @@ import * as assert from 'uvu/assert';
 import { danmEndpoints } from '../../functions/danm-endpoints/index.ts';
 import { resolveConfig } from '../../shared/config.ts';
 import { MINUTE } from '../../shared/contract/index.ts';
-import type { KubeHttpClient } from '../../shared/kube/client.ts';
-import { CONFIGMAPS, type KubeObject, LEASES, NAMESPACES } from '../../shared/kube/resources.ts';
+import type { KubeClient } from '../../shared/kube/ports.ts';
+import { CONFIGMAPS, LEASES } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
 import type { RunResult } from '../../shared/runtime/run.ts';
 import { runFunction } from '../../shared/runtime/wire.ts';
-import {
-  allocated,
-  createEndpoint,
-  createNetwork,
-  createPod,
-  forceDeletePod,
-  R,
-  setBits,
-} from '../../shared/sandbox/scenarios/danm.ts';
 import { type Call, type Crash, crashAt, type Done, describe } from '../helpers/intercept.ts';
-import { fakeTarget, type KubeTarget } from '../helpers/kube-target.ts';
 import { captureLog } from '../helpers/memfn.ts';
 import { type ManualTime, manualTime } from '../helpers/time.ts';
-
-const STATE_NS = 'twopass-system';
-const LIVE = ['10.10.10.20', '10.10.10.21'];
-const ORPHANS = ['10.10.10.30', '10.10.10.31', '10.10.10.32'];
-const LEAKED = '10.10.10.40';
-const SETTLED = ['10.10.10.0', ...LIVE, '10.10.10.255'];
+import { bits, LIVE, ORPHANS, present, SETTLED, STATE_NS, type World, world } from './world.ts';
 
 const isStateWrite = (c: Call) =>
   (c.verb === 'create' || c.verb === 'replace') && c.resource === 'configmaps' && c.namespace === STATE_NS;
 const epDeletes = (done: readonly Done[]) =>
   done.filter((d) => d.verb === 'delete' && d.resource === 'danmeps' && d.result === 'deleted');
-
-type World = {
-  t: KubeTarget;
-  kube: KubeHttpClient;
-  ns: string;
-  live: KubeObject[];
-  orphans: KubeObject[];
-};
 
 type Point = Readonly<{
   name: string;
@@ -56,9 +33,6 @@ type Point = Readonly<{
   proof: (w: World, crash: Crash) => Promise<void>;
 }>;
 
-const present = async (w: World, ep: KubeObject) =>
-  (await w.kube.get(R.danmeps, w.ns, ep.metadata.name)) !== undefined;
-const bits = async (w: World) => allocated((await w.kube.get(R.DanmNet, w.ns, 'test-net1'))!);
 const allOrphansPresent = async (w: World) => {
   for (const ep of w.orphans) assert.ok(await present(w, ep), `${ep.metadata.name} not yet deleted`);
 };
@@ -132,24 +106,6 @@ const POINTS: Point[] = [
   },
 ];
 
-async function world(): Promise<World> {
-  const t = await fakeTarget();
-  const kube = t.client();
-  const ns = await t.namespace();
-  await kube.create(NAMESPACES, { metadata: { name: STATE_NS } });
-  await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', []);
-  const live: KubeObject[] = [];
-  for (const [i, ip] of LIVE.entries())
-    live.push(await createEndpoint(kube, await createPod(kube, ns, `live-${i}`), 'test-net1', `${ip}/24`));
-  const orphans: KubeObject[] = [];
-  for (const [i, ip] of ORPHANS.entries()) {
-    orphans.push(await createEndpoint(kube, await createPod(kube, ns, `gone-${i}`), 'test-net1', `${ip}/24`));
-    await forceDeletePod(kube, ns, `gone-${i}`);
-  }
-  await setBits(kube, ns, 'test-net1', [...LIVE, ...ORPHANS, LEAKED]);
-  return { t, kube, ns, live, orphans };
-}
-
 function runner(w: World, time: ManualTime) {
   const cfg = resolveConfig(
     {
@@ -168,7 +124,7 @@ function runner(w: World, time: ManualTime) {
     },
     'crash test',
   );
-  return (crash?: (inner: import('../../shared/kube/ports.ts').KubeClient) => Crash): Promise<RunResult> =>
+  return (crash?: (inner: KubeClient) => Crash): Promise<RunResult> =>
     runFunction(
       danmEndpoints,
       cfg,

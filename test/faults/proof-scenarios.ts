@@ -210,49 +210,55 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
       });
     });
 
-  it('danm-endpoints: a bitmap update answered "success" that never happened is not reported cleared', async (t, kube) => {
-    const ns = await t.namespace();
-    const w = await danmWorld(kube, ns);
-    await withProxy(t, async (proxy) => {
-      const r = rig(t, danmEndpoints, proxy, ns);
-      await r.run();
-      r.now.t += 6 * MIN;
-      proxy.add({
-        kind: 'fake-success',
-        method: 'PUT',
-        path: new RegExp(`/namespaces/${ns}/danmnets/test-net1$`),
+  /** danm-endpoints observes its world once, then runs again with a write answered "success" that never happened. */
+  const faked =
+    (method: 'PUT' | 'DELETE', path: (ns: string, orphan: KubeObject) => RegExp) =>
+    async (
+      t: KubeTarget,
+      kube: KubeHttpClient,
+      check: (
+        res: RunResult & { lines: Record<string, unknown>[] },
+        ns: string,
+        orphan: KubeObject,
+      ) => Promise<void>,
+    ) => {
+      const ns = await t.namespace();
+      const w = await danmWorld(kube, ns);
+      await withProxy(t, async (proxy) => {
+        const r = rig(t, danmEndpoints, proxy, ns);
+        await r.run();
+        r.now.t += 6 * MIN;
+        proxy.add({ kind: 'fake-success', method, path: path(ns, w.orphan) });
+        const res = await r.run();
+        assert.is(proxy.fired(), 1, 'the fault happened');
+        await check(res, ns, w.orphan);
+        await r.client.close();
       });
-      const res = await r.run();
-      assert.is(proxy.fired(), 1);
-      assert.equal(res.deleted, [w.orphan.metadata.uid], 'the DanmEp itself was deleted');
-      const detail = String(res.lines.find((l) => l.event === 'resource.deleted')?.detail);
-      assert.not.match(detail, /10\.10\.10\.9: cleared/);
-      assert.match(detail, /read-back/);
-      assert.ok(danm.allocated((await kube.get(danm.R.DanmNet, ns, 'test-net1'))!).includes('10.10.10.9'));
-      await r.client.close();
-    });
-  });
+    };
 
-  it('danm-endpoints: a DELETE answered "success" that never happened is a failed deletion (exit 1)', async (t, kube) => {
-    const ns = await t.namespace();
-    const w = await danmWorld(kube, ns);
-    await withProxy(t, async (proxy) => {
-      const r = rig(t, danmEndpoints, proxy, ns);
-      await r.run();
-      r.now.t += 6 * MIN;
-      proxy.add({
-        kind: 'fake-success',
-        method: 'DELETE',
-        path: new RegExp(`/danmeps/${w.orphan.metadata.name}$`),
-      });
-      const res = await r.run();
-      assert.is(proxy.fired(), 1);
-      assert.is(res.exitCode, EXIT.error);
-      assert.equal(res.deleted, []);
-      assert.ok(await kube.get(danm.R.danmeps, ns, w.orphan.metadata.name));
-      await r.client.close();
-    });
-  });
+  it('danm-endpoints: a bitmap update answered "success" that never happened is not reported cleared', (t, kube) =>
+    faked('PUT', (ns) => new RegExp(`/namespaces/${ns}/danmnets/test-net1$`))(
+      t,
+      kube,
+      async (res, ns, orphan) => {
+        assert.equal(res.deleted, [orphan.metadata.uid], 'the DanmEp itself was deleted');
+        const detail = String(res.lines.find((l) => l.event === 'resource.deleted')?.detail);
+        assert.not.match(detail, /10\.10\.10\.9: cleared/);
+        assert.match(detail, /read-back/);
+        assert.ok(danm.allocated((await kube.get(danm.R.DanmNet, ns, 'test-net1'))!).includes('10.10.10.9'));
+      },
+    ));
+
+  it('danm-endpoints: a DELETE answered "success" that never happened is a failed deletion (exit 1)', (t, kube) =>
+    faked('DELETE', (_ns, orphan) => new RegExp(`/danmeps/${orphan.metadata.name}$`))(
+      t,
+      kube,
+      async (res, ns, orphan) => {
+        assert.is(res.exitCode, EXIT.error);
+        assert.equal(res.deleted, []);
+        assert.ok(await kube.get(danm.R.danmeps, ns, orphan.metadata.name));
+      },
+    ));
 
   // Writes of the run's own bookkeeping: a success that never happened must not let the run act.
   for (const w of [

@@ -5,7 +5,7 @@
  * shows each identity is refused what it does not need.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
@@ -14,13 +14,7 @@ import { parseAllDocuments } from 'yaml';
 import { fileSchema } from '../../shared/config.ts';
 import { NAMESPACES } from '../../shared/kube/resources.ts';
 import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
-import {
-  createEndpoint,
-  createNetwork,
-  createPod,
-  forceDeletePod,
-  R,
-} from '../../shared/sandbox/scenarios/danm.ts';
+import { leakedEndpoint, R } from '../../shared/sandbox/scenarios/danm.ts';
 import { controllerPort } from '../../shared/sandbox/scenarios/lbaas.ts';
 import { allocations, containerId, createPool } from '../../shared/sandbox/scenarios/whereabouts.ts';
 import { stateConfigMapNames } from '../../shared/state/configmap.ts';
@@ -191,9 +185,7 @@ real(
     if (!t) return;
     const kube = t.client();
     const ns = await t.namespace();
-    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.8']);
-    const ep = await createEndpoint(kube, await createPod(kube, ns, 'gone-0'), 'test-net1', '10.10.10.8/24');
-    await forceDeletePod(kube, ns, 'gone-0');
+    const ep = await leakedEndpoint(kube, ns, '10.10.10.8');
     await createPool(kube, ns, 'pool', '192.168.2.0/24', {
       '192.168.2.10': { id: containerId(), podref: `${ns}/gone-1` },
     });
@@ -231,26 +223,7 @@ real(
     await os.start();
     try {
       const lb = controllerPort(os, { withFip: false });
-      writeFileSync(join(dir, 'clouds.yaml'), os.cloudsYaml('appcred', 'openstack'));
-      writeFileSync(join(dir, 'lbaas-ports'), t.kubeconfig(IDENTITIES['lbaas-ports']!.token));
-      writeFileSync(
-        join(dir, 'lbaas-ports.yaml'),
-        'state: configmap:twopass-system\nfunctions:\n  lbaas-ports:\n    enabled: true\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    settings:\n      projectId: project-a\n',
-      );
-      const env = { OS_CLOUD: 'openstack', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') };
-      const args = [
-        'run',
-        'lbaas-ports',
-        '--kubeconfig',
-        join(dir, 'lbaas-ports'),
-        '--config',
-        join(dir, 'lbaas-ports.yaml'),
-        '--apply',
-      ];
-      const first = await twopassAsync(args, env);
-      assert.is(first.code, 0, first.out.slice(-600) + first.err);
-      const second = await twopassAsync(args, env);
-      assert.is(second.code, 0, second.out.slice(-600));
+      await lbaasTwice(t, join(dir, 'fake'), os.cloudsYaml('appcred', 'openstack'), 'project-a');
       assert.not.ok(os.ports.has(lb.port.id), 'lbaas-ports deleted its orphan port as its own identity');
     } finally {
       await os.stop();
@@ -277,9 +250,7 @@ real(
     if (!t) return;
     const kube = t.client();
     const ns = await t.namespace();
-    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.9']);
-    const ep = await createEndpoint(kube, await createPod(kube, ns, 'gone-0'), 'test-net1', '10.10.10.9/24');
-    await forceDeletePod(kube, ns, 'gone-0');
+    const ep = await leakedEndpoint(kube, ns, '10.10.10.9');
     const objs = render('dry-run');
     const cm = objs.find((o) => o.kind === 'ConfigMap' && o.metadata.name.startsWith('twopass-config'))!;
     const config = cm.data!['config.yaml']!;
@@ -324,34 +295,42 @@ real(
     }
     const { controllerPort, exists } = realWorld(os);
     const leak = await controllerPort();
-    writeFileSync(
-      join(dir, 'real-clouds.yaml'),
+    const [, second] = await lbaasTwice(
+      t,
+      join(dir, 'real'),
       `clouds:\n  openstack:\n    auth_type: v3applicationcredential\n    region_name: ${os.region}\n    auth:\n      auth_url: ${os.authUrl}\n      application_credential_id: ${os.appCred.id}\n      application_credential_secret: ${os.appCred.secret}\n`,
+      os.project.id,
     );
-    writeFileSync(join(dir, 'lbaas-identity'), t.kubeconfig(IDENTITIES['lbaas-ports']!.token));
-    writeFileSync(
-      join(dir, 'lbaas-real.yaml'),
-      `state: configmap:twopass-system\nfunctions:\n  lbaas-ports:\n    enabled: true\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    maxEvidenceDropPercent: 100\n    settings:\n      projectId: ${os.project.id}\n`,
-    );
-    const env = { OS_CLOUD: 'openstack', OS_CLIENT_CONFIG_FILE: join(dir, 'real-clouds.yaml') };
-    const args = [
-      'run',
-      'lbaas-ports',
-      '--kubeconfig',
-      join(dir, 'lbaas-identity'),
-      '--config',
-      join(dir, 'lbaas-real.yaml'),
-      '--apply',
-    ];
-    const first = await twopassAsync(args, env);
-    assert.is(first.code, 0, first.out.slice(-600) + first.err);
-    const second = await twopassAsync(args, env);
-    assert.is(second.code, 0, second.out.slice(-600));
     assert.ok(second.json().some((e) => e.event === 'resource.deleted' && e.key === leak.port.id));
     assert.not.ok(await exists('ports', leak.port.id), 'deleted on the real Neutron, as its own identity');
     assert.not.ok(await exists('floatingips', leak.fip!.id));
   },
 );
+
+/** lbaas-ports from the CLI as its own ServiceAccount, twice with --apply (observe, then delete). */
+async function lbaasTwice(t: KubeTarget, dir: string, clouds: string, projectId: string) {
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'clouds.yaml'), clouds);
+  writeFileSync(join(dir, 'kubeconfig'), t.kubeconfig(IDENTITIES['lbaas-ports']!.token));
+  writeFileSync(
+    join(dir, 'config.yaml'),
+    `state: configmap:twopass-system\nfunctions:\n  lbaas-ports:\n    enabled: true\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    maxEvidenceDropPercent: 100\n    settings:\n      projectId: ${projectId}\n`,
+  );
+  const env = { OS_CLOUD: 'openstack', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') };
+  const args = [
+    'run',
+    'lbaas-ports',
+    '--kubeconfig',
+    join(dir, 'kubeconfig'),
+    '--config',
+    join(dir, 'config.yaml'),
+  ];
+  const first = await twopassAsync([...args, '--apply'], env);
+  assert.is(first.code, 0, first.out.slice(-600) + first.err);
+  const second = await twopassAsync([...args, '--apply'], env);
+  assert.is(second.code, 0, second.out.slice(-600));
+  return [first, second] as const;
+}
 
 type Check = {
   who: string;

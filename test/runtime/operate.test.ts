@@ -14,12 +14,7 @@ import { ConfigError } from '../../shared/errors.ts';
 import { EVENTS } from '../../shared/kube/resources.ts';
 import { startScheduler } from '../../shared/runtime/scheduler.ts';
 import { runFunction } from '../../shared/runtime/wire.ts';
-import {
-  createEndpoint,
-  createNetwork,
-  createPod,
-  forceDeletePod,
-} from '../../shared/sandbox/scenarios/danm.ts';
+import { leakedEndpoint } from '../../shared/sandbox/scenarios/danm.ts';
 import { fakeTarget, type KubeTarget } from '../helpers/kube-target.ts';
 import { captureLog } from '../helpers/memfn.ts';
 import { eventually, testTime } from '../helpers/time.ts';
@@ -31,9 +26,7 @@ test.before(async (ctx) => {
   ctx.kc = join(ctx.dir, 'kubeconfig');
   writeFileSync(ctx.kc, ctx.t.kubeconfig());
   const kube = ctx.t.client();
-  await createNetwork(kube, 'default', 'test-net1', '10.10.10.0/24', ['10.10.10.9']);
-  await createEndpoint(kube, await createPod(kube, 'default', 'gone-0'), 'test-net1', '10.10.10.9/24');
-  await forceDeletePod(kube, 'default', 'gone-0');
+  await leakedEndpoint(kube, 'default', '10.10.10.9');
   await kube.close();
 });
 test.after(async (ctx) => ctx.t.close());

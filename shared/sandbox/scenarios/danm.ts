@@ -145,6 +145,19 @@ export async function setBits(
   throw new Error(`setBits ${ns}/${name}: too many conflicts`);
 }
 
+/** The smallest leak: DanmNet test-net1 (10.10.10.0/24) with `ip` set, held by a DanmEp whose pod was force-deleted. */
+export async function leakedEndpoint(
+  kube: KubeClient,
+  ns: string,
+  ip: string,
+  pod = 'gone-0',
+): Promise<KubeObject> {
+  await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', [ip]);
+  const ep = await createEndpoint(kube, await createPod(kube, ns, pod), 'test-net1', `${ip}/24`);
+  await forceDeletePod(kube, ns, pod);
+  return ep;
+}
+
 /** Force-deletes a pod (grace 0), as an operator does after a node is lost. */
 export async function forceDeletePod(kube: KubeClient, ns: string, name: string): Promise<void> {
   const c = kube as unknown as { call: (c: unknown) => Promise<unknown> };
@@ -215,4 +228,14 @@ export const seedIncident = {
     await setBits(kube, w.ns, w.net, ['10.10.10.16']);
     w.newEps['ss-cinfo-4'] = await createEndpoint(kube, w.newPods['ss-cinfo-4']!, w.net, '10.10.10.16/24');
   },
+  /** The bits set once the old ss-cinfo-0 and ss-cinfo-4 are reclaimed: the network ends, the three untouched pods and the two new ones. */
+  reclaimedBits: [
+    '10.10.10.0',
+    '10.10.10.11',
+    '10.10.10.12',
+    '10.10.10.13',
+    '10.10.10.15',
+    '10.10.10.16',
+    '10.10.10.255',
+  ],
 };
