@@ -18,16 +18,14 @@ import {
   createPodWithStatus,
   createPool,
 } from '../../shared/sandbox/scenarios/whereabouts.ts';
-import { twopass } from '../helpers/cli.ts';
+import { cliFiles, twopass } from '../helpers/cli.ts';
 import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
 
 /** A working directory for CLI runs against a cluster: kubeconfig, config.yaml and a file store. */
 function workdir(t: KubeTarget, config: string, grace = true): { dir: string; base: string[] } {
   const dir = mkdtempSync(join(tmpdir(), 'twopass-cli-'));
-  writeFileSync(join(dir, 'kubeconfig'), t.kubeconfig());
-  writeFileSync(join(dir, 'config.yaml'), config);
-  const base = ['--kubeconfig', join(dir, 'kubeconfig'), '--config', join(dir, 'config.yaml')];
-  base.push('--state', `file:${join(dir, 'state')}`, ...(grace ? ['--grace', '0s'] : []));
+  const base = [...cliFiles(dir, t.kubeconfig(), config), '--state', `file:${join(dir, 'state')}`];
+  if (grace) base.push('--grace', '0s');
   return { dir, base };
 }
 

@@ -66,6 +66,9 @@ const cm = (
   data,
 });
 
+/** The preconditions a delete of exactly this object carries. */
+const pre = (o: KubeObject) => ({ uid: o.metadata.uid, resourceVersion: o.metadata.resourceVersion });
+
 async function rejects(p: Promise<unknown>): Promise<unknown> {
   try {
     await p;
@@ -252,21 +255,9 @@ export function kubeContract(
       'conflict',
     );
     assert.ok(await kube.get(CONFIGMAPS, ns, 'pre'), 'still there after failed preconditions');
-    assert.is(
-      await kube.deleteWithPreconditions(CONFIGMAPS, ns, 'pre', {
-        uid: o.metadata.uid,
-        resourceVersion: o.metadata.resourceVersion,
-      }),
-      'deleted',
-    );
+    assert.is(await kube.deleteWithPreconditions(CONFIGMAPS, ns, 'pre', pre(o)), 'deleted');
     assert.is(await kube.get(CONFIGMAPS, ns, 'pre'), undefined);
-    assert.is(
-      await kube.deleteWithPreconditions(CONFIGMAPS, ns, 'pre', {
-        uid: o.metadata.uid,
-        resourceVersion: o.metadata.resourceVersion,
-      }),
-      'gone',
-    );
+    assert.is(await kube.deleteWithPreconditions(CONFIGMAPS, ns, 'pre', pre(o)), 'gone');
   });
 
   it('a re-created object has a new uid: an old uid precondition cannot delete it', async ({ kube, ns }) => {
@@ -355,13 +346,7 @@ export function kubeContract(
     });
     assert.is(cn.metadata.namespace, undefined);
     assert.ok(await kube.get(CLUSTERNETWORKS, undefined, name));
-    assert.is(
-      await kube.deleteWithPreconditions(CLUSTERNETWORKS, undefined, name, {
-        uid: cn.metadata.uid,
-        resourceVersion: cn.metadata.resourceVersion,
-      }),
-      'deleted',
-    );
+    assert.is(await kube.deleteWithPreconditions(CLUSTERNETWORKS, undefined, name, pre(cn)), 'deleted');
   });
 
   it('leases: MicroTime fields, stale replace is 409, LeaseLock excludes a second holder', async ({

@@ -5,12 +5,12 @@
  * this file checks that a real kill leaves what those tests assume: a held Lease that expires.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { CLI } from '../helpers/cli.ts';
+import { CLI, cliFiles } from '../helpers/cli.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { bits, ORPHANS, present, SETTLED, STATE_NS, world } from './world.ts';
 
@@ -37,9 +37,7 @@ function runCli(
 /** `twopass run danm-endpoints --apply` against the target with this config. */
 function cliArgs(t: KubeTarget, config: string): string[] {
   const dir = mkdtempSync(join(tmpdir(), 'twopass-crash-'));
-  writeFileSync(join(dir, 'kubeconfig'), t.kubeconfig());
-  writeFileSync(join(dir, 'config.yaml'), `state: configmap:${STATE_NS}\n${config}`);
-  const files = ['--kubeconfig', join(dir, 'kubeconfig'), '--config', join(dir, 'config.yaml')];
+  const files = cliFiles(dir, t.kubeconfig(), `state: configmap:${STATE_NS}\n${config}`);
   return ['run', 'danm-endpoints', ...files, '--apply'];
 }
 

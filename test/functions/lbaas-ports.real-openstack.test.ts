@@ -14,7 +14,7 @@ import type { KubeHttpClient } from '../../shared/kube/client.ts';
 import { SERVICES } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
 import { createService, setIngress } from '../../shared/sandbox/scenarios/lbaas.ts';
-import { twopassAsync } from '../helpers/cli.ts';
+import { cliFiles, twopassAsync } from '../helpers/cli.ts';
 import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
 import { runner } from '../helpers/runner.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
@@ -229,9 +229,9 @@ it("a projectId that is not the credentials' (nor visible to them) is a configur
 it('the CLI: `twopass run lbaas-ports --apply` with a password clouds.yaml, an application credential, and OS_* variables', async (t, kube) => {
   const ns = await t.namespace();
   const dir = mkdtempSync(join(tmpdir(), 'twopass-lbaas-cli-'));
-  writeFileSync(join(dir, 'kubeconfig'), t.kubeconfig());
-  writeFileSync(
-    join(dir, 'config.yaml'),
+  const files = cliFiles(
+    dir,
+    t.kubeconfig(),
     `functions:\n  lbaas-ports:\n    enabled: true\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    maxEvidenceDropPercent: 100\n    settings:\n      projectId: ${os!.project.id}\n`,
   );
   const auth = `      auth_url: ${os!.authUrl.replace(/\/v3$/, '')}\n`; // the root: found by version discovery
@@ -254,17 +254,7 @@ it('the CLI: `twopass run lbaas-ports --apply` with a password clouds.yaml, an a
   ];
   for (const [i, env] of envs.entries()) {
     const leak = await controllerPort();
-    const args = [
-      'run',
-      'lbaas-ports',
-      '--kubeconfig',
-      join(dir, 'kubeconfig'),
-      '--config',
-      join(dir, 'config.yaml'),
-      '--state',
-      `file:${join(dir, `state-${i}`)}`,
-      '--apply',
-    ];
+    const args = ['run', 'lbaas-ports', ...files, '--state', `file:${join(dir, `state-${i}`)}`, '--apply'];
     const first = await twopassAsync(args, env);
     assert.is(first.code, 0, `${Object.keys(env).join(',')}: ${first.err}${first.out.slice(-500)}`);
     const second = await twopassAsync(args, env);

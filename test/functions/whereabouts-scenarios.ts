@@ -24,6 +24,14 @@ import { targetSuite } from '../helpers/target-suite.ts';
 
 const RANGE = '192.168.2.0/24';
 
+/** The context the run gives observe and re-check, for tests that step through a run by hand. */
+const observeAt = (now: number, ns: string) => ({
+  now,
+  signal: AbortSignal.timeout(30_000),
+  settings: { namespaces: [ns] },
+  note: () => {},
+});
+
 export function whereaboutsScenarios(label: string, getTarget: () => Promise<KubeTarget | undefined>): void {
   const { it, run } = targetSuite(`whereabouts-ips (${label})`, getTarget);
 
@@ -128,12 +136,7 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
     await r.run();
     r.now += 6 * MIN;
     // observe and decide as the run does, then race the patch
-    const ctx = {
-      now: r.now,
-      signal: AbortSignal.timeout(30_000),
-      settings: { namespaces: [ns] },
-      note: () => {},
-    };
+    const ctx = observeAt(r.now, ns);
     const obs = await whereaboutsIps.observe(kube, ctx);
     const target = obs.targets.find((x) => (x.data as { ip: string }).ip === '192.168.2.50')!;
     assert.ok((await whereaboutsIps.recheck(kube, target, ctx)).ok);
@@ -242,12 +245,7 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
     // a batch raced by a CNI ADD that re-uses one of its offsets: that one stays, the others go
     await allocate(kube, ns, 'pool', RANGE, '192.168.2.130', { id: 'old-a', podref: `${ns}/gone-a` });
     await allocate(kube, ns, 'pool', RANGE, '192.168.2.131', { id: 'old-b', podref: `${ns}/gone-b` });
-    const ctx = {
-      now: r.now,
-      signal: AbortSignal.timeout(30_000),
-      settings: { namespaces: [ns] },
-      note: () => {},
-    };
+    const ctx = observeAt(r.now, ns);
     const obs = await whereaboutsIps.observe(kube, ctx);
     const batch = obs.targets.filter((x) =>
       ['192.168.2.130', '192.168.2.131'].includes((x.data as { ip: string }).ip),

@@ -1,5 +1,7 @@
 /** Runs the `twopass` command as a child process, the way a user does. */
 import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 export const CLI = new URL('../../bin/twopass.js', import.meta.url).pathname;
 
@@ -49,4 +51,15 @@ export function twopassAsync(
       }),
     );
   });
+}
+
+/**
+ * A working directory for CLI runs: `kubeconfig` and `config.yaml` written into `dir`, and the
+ * arguments that name them (`--kubeconfig DIR/kubeconfig --config DIR/config.yaml`).
+ */
+export function cliFiles(dir: string, kubeconfig: string, config: string): string[] {
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'kubeconfig'), kubeconfig);
+  writeFileSync(join(dir, 'config.yaml'), config);
+  return ['--kubeconfig', join(dir, 'kubeconfig'), '--config', join(dir, 'config.yaml')];
 }

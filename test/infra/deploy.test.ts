@@ -5,21 +5,22 @@
  * shows each identity is refused what it does not need.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { parseAllDocuments } from 'yaml';
 import { fileSchema } from '../../shared/config.ts';
-import { NAMESPACES } from '../../shared/kube/resources.ts';
+import type { KubeHttpClient } from '../../shared/kube/client.ts';
+import { type KubeObject, NAMESPACES } from '../../shared/kube/resources.ts';
 import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
 import { leakedEndpoint, R } from '../../shared/sandbox/scenarios/danm.ts';
 import { controllerPort } from '../../shared/sandbox/scenarios/lbaas.ts';
 import { allocations, containerId, createPool } from '../../shared/sandbox/scenarios/whereabouts.ts';
 import { stateConfigMapNames } from '../../shared/state/configmap.ts';
 import { binDir, IDENTITIES } from '../cluster/cluster.ts';
-import { twopass, twopassAsync } from '../helpers/cli.ts';
+import { cliFiles, twopass, twopassAsync } from '../helpers/cli.ts';
 import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
 import { realOpenStack } from '../openstack/real-openstack.ts';
 import { realWorld } from '../openstack/real-world.ts';
@@ -179,23 +180,36 @@ real(
   },
 );
 
-real(
-  'each function runs from the CLI as its own identity, with ConfigMap state and a Lease',
-  async ({ t, dir }) => {
+type LeakWorld = { t: KubeTarget; dir: string; kube: KubeHttpClient; ns: string; ep: KubeObject };
+
+/** A test on the real cluster, in a fresh namespace that holds one leaked DanmEp on `ip`. */
+function realWithLeak(name: string, ip: string, body: (w: LeakWorld) => Promise<void>): void {
+  real(name, async ({ t, dir }) => {
     if (!t) return;
     const kube = t.client();
-    const ns = await t.namespace();
-    const ep = await leakedEndpoint(kube, ns, '10.10.10.8');
+    try {
+      const ns = await t.namespace();
+      await body({ t, dir, kube, ns, ep: await leakedEndpoint(kube, ns, ip) });
+    } finally {
+      await kube.close();
+    }
+  });
+}
+
+realWithLeak(
+  'each function runs from the CLI as its own identity, with ConfigMap state and a Lease',
+  '10.10.10.8',
+  async ({ t, dir, kube, ns, ep }) => {
     await createPool(kube, ns, 'pool', '192.168.2.0/24', {
       '192.168.2.10': { id: containerId(), podref: `${ns}/gone-1` },
     });
     for (const fn of ['danm-endpoints', 'whereabouts-ips']) {
-      writeFileSync(join(dir, fn), t.kubeconfig(IDENTITIES[fn]!.token));
-      writeFileSync(
-        join(dir, `${fn}.yaml`),
+      const files = cliFiles(
+        join(dir, fn),
+        t.kubeconfig(IDENTITIES[fn]!.token),
         `state: configmap:twopass-system\neventNamespace: twopass-system\nfunctions:\n  ${fn}:\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    settings:\n      namespaces: [${ns}]\n`,
       );
-      const args = ['run', fn, '--kubeconfig', join(dir, fn), '--config', join(dir, `${fn}.yaml`), '--apply'];
+      const args = ['run', fn, ...files, '--apply'];
       const first = twopass(args);
       assert.is(first.code, 0, `${fn} as its identity: ${first.out.slice(-800)} ${first.err}`);
       const second = twopass(args);
@@ -204,15 +218,7 @@ real(
         second.json().some((e) => e.event === 'resource.deleted'),
         `${fn} deleted its orphan`,
       );
-      const show = twopass([
-        'state',
-        'show',
-        fn,
-        '--kubeconfig',
-        join(dir, fn),
-        '--config',
-        join(dir, `${fn}.yaml`),
-      ]);
+      const show = twopass(['state', 'show', fn, ...files]);
       assert.is(show.code, 0, show.err);
       assert.match(show.out, /configmap:twopass-system \(version \d+\)/);
     }
@@ -240,17 +246,13 @@ real(
       '--apply',
     ]);
     assert.is(denied.code, 3);
-    await kube.close();
   },
 );
 
-real(
+realWithLeak(
   'the dry-run overlay records: its CronJob command, run twice, shows the second observation with dryRun (nothing deleted)',
-  async ({ t, dir }) => {
-    if (!t) return;
-    const kube = t.client();
-    const ns = await t.namespace();
-    const ep = await leakedEndpoint(kube, ns, '10.10.10.9');
+  '10.10.10.9',
+  async ({ t, dir, kube, ns, ep }) => {
     const objs = render('dry-run');
     const cm = objs.find((o) => o.kind === 'ConfigMap' && o.metadata.name.startsWith('twopass-config'))!;
     const config = cm.data!['config.yaml']!;
@@ -279,7 +281,6 @@ real(
     const finished = second.json().find((e) => e.event === 'run.finished');
     assert.is(finished?.dryRun, true);
     assert.ok(await kube.get(R.danmeps, ns, ep.metadata.name), 'a dry run deletes nothing');
-    await kube.close();
   },
 );
 
@@ -309,22 +310,14 @@ real(
 
 /** lbaas-ports from the CLI as its own ServiceAccount, twice with --apply (observe, then delete). */
 async function lbaasTwice(t: KubeTarget, dir: string, clouds: string, projectId: string) {
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'clouds.yaml'), clouds);
-  writeFileSync(join(dir, 'kubeconfig'), t.kubeconfig(IDENTITIES['lbaas-ports']!.token));
-  writeFileSync(
-    join(dir, 'config.yaml'),
+  const files = cliFiles(
+    dir,
+    t.kubeconfig(IDENTITIES['lbaas-ports']!.token),
     `state: configmap:twopass-system\nfunctions:\n  lbaas-ports:\n    enabled: true\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    maxEvidenceDropPercent: 100\n    settings:\n      projectId: ${projectId}\n`,
   );
+  writeFileSync(join(dir, 'clouds.yaml'), clouds);
   const env = { OS_CLOUD: 'openstack', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') };
-  const args = [
-    'run',
-    'lbaas-ports',
-    '--kubeconfig',
-    join(dir, 'kubeconfig'),
-    '--config',
-    join(dir, 'config.yaml'),
-  ];
+  const args = ['run', 'lbaas-ports', ...files];
   const first = await twopassAsync([...args, '--apply'], env);
   assert.is(first.code, 0, first.out.slice(-600) + first.err);
   const second = await twopassAsync([...args, '--apply'], env);
@@ -346,26 +339,19 @@ for (const [fn, other] of [
   ['danm-endpoints', 'whereabouts-ips'],
   ['whereabouts-ips', 'danm-endpoints'],
 ] as const) {
-  const deny = (verb: string, group: string, resource: string, namespace?: string, name?: string) =>
-    CHECKS.push({
-      who: fn,
-      verb,
-      group,
-      resource,
-      ...(namespace ? { namespace } : {}),
-      ...(name ? { name } : {}),
-      allowed: false,
-    });
-  const allow = (verb: string, group: string, resource: string, namespace?: string, name?: string) =>
-    CHECKS.push({
-      who: fn,
-      verb,
-      group,
-      resource,
-      ...(namespace ? { namespace } : {}),
-      ...(name ? { name } : {}),
-      allowed: true,
-    });
+  const check =
+    (allowed: boolean) =>
+    (verb: string, group: string, resource: string, namespace?: string, name?: string) =>
+      CHECKS.push({
+        who: fn,
+        verb,
+        group,
+        resource,
+        ...(namespace ? { namespace } : {}),
+        ...(name ? { name } : {}),
+        allowed,
+      });
+  const [allow, deny] = [check(true), check(false)];
   allow('list', '', 'pods');
   allow('get', '', 'configmaps', 'twopass-system', `twopass-${fn}`);
   allow('update', '', 'configmaps', 'twopass-system', `twopass-${fn}-s1-7`);
@@ -406,24 +392,19 @@ for (const [verb, resource, allowed] of [
 ] as const) {
   CHECKS.push({ who: 'lbaas-ports', verb, group: '', resource, namespace: 'default', allowed });
 }
-CHECKS.push({
-  who: 'lbaas-ports',
-  verb: 'update',
-  group: '',
-  resource: 'configmaps',
-  namespace: 'twopass-system',
-  name: 'twopass-danm-endpoints',
-  allowed: false,
-});
-CHECKS.push({
-  who: 'lbaas-ports',
-  verb: 'update',
-  group: '',
-  resource: 'configmaps',
-  namespace: 'twopass-system',
-  name: 'twopass-lbaas-ports',
-  allowed: true,
-});
+for (const [name, allowed] of [
+  ['twopass-danm-endpoints', false],
+  ['twopass-lbaas-ports', true],
+] as const)
+  CHECKS.push({
+    who: 'lbaas-ports',
+    verb: 'update',
+    group: '',
+    resource: 'configmaps',
+    namespace: 'twopass-system',
+    name,
+    allowed,
+  });
 
 real('SubjectAccessReview matrix: each identity has what it needs and nothing else', async ({ t }) => {
   if (!t) return;

@@ -29,6 +29,16 @@ const five = (w: DanmWorld, now: number) => {
   w.tick(now);
 };
 
+/** A pod (with its CNI ADD done at once) created in minute 5, between the run's first and second list. */
+const podBetweenLists = (name: string) => ({
+  minute: 5,
+  listCall: 2,
+  run: (w: DanmWorld, now: number) => {
+    w.createPod(name, now, 0);
+    w.tick(now);
+  },
+});
+
 export const DANM_SCRIPTS: Script<DanmWorld>[] = [
   {
     name: 'seed: StatefulSet pod re-created while its CNI ADD is in flight',
@@ -41,14 +51,7 @@ export const DANM_SCRIPTS: Script<DanmWorld>[] = [
         for (const n of ['ss-0', 'ss-4']) w.deletePod(n, now, rng(), { force: true, skipDel: true });
       },
     },
-    midRun: {
-      minute: 5,
-      listCall: 2,
-      run: (w, now) => {
-        w.createPod('ss-0', now, 0);
-        w.tick(now);
-      },
-    },
+    midRun: podBetweenLists('ss-0'),
     mustReclaim: true,
   },
   {
@@ -65,14 +68,7 @@ export const DANM_SCRIPTS: Script<DanmWorld>[] = [
     minutes: 20,
     intervalMinutes: 5,
     setup: five,
-    midRun: {
-      minute: 5,
-      listCall: 2,
-      run: (w, now) => {
-        w.createPod('new-0', now, 0);
-        w.tick(now);
-      },
-    },
+    midRun: podBetweenLists('new-0'),
   },
   {
     name: 'double free: an orphan DanmEp whose address was re-assigned',

@@ -19,7 +19,7 @@ import { formatAddress, parseAddress, parseCidr } from '../../../shared/net/ip.t
 import { R } from '../../../shared/sandbox/scenarios/danm.ts';
 import type { World } from '../harness.ts';
 import type { Rng } from '../rng.ts';
-import { SimKube } from '../simkube.ts';
+import { SimKubeWorld } from './base.ts';
 
 const NS = 'default';
 const CIDR = parseCidr('10.20.0.0/26')!;
@@ -41,14 +41,11 @@ const REQUEST_KEY: Record<NetworkType, string> = {
   ClusterNetwork: 'clusterNetwork',
 };
 
-export class DanmWorld implements World {
-  readonly kube: SimKube;
-  readonly violations: string[] = [];
+export class DanmWorld extends SimKubeWorld implements World {
   /** address index -> pod uid of a CNI ADD in flight (bit set, DanmEp not yet written). */
   readonly inflight = new Map<number, string>();
   private pending: Pending[] = [];
   private seq = 0;
-  private interleave: (() => void) | undefined;
   private stsNames = ['ss-0', 'ss-1', 'ss-2', 'ss-3', 'ss-4'];
   /** Pods listed by the fault "evidence lister broke": when set, pod lists come back empty. */
   brokenPodLister = false;
@@ -58,10 +55,10 @@ export class DanmWorld implements World {
   private readonly netNs: string | undefined;
 
   constructor(clock: () => number, layout: DanmLayout = DANM_LAYOUTS[0]!) {
+    super(clock);
     this.layout = layout;
     this.ref = R[layout.kind];
     this.netNs = layout.kind === 'ClusterNetwork' ? undefined : NS;
-    this.kube = new SimKube(clock);
     const s = this.kube.store;
     s.register(R.danmeps);
     s.register(R.DanmNet);
@@ -79,17 +76,6 @@ export class DanmWorld implements World {
       const r = await orig(ref, o);
       return ref.plural === 'pods' && this.brokenPodLister ? { ...r, items: [] } : r;
     };
-    this.kube.beforeList = () => this.interleave?.();
-    this.kube.onWrite = (e) => this.check(e);
-  }
-
-  setInterleave(f: (() => void) | undefined): void {
-    this.interleave = f;
-  }
-
-  setFaults(rate: number, rng: Rng): void {
-    this.kube.faultRate = rate;
-    this.kube.rng = () => rng.next();
   }
 
   // ---- world state ----
@@ -292,7 +278,7 @@ export class DanmWorld implements World {
 
   // ---- invariants and orphans ----
 
-  private check(e: import('../simkube.ts').WriteEvent): void {
+  protected check(e: import('../simkube.ts').WriteEvent): void {
     if (e.kind === 'delete' && e.ref.plural === 'danmeps') {
       const uid = (e.before.spec as { PodUID: string }).PodUID;
       const live = this.pods().find((p) => p.metadata.uid === uid);

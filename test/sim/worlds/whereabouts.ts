@@ -10,38 +10,26 @@ import { PODS } from '../../../shared/kube/resources.ts';
 import { formatAddress, parseCidr } from '../../../shared/net/ip.ts';
 import type { World } from '../harness.ts';
 import type { Rng } from '../rng.ts';
-import { SimKube, type WriteEvent } from '../simkube.ts';
+import type { WriteEvent } from '../simkube.ts';
+import { SimKubeWorld } from './base.ts';
 
 const NS = 'default';
 const CIDR = parseCidr('10.30.0.0/26')!;
 type Alloc = { id: string; podref: string; ifname?: string };
 
-export class WhereaboutsWorld implements World {
-  readonly kube: SimKube;
-  readonly violations: string[] = [];
+export class WhereaboutsWorld extends SimKubeWorld implements World {
   /** container id -> pod uid, for every container whose CNI ADD ran. */
   readonly containers = new Map<string, string>();
   private pending: { at: number; run: () => void }[] = [];
   private seq = 0;
-  private interleave: (() => void) | undefined;
 
   constructor(clock: () => number) {
-    this.kube = new SimKube(clock);
+    super(clock);
     this.kube.store.register(IPPOOLS);
     this.kube.store.create(IPPOOLS, NS, {
       metadata: { name: 'pool', namespace: NS },
       spec: { range: CIDR.text, allocations: {} },
     });
-    this.kube.beforeList = () => this.interleave?.();
-    this.kube.onWrite = (e) => this.check(e);
-  }
-
-  setInterleave(f: (() => void) | undefined): void {
-    this.interleave = f;
-  }
-  setFaults(rate: number, rng: Rng): void {
-    this.kube.faultRate = rate;
-    this.kube.rng = () => rng.next();
   }
 
   allocs(): Record<string, Alloc> {
@@ -153,7 +141,7 @@ export class WhereaboutsWorld implements World {
     return uid && this.pods().some((p) => p.metadata.uid === uid) ? uid : undefined;
   }
 
-  private check(e: WriteEvent): void {
+  protected check(e: WriteEvent): void {
     if (e.kind !== 'update' || e.ref.plural !== 'ippools') return;
     const before = (e.before.spec as { allocations: Record<string, Alloc> }).allocations;
     const after = (e.after.spec as { allocations: Record<string, Alloc> }).allocations;
