@@ -5,10 +5,5 @@ import { existsSync } from 'node:fs';
 
 const compiled = new URL('../dist/shared/cli.js', import.meta.url);
 const source = new URL('../shared/cli.ts', import.meta.url);
-const { main } = await import((existsSync(compiled) ? compiled : source).href);
-process.exitCode = await main(process.argv.slice(2), {
-  out: process.stdout,
-  err: process.stderr,
-  env: process.env,
-  isTTY: process.stdout.isTTY === true,
-});
+const { cli } = await import((existsSync(compiled) ? compiled : source).href);
+await cli();

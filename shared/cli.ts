@@ -5,10 +5,10 @@
  * and calls the same run() as the scheduler and handler.
  */
 import { parseArgs } from 'node:util';
+import { reportFailure, tolerateClosedPipe } from './cli/exit.ts';
 import { HELP, VERSION } from './cli/help.ts';
 import type { Io } from './cli/io.ts';
 import { envOverrides, loadConfigFile, type Overrides, resolveConfig } from './config.ts';
-import { ConfigError } from './errors.ts';
 import type { OutputMode } from './log/logger.ts';
 import { EXIT } from './runtime/errors.ts';
 import { systemTime } from './time.ts';
@@ -82,7 +82,7 @@ export async function main(
         return r.ok ? EXIT.ok : EXIT.error;
       }
       case 'diff':
-        return (await import('./cli/diff.ts')).diffCommand(rest, io);
+        return (await import('./cli/diff.ts')).diffCommand(rest, output, io);
       default:
         break;
     }
@@ -110,31 +110,31 @@ export async function main(
       case 'schedule':
         return await (await import('./cli/run.ts')).scheduleCommand(cfg, output, io, v.listen);
       case 'functions':
-        return (await import('./cli/functions.ts')).functionsCommand(cfg, io);
+        return (await import('./cli/functions.ts')).functionsCommand(cfg, output, io);
       case 'state':
-        return await (await import('./cli/state.ts')).stateCommand(rest, cfg, io);
+        return await (await import('./cli/state.ts')).stateCommand(rest, cfg, output, io);
       case 'explain':
-        return await (await import('./cli/explain.ts')).explainCommand(rest, cfg, io);
+        return await (await import('./cli/explain.ts')).explainCommand(rest, cfg, output, io);
       default:
         io.err.write(`twopass: unknown command \`${cmd}\`\nRun \`twopass --help\` for usage.\n`);
         return EXIT.config;
     }
   } catch (err) {
-    if (err instanceof ConfigError) {
-      io.err.write(`twopass: ${err.message}\n`);
-      return EXIT.config;
-    }
-    io.err.write(`twopass: ${(err as Error).stack ?? String(err)}\n`);
-    return EXIT.error;
+    return reportFailure(err, io);
   }
 }
 
-if (import.meta.main) {
-  const code = await main(process.argv.slice(2), {
+/** The process entry (bin/twopass.js): the real streams, a closed pipe tolerated. */
+export async function cli(): Promise<void> {
+  tolerateClosedPipe(process.stdout);
+  tolerateClosedPipe(process.stderr);
+  process.exitCode = await main(process.argv.slice(2), {
     out: process.stdout,
     err: process.stderr,
     env: process.env,
     isTTY: process.stdout.isTTY === true,
+    errTTY: process.stderr.isTTY === true,
   });
-  process.exitCode = code;
 }
+
+if (import.meta.main) await cli();

@@ -3,64 +3,109 @@ import { findFunction } from '../../functions/index.ts';
 import { type Config, describePolicy, functionConfig } from '../config.ts';
 import { decide } from '../engine/decide.ts';
 import { formatDuration } from '../engine/duration.ts';
-import type { Snapshot } from '../engine/types.ts';
+import type { Candidate, Snapshot, Target } from '../engine/types.ts';
 import { ConfigError } from '../errors.ts';
-import { createLogger } from '../log/logger.ts';
+import { createLogger, type OutputMode } from '../log/logger.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { validateSettings } from '../runtime/settings.ts';
 import { connectKube, connectPorts, stateFor } from '../runtime/wire.ts';
 import type { Io } from './io.ts';
 
-export async function explainCommand(args: readonly string[], cfg: Config, io: Io): Promise<number> {
-  const [name, key] = args;
-  if (!name || !key) throw new ConfigError('usage: twopass explain <function> <key>');
+type Match = {
+  key: string;
+  kind?: string;
+  name?: string;
+  target?: Target;
+  stored?: Candidate;
+  /** What a run now would say about it, in the diff log's words. */
+  now: string[];
+};
+
+export async function explainCommand(
+  args: readonly string[],
+  cfg: Config,
+  output: OutputMode,
+  io: Io,
+): Promise<number> {
+  const [name, query, ...extra] = args;
+  if (!name || !query || extra.length > 0)
+    throw new ConfigError(
+      'usage: twopass explain <function> <key or name> (the key or the name a diff log or `state show` prints; quote names with spaces)',
+    );
   const fn = findFunction(name);
   if (!fn) throw new ConfigError(`unknown function \`${name}\``);
+  const fc = functionConfig(cfg, name, fn.defaults);
+  const settings = validateSettings(fn, { pageSize: cfg.pageSize, ...fc.settings }, `config ${cfg.source}`);
   const kube = await connectKube(cfg, { time: io.time, log: createLogger({ output: 'json' }) });
   try {
     const { store } = stateFor(cfg, kube, io.time);
     const { state } = await store.load(name);
-    const fc = functionConfig(cfg, name, fn.defaults);
-    const settings = validateSettings(fn, { pageSize: cfg.pageSize, ...fc.settings }, `config ${cfg.source}`);
     const now = io.time.now();
     const ports = await connectPorts(fn, kube, cfg, settings, io.env, io.time);
-    const obs = await fn.observe(ports.reader, {
-      now,
-      signal: io.time.timeout(cfg.deadlineMs),
-      settings,
-      note: () => {},
-    });
-    await ports.close();
+    const obs = await fn
+      .observe(ports.reader, { now, signal: io.time.timeout(cfg.deadlineMs), settings, note: () => {} })
+      .finally(() => ports.close());
     const snapshot: Snapshot = { id: 'explain', function: name, takenAt: now, ...obs };
     const d = decide(state, snapshot, fc.policy, now);
-    const target = snapshot.targets.find((t) => t.key === key);
-    const stored = state.candidates[key];
-    io.out.write(`${name} ${key}\n`);
-    io.out.write(
-      target
-        ? `  target: ${target.kind} ${target.name} (fingerprint ${target.fingerprint})\n`
-        : "  not a target in a fresh snapshot (gone, out of scope, or not this function's)\n",
-    );
-    const note = target ? fn.kindNotes[target.kind] : undefined;
-    if (note) io.out.write(`  note: ${note}\n`);
-    io.out.write(
-      stored
-        ? `  stored: candidate since ${new Date(stored.firstUnusedAt).toISOString()}, seen unused ${stored.observations}x, fingerprint ${stored.fingerprint}\n`
-        : '  stored: not a candidate\n',
-    );
-    const events = d.diff.events.filter((e) => 'key' in e && e.key === key);
-    if (d.diff.outcome !== 'ok')
-      io.out.write(
-        `  this run would be ${d.diff.outcome}: ${d.diff.events
-          .filter((e) => e.event === 'run.refused' || e.event === 'run.aborted')
-          .map((e) => ('reason' in e ? e.reason : ''))
-          .join('; ')}\n`,
+    // A key, or a name: the old and the new DanmEp of a re-created pod share their name.
+    const keys = new Set<string>();
+    for (const t of snapshot.targets) if (t.key === query || t.name === query) keys.add(t.key);
+    for (const [k, c] of Object.entries(state.candidates)) if (k === query || c.name === query) keys.add(k);
+    const matches: Match[] = [...keys].map((key) => {
+      const target = snapshot.targets.find((t) => t.key === key);
+      const stored = state.candidates[key];
+      const events = d.diff.events.filter((e) => 'key' in e && e.key === key);
+      const said = events.map(
+        (e) =>
+          `${e.event}${'reason' in e ? `: ${e.reason}` : ''}${'timeLeftMs' in e ? `: ${formatDuration(e.timeLeftMs)} left (${e.waitingFor})` : ''}${'unusedForMs' in e ? ` (unused for ${formatDuration(e.unusedForMs)})` : ''}`,
       );
-    if (target && events.length === 0) io.out.write('  now: in use (evidence found), not a candidate\n');
-    for (const e of events)
+      if (target && events.length === 0) said.push('in use (evidence found), not a candidate');
+      if (!target) said.push("not a target in a fresh snapshot (gone, out of scope, or not this function's)");
+      const kind = target?.kind ?? stored?.kind;
+      const label = target?.name ?? stored?.name;
+      return {
+        key,
+        ...(kind ? { kind } : {}),
+        ...(label ? { name: label } : {}),
+        ...(target ? { target } : {}),
+        ...(stored ? { stored } : {}),
+        now: said,
+      };
+    });
+    const refused =
+      d.diff.outcome === 'ok'
+        ? undefined
+        : `this run would be ${d.diff.outcome}: ${d.diff.events
+            .filter((e) => e.event === 'run.refused' || e.event === 'run.aborted')
+            .map((e) => ('reason' in e ? e.reason : ''))
+            .join('; ')}`;
+    if (output === 'json') {
       io.out.write(
-        `  now: ${e.event}${'reason' in e ? `: ${e.reason}` : ''}${'timeLeftMs' in e ? `: ${formatDuration(e.timeLeftMs)} left (${e.waitingFor})` : ''}${'unusedForMs' in e ? ` (unused for ${formatDuration(e.unusedForMs)})` : ''}\n`,
+        `${JSON.stringify({ function: name, query, matches, ...(refused ? { run: refused } : {}), policy: fc.policy })}\n`,
       );
+      return EXIT.ok;
+    }
+    if (matches.length === 0) {
+      io.out.write(
+        `${name}: nothing called \`${query}\`: no target of a fresh snapshot and no stored candidate has that key or name\n`,
+      );
+      return EXIT.ok;
+    }
+    if (matches.length > 1)
+      io.out.write(`${name}: ${matches.length} objects are called \`${query}\`; each by its key (UID):\n`);
+    for (const m of matches) {
+      io.out.write(`${name} ${m.key}${m.kind ? ` ${m.kind}` : ''}${m.name ? ` ${m.name}` : ''}\n`);
+      if (m.target) io.out.write(`  target: fingerprint ${m.target.fingerprint}\n`);
+      const note = m.kind ? fn.kindNotes[m.kind] : undefined;
+      if (note) io.out.write(`  note: ${note}\n`);
+      io.out.write(
+        m.stored
+          ? `  stored: candidate since ${new Date(m.stored.firstUnusedAt).toISOString()}, seen unused ${m.stored.observations}x, fingerprint ${m.stored.fingerprint}\n`
+          : '  stored: not a candidate\n',
+      );
+      for (const s of m.now) io.out.write(`  now: ${s}\n`);
+    }
+    if (refused) io.out.write(`  ${refused}\n`);
     io.out.write(`  policy: ${describePolicy(fc.policy)}\n`);
     return EXIT.ok;
   } finally {

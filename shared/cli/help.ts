@@ -29,7 +29,8 @@ Commands:
   state reset <function>   forget the observations (deletes no resource)
   state accept-evidence <function>
                            accept today's evidence counts as the baseline (deletes nothing)
-  explain <function> <key> why a target is pending, rescued, indeterminate or confirmed
+  explain <function> <key|name>
+                           why a target is pending, rescued, indeterminate or confirmed
   diff A B                 compare two saved snapshots (--save-snapshot)
   schedule                 run every enabled function on its cron schedule; serve /healthz, /metrics
   demo                     the sandbox: a fake cluster with the DANM incident (npm start)
@@ -72,15 +73,23 @@ accept-evidence  takes one complete snapshot (read-only, nothing is deleted) and
                  its evidence counts the new baseline, keeping every candidate: the way
                  out after a real scale-down refused runs ("evidence ... shrank").
 ${COMMON}`,
-  explain: `Usage: twopass explain <function> <key> [options]
+  explain: `Usage: twopass explain <function> <key|name> [options]
 
 Observes (read-only: nothing is deleted, no state is written) and says what the
-engine decides for one target key, next to what the stored state holds for it.
+engine decides for one target, next to what the stored state holds for it.
+
+A target is named by its key (a Kubernetes UID, an OpenStack port ID, or for a bit
+or an allocation \`<network uid>/<family>/<address>\`) or by the name the diff log and
+\`state show\` print (e.g. "default/ss-cinfo-0 eth0"; quote names with spaces). When
+several objects share the name (the old and the new DanmEp of a re-created pod),
+each is listed with its key and decision.
 ${COMMON}`,
-  diff: `Usage: twopass diff A.json B.json\n\nPrints the targets that appeared, vanished, changed, and whose use changed.`,
+  diff: `Usage: twopass diff A.json B.json [--output json|table]\n\nCompares two snapshots saved by \`twopass run --save-snapshot DIR\` of the same function:\nthe targets that appeared, vanished, changed, and whose use changed.`,
   demo: `Usage: twopass demo [--output json|table]
 
-Starts a fake Kubernetes API server on 127.0.0.1, seeds the DANM StatefulSet incident,
-and runs the real danm-endpoints function against it on a simulated clock.
-It needs no cluster and touches nothing outside the sandbox.`,
+Starts a fake Kubernetes API server and a fake Keystone + Neutron on 127.0.0.1, seeds
+the DANM StatefulSet incident, a whereabouts leak and an OpenStack load-balancer port
+leak, and runs all three functions (danm-endpoints, whereabouts-ips, lbaas-ports)
+against them on a simulated clock. It needs no cluster and no cloud, touches nothing
+outside the sandbox, and removes its temporary files when it ends.`,
 };

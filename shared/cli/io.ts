@@ -6,5 +6,7 @@ export type Io = {
   err: NodeJS.WritableStream;
   env: Readonly<Record<string, string | undefined>>;
   isTTY: boolean;
+  /** stderr is a terminal: progress may be drawn there. */
+  errTTY?: boolean;
   time: Time;
 };

@@ -9,6 +9,7 @@ import { EXIT } from '../runtime/errors.ts';
 import { startScheduler } from '../runtime/scheduler.ts';
 import { runFunction } from '../runtime/wire.ts';
 import type { Io } from './io.ts';
+import { terminalProgress } from './progress.ts';
 
 function pickFunctions(names: readonly string[], all: boolean): AnyFunction[] {
   if (all && names.length > 0) throw new ConfigError('run: give function names or --all, not both');
@@ -34,7 +35,12 @@ export async function runCommand(
   const fns = pickFunctions(names, all).filter(
     (fn) => !all || functionConfig(cfg, fn.name, fn.defaults).enabled,
   );
-  const log = createLogger({ output, stream: io.out, clock: io.time.now });
+  const progress = output === 'table' && io.errTTY ? terminalProgress(io.err, io.time.now) : undefined;
+  const log = createLogger({
+    output,
+    stream: progress ? progress.around(io.out) : io.out,
+    clock: io.time.now,
+  });
   const controller = new AbortController();
   const stop = () =>
     controller.abort(new Error('interrupted (SIGTERM/SIGINT): deletions not yet started are abandoned'));
@@ -47,7 +53,13 @@ export async function runCommand(
       const r = await runFunction(
         fn,
         cfg,
-        { time: io.time, log, hooks: metrics.hooks(), processEnv: io.env },
+        {
+          time: io.time,
+          log,
+          hooks: metrics.hooks(),
+          processEnv: io.env,
+          ...(progress ? { onPage: progress.onPage } : {}),
+        },
         {
           ...(opts.record ? { record: true } : {}),
           signal: controller.signal,
@@ -65,6 +77,7 @@ export async function runCommand(
     }
     if (opts.textfile) await metrics.writeTextfile(opts.textfile);
   } finally {
+    progress?.clear();
     process.off('SIGTERM', stop);
     process.off('SIGINT', stop);
   }

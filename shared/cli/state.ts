@@ -4,12 +4,17 @@ import type { Config } from '../config.ts';
 import type { AnyFunction } from '../contract/index.ts';
 import { formatDuration } from '../engine/duration.ts';
 import { ConfigError } from '../errors.ts';
-import { createLogger } from '../log/logger.ts';
+import { createLogger, type OutputMode } from '../log/logger.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { connectKube, runFunction, stateFor } from '../runtime/wire.ts';
 import type { Io } from './io.ts';
 
-export async function stateCommand(args: readonly string[], cfg: Config, io: Io): Promise<number> {
+export async function stateCommand(
+  args: readonly string[],
+  cfg: Config,
+  output: OutputMode,
+  io: Io,
+): Promise<number> {
   const [sub, name] = args;
   if ((sub !== 'show' && sub !== 'reset' && sub !== 'accept-evidence') || !name)
     throw new ConfigError('usage: twopass state show|reset|accept-evidence <function>');
@@ -25,6 +30,10 @@ export async function stateCommand(args: readonly string[], cfg: Config, io: Io)
     const { store } = stateFor(cfg, kube, io.time);
     if (sub === 'reset') {
       const removed = await store.reset(name);
+      if (output === 'json') {
+        io.out.write(`${JSON.stringify({ function: name, store: store.description, reset: removed })}\n`);
+        return EXIT.ok;
+      }
       io.out.write(
         removed
           ? `state of ${name} in ${store.description} reset: observation starts over (no resource was deleted)\n`
@@ -33,7 +42,19 @@ export async function stateCommand(args: readonly string[], cfg: Config, io: Io)
       return EXIT.ok;
     }
     const { state, version } = await store.load(name);
-    const cands = Object.entries(state.candidates);
+    const cands = Object.entries(state.candidates).sort((a, b) => a[1].firstUnusedAt - b[1].firstUnusedAt);
+    if (output === 'json') {
+      io.out.write(
+        `${JSON.stringify({
+          function: name,
+          store: store.description,
+          version: version ?? null,
+          lastSnapshot: state.lastSnapshot ?? null,
+          candidates: cands.map(([key, c]) => ({ key, ...c })),
+        })}\n`,
+      );
+      return EXIT.ok;
+    }
     io.out.write(
       `${name}: ${store.description}${version ? ` (version ${version})` : ' (nothing stored yet)'}\n`,
     );
@@ -46,7 +67,7 @@ export async function stateCommand(args: readonly string[], cfg: Config, io: Io)
       );
     }
     io.out.write(`${cands.length} candidate(s)\n`);
-    for (const [key, c] of cands.sort((a, b) => a[1].firstUnusedAt - b[1].firstUnusedAt)) {
+    for (const [key, c] of cands) {
       io.out.write(
         `  ${c.kind.padEnd(10)} ${c.name.padEnd(40)} unused since ${new Date(c.firstUnusedAt).toISOString()} (${c.observations}x, for ${formatDuration(io.time.now() - c.firstUnusedAt)})  key ${key}\n`,
       );

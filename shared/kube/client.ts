@@ -3,6 +3,9 @@
  * @kubernetes/client-node's KubeConfig; requests go over one shared keep-alive
  * undici Agent (client-node's generated APIs open a connection per request).
  */
+import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { delimiter, join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { ListIncompleteError } from '../errors.ts';
 import { ConnectionError, HttpTransport, type TlsOptions } from '../http/transport.ts';
@@ -36,6 +39,8 @@ export type KubeClientOptions = Readonly<{
   /** Restarts of a list after 410 Expired. */
   maxListRestarts?: number;
   connections?: number;
+  /** Each list page as it arrives (what, pages and items so far): progress on a terminal. */
+  onPage?: (progress: { what: string; pages: number; items: number }) => void;
   /** Counts requests and bytes, for benchmarks and tests. */
   onResponse?: (info: { method: string; path: string; status: number; bytes: number }) => void;
 }>;
@@ -58,7 +63,11 @@ export async function kubeOptionsFromConfig(
 ): Promise<Omit<KubeClientOptions, 'time'>> {
   const kc = new KubeConfig();
   if (kubeconfig !== undefined) kc.loadFromFile(kubeconfig);
-  else kc.loadFromDefault();
+  else {
+    const missing = whereNoKubeconfig(process.env);
+    if (missing) throw new Error(missing);
+    kc.loadFromDefault();
+  }
   if (context !== undefined) kc.setCurrentContext(context);
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error('kubeconfig has no current cluster');
@@ -79,6 +88,29 @@ export async function kubeOptionsFromConfig(
   if (opts.rejectUnauthorized !== undefined) tls.rejectUnauthorized = opts.rejectUnauthorized;
   if (opts.servername) tls.servername = opts.servername;
   return { server: cluster.server, headers: { ...(opts.headers ?? {}) }, tls };
+}
+
+/**
+ * Where a kubeconfig is looked for when none is named, in order; undefined when one is
+ * there, else a message that says where it looked (instead of the client library's
+ * fallback to http://localhost:8080 and its confusing TLS error).
+ */
+export function whereNoKubeconfig(env: Readonly<Record<string, string | undefined>>): string | undefined {
+  const looked: string[] = ['--kubeconfig: not given'];
+  const paths = (env.KUBECONFIG ?? '').split(delimiter).filter((p) => p !== '');
+  if (paths.some((p) => existsSync(p))) return undefined;
+  looked.push(paths.length > 0 ? `$KUBECONFIG: ${paths.join(delimiter)} not found` : '$KUBECONFIG: not set');
+  const home = join(env.HOME ?? homedir(), '.kube', 'config');
+  if (existsSync(home)) return undefined;
+  looked.push(`${home}: not found`);
+  const token = '/var/run/secrets/kubernetes.io/serviceaccount/token';
+  if (env.KUBERNETES_SERVICE_HOST && existsSync(token)) return undefined;
+  looked.push(
+    env.KUBERNETES_SERVICE_HOST
+      ? `in-cluster: ${token} not found`
+      : 'in-cluster: KUBERNETES_SERVICE_HOST not set',
+  );
+  return `no kubeconfig found (${looked.join('; ')}); pass --kubeconfig FILE or set KUBECONFIG`;
 }
 
 export class KubeHttpClient implements KubeClient {
@@ -131,6 +163,7 @@ export class KubeHttpClient implements KubeClient {
           });
           const page = proof.page(body, cont);
           for (const item of page.items) items.push(item);
+          this.opts.onPage?.({ what, pages: proof.pages, items: items.length });
           cont = page.next;
         } while (cont !== undefined);
         const resourceVersion = proof.finish();

@@ -4,7 +4,7 @@
  */
 import { Writable } from 'node:stream';
 import pino, { type Logger } from 'pino';
-import { renderRow } from './table.ts';
+import { HEADER, renderRow } from './table.ts';
 
 export type OutputMode = 'json' | 'table';
 export type { Logger };
@@ -35,12 +35,15 @@ export type LoggerOptions = Readonly<{
 export function createLogger(opts: LoggerOptions): Logger {
   const out = opts.stream ?? process.stdout;
   const clock = opts.clock ?? Date.now;
+  let headed = false;
   const dest =
     opts.output === 'table'
       ? new Writable({
           write(chunk: Buffer, _enc, cb) {
             for (const line of chunk.toString().split('\n')) {
               if (!line) continue;
+              if (!headed) out.write(`${HEADER}\n`);
+              headed = true;
               const row = renderRow(line);
               if (row !== undefined) out.write(`${row}\n`);
             }

@@ -3,9 +3,13 @@ import { formatDuration } from '../engine/duration.ts';
 
 const WIDTH = { event: 21, kind: 17, name: 40 };
 
+/** Pads to the column; a longer value is printed whole (the row shifts, nothing is hidden). */
 function pad(s: string, n: number): string {
-  return s.length >= n ? `${s.slice(0, n - 1)}…` : s + ' '.repeat(n - s.length);
+  return s.length >= n ? s : s + ' '.repeat(n - s.length);
 }
+
+/** The table's first line. */
+export const HEADER = `${pad('TIME', 8)}  ${pad('EVENT', WIDTH.event)} ${pad('KIND', WIDTH.kind)} ${pad('NAME', WIDTH.name)} DETAIL [KEY]`;
 
 function detail(e: Record<string, unknown>): string {
   switch (e.event) {
@@ -52,5 +56,8 @@ export function renderRow(line: string): string | undefined {
   const kind =
     typeof e.kind === 'string' ? e.kind : typeof e.function === 'string' && !e.name ? e.function : '';
   const name = typeof e.name === 'string' ? e.name : '';
-  return `${time}  ${pad(event, WIDTH.event)} ${pad(kind, WIDTH.kind)} ${pad(name, WIDTH.name)} ${detail(e)}`.trimEnd();
+  // A display name is not an identity (a re-created pod's old and new DanmEp share it):
+  // rows about one target carry its key.
+  const key = typeof e.key === 'string' && e.key !== name ? ` [${e.key}]` : '';
+  return `${pad(time, 8)}  ${pad(event, WIDTH.event)} ${pad(kind, WIDTH.kind)} ${pad(name, WIDTH.name)} ${detail(e)}${key}`.trimEnd();
 }

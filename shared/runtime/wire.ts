@@ -33,6 +33,8 @@ export type Environment = Readonly<{
    * functions, Events): the interceptor the crash tests inject faults with.
    */
   intercept?: (kube: KubeClient) => KubeClient;
+  /** Each list page as it arrives (a terminal's progress line). */
+  onPage?: KubeClientOptions['onPage'];
   /** The process environment, for functions whose clients read OS_* (OpenStack). */
   processEnv?: Readonly<Record<string, string | undefined>>;
 }>;
@@ -55,6 +57,7 @@ export async function connectKube(cfg: Config, env: Environment): Promise<KubeHt
     time: env.time,
     callTimeoutMs: cfg.callTimeoutMs,
     pageSize: cfg.pageSize,
+    ...(env.onPage ? { onPage: env.onPage } : {}),
   });
 }
 

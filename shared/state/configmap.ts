@@ -14,7 +14,7 @@ import { emptyState } from '../engine/types.ts';
 import { ConflictError, KubeApiError } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/ports.ts';
 import { CONFIGMAPS, type KubeObject } from '../kube/resources.ts';
-import { StateConflictError, StateCorruptError, StateTooLargeError } from './errors.ts';
+import { resetCommand, StateConflictError, StateCorruptError, StateTooLargeError } from './errors.ts';
 import { parseState } from './schema.ts';
 import type { Loaded, StateStore } from './store.ts';
 
@@ -81,11 +81,11 @@ export class ConfigMapStateStore implements StateStore {
       raw = JSON.parse(gunzipSync(gz).toString('utf8'));
     } catch (err) {
       throw new StateCorruptError(
-        `${where}: state is not gzipped JSON; reset it with \`twopass state reset ${fn}\``,
+        `${where}: state is not gzipped JSON; reset it with \`${resetCommand(fn, this.description)}\``,
         { cause: err },
       );
     }
-    return { state: parseState(raw, fn, where), version: head.metadata.resourceVersion };
+    return { state: parseState(raw, fn, where, this.description), version: head.metadata.resourceVersion };
   }
 
   async save(fn: string, state: State, version: string | undefined, signal?: AbortSignal): Promise<string> {

@@ -19,3 +19,8 @@ export class StateCorruptError extends Error {
 export class StateTooLargeError extends Error {
   override name = 'StateTooLargeError';
 }
+
+/** The command that resets a function's state in this very store (the `--state` it was read with). */
+export function resetCommand(fn: string, store: string): string {
+  return `twopass state reset ${fn} --state ${store}`;
+}

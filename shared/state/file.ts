@@ -7,7 +7,7 @@ import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { emptyState, type State } from '../engine/types.ts';
-import { LockHeldError, StateConflictError, StateCorruptError } from './errors.ts';
+import { LockHeldError, resetCommand, StateConflictError, StateCorruptError } from './errors.ts';
 import { parseState } from './schema.ts';
 import type { Loaded, Lock, LockHandle, StateStore } from './store.ts';
 
@@ -40,13 +40,13 @@ export class FileStateStore implements StateStore {
       env = JSON.parse(text) as Envelope;
     } catch (err) {
       throw new StateCorruptError(
-        `${this.path(fn)}: state is not valid JSON; nothing will be deleted until it is repaired or reset with \`twopass state reset ${fn}\``,
+        `${this.path(fn)}: state is not valid JSON; nothing will be deleted until it is repaired or reset with \`${resetCommand(fn, this.description)}\``,
         { cause: err },
       );
     }
     if (!env || typeof env !== 'object' || typeof env.revision !== 'number') {
       throw new StateCorruptError(
-        `${this.path(fn)}: state file has no revision; reset it with \`twopass state reset ${fn}\``,
+        `${this.path(fn)}: state file has no revision; reset it with \`${resetCommand(fn, this.description)}\``,
       );
     }
     return env;
@@ -55,7 +55,10 @@ export class FileStateStore implements StateStore {
   async load(fn: string): Promise<Loaded> {
     const env = await this.read(fn);
     if (!env) return { state: emptyState(fn) };
-    return { state: parseState(env.state, fn, this.path(fn)), version: String(env.revision) };
+    return {
+      state: parseState(env.state, fn, this.path(fn), this.description),
+      version: String(env.revision),
+    };
   }
 
   async save(fn: string, state: State, version: string | undefined): Promise<string> {

@@ -1,7 +1,7 @@
 /** Validation of stored state: what comes back from a store is untrusted input. */
 import { z } from 'zod';
 import { STATE_SCHEMA_VERSION, type State } from '../engine/types.ts';
-import { StateCorruptError } from './errors.ts';
+import { resetCommand, StateCorruptError } from './errors.ts';
 
 const candidate = z.object({
   kind: z.string(),
@@ -28,7 +28,7 @@ const stateSchema = z.object({
   candidates: z.record(z.string(), candidate),
 });
 
-export function parseState(raw: unknown, fn: string, where: string): State {
+export function parseState(raw: unknown, fn: string, where: string, store: string): State {
   if (
     raw &&
     typeof raw === 'object' &&
@@ -36,14 +36,14 @@ export function parseState(raw: unknown, fn: string, where: string): State {
     (raw as { schemaVersion: unknown }).schemaVersion !== STATE_SCHEMA_VERSION
   ) {
     throw new StateCorruptError(
-      `${where}: state schemaVersion ${String((raw as { schemaVersion: unknown }).schemaVersion)} is not supported (expected ${STATE_SCHEMA_VERSION}); run \`twopass state reset ${fn}\` to start observation over`,
+      `${where}: state schemaVersion ${String((raw as { schemaVersion: unknown }).schemaVersion)} is not supported (expected ${STATE_SCHEMA_VERSION}); run \`${resetCommand(fn, store)}\` to start observation over`,
     );
   }
   const r = stateSchema.safeParse(raw);
   if (!r.success) {
     const issue = r.error.issues[0];
     throw new StateCorruptError(
-      `${where}: stored state is not valid (${issue ? `${issue.path.join('.') || '(root)'}: ${issue.message}` : 'unknown'}); nothing will be deleted until it is repaired or reset with \`twopass state reset ${fn}\``,
+      `${where}: stored state is not valid (${issue ? `${issue.path.join('.') || '(root)'}: ${issue.message}` : 'unknown'}); nothing will be deleted until it is repaired or reset with \`${resetCommand(fn, store)}\``,
     );
   }
   if (r.data.function !== fn) {

@@ -221,7 +221,7 @@ test('stored state: anything is a state or a StateCorruptError', () => {
   fc.assert(
     fc.property(fc.anything(), (raw) => {
       try {
-        parseState(raw, 'f', 'fuzz');
+        parseState(raw, 'f', 'fuzz', 'file:/fuzz');
       } catch (err) {
         if (!(err instanceof StateCorruptError)) throw err;
       }

@@ -1,7 +1,6 @@
 /** The sandbox's lbaas scene: the controller restart that deleted an in-use port (seeds/lbaas-port-lost-at-startup). */
 
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { lbaasPorts } from '../../../functions/lbaas-ports/index.ts';
 import { resolveConfig } from '../../config.ts';
@@ -29,9 +28,10 @@ export async function lbaasScene(
   const runs: RunResult[] = [];
   const problems: string[] = [];
   try {
-    const dir = mkdtempSync(join(tmpdir(), 'twopass-demo-os-'));
-    writeFileSync(join(dir, 'clouds.yaml'), os.cloudsYaml('appcred', 'sandbox'));
-    const env = { OS_CLOUD: 'sandbox', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') };
+    // beside the sandbox's state, which the demo removes when it ends
+    const clouds = join(stateDir, 'clouds.yaml');
+    writeFileSync(clouds, os.cloudsYaml('appcred', 'sandbox'));
+    const env = { OS_CLOUD: 'sandbox', OS_CLIENT_CONFIG_FILE: clouds };
     const cfg = resolveConfig(
       {
         functions: {
