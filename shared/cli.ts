@@ -104,8 +104,12 @@ export async function main(
         return await (await import('./cli/run.ts')).runCommand(rest, v.all === true, cfg, output, io, {
           ...(v.record === true ? { record: true } : {}),
           ...(v['save-snapshot'] ? { saveSnapshotDir: v['save-snapshot'] } : {}),
-          ...(v.pushgateway ? { pushgateway: v.pushgateway } : {}),
-          ...(v['metrics-textfile'] ? { textfile: v['metrics-textfile'] } : {}),
+          ...((v.pushgateway ?? io.env.TWOPASS_PUSHGATEWAY)
+            ? { pushgateway: (v.pushgateway ?? io.env.TWOPASS_PUSHGATEWAY)! }
+            : {}),
+          ...((v['metrics-textfile'] ?? io.env.TWOPASS_METRICS_TEXTFILE)
+            ? { textfile: (v['metrics-textfile'] ?? io.env.TWOPASS_METRICS_TEXTFILE)! }
+            : {}),
         });
       case 'schedule':
         return await (await import('./cli/run.ts')).scheduleCommand(cfg, output, io, v.listen);

@@ -1,11 +1,7 @@
 /** The help texts of the `twopass` command. */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { packageRoot } from '../paths.ts';
+import { VERSION } from '../version.ts';
 
-export const VERSION = (
-  JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }
-).version;
+export { VERSION };
 
 export const COMMON = `Common options:
   --config FILE            YAML config (see README); flags override env, env overrides the file

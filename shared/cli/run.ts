@@ -8,6 +8,7 @@ import { RunMetrics } from '../metrics/metrics.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { startScheduler } from '../runtime/scheduler.ts';
 import { runFunction } from '../runtime/wire.ts';
+import { VERSION } from '../version.ts';
 import type { Io } from './io.ts';
 import { terminalProgress } from './progress.ts';
 
@@ -47,7 +48,7 @@ export async function runCommand(
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   let exit: number = EXIT.ok;
-  const metrics = new RunMetrics(io.time.now);
+  const metrics = new RunMetrics(io.time.now, VERSION);
   try {
     for (const fn of fns) {
       const r = await runFunction(
@@ -68,11 +69,15 @@ export async function runCommand(
       );
       if (exit === EXIT.ok && r.exitCode !== EXIT.ok) exit = r.exitCode;
       if (opts.pushgateway) {
-        await metrics
-          .push(opts.pushgateway, fn.name)
-          .catch((err: Error) =>
-            log.warn({ event: 'metrics.push-failed', error: err.message }, 'metrics.push-failed'),
+        // Monitoring that cannot be told is an error of the run (exit 1 if nothing worse):
+        // the alerts that watch these runs would otherwise go blind without a sign.
+        await metrics.push(opts.pushgateway, fn.name).catch((err: Error) => {
+          log.error(
+            { event: 'metrics.push-failed', function: fn.name, error: err.message },
+            'metrics.push-failed',
           );
+          if (exit === EXIT.ok) exit = EXIT.error;
+        });
       }
     }
     if (opts.textfile) await metrics.writeTextfile(opts.textfile);

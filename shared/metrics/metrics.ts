@@ -1,83 +1,132 @@
 /**
- * Prometheus metrics per function (prom-client): fed by the run loop's
- * `finished` hook; served on /metrics by `twopass schedule`, pushed to a
- * Pushgateway or written to a node-exporter textfile by CronJob runs.
+ * Prometheus metrics per function (prom-client), fed by the run loop's `finished` hook.
+ *
+ * Two audiences: `twopass schedule` serves /metrics from a long-lived process (counters
+ * make sense there), while CronJob runs live seconds and push to a Pushgateway or write a
+ * node-exporter textfile. For those, every fact an alert needs is a gauge about the *last
+ * run* (its time, outcome, counts), and the last success survives a failed run: the
+ * Pushgateway keeps it because a failed run's push (POST) does not carry it, and the
+ * textfile carries it over from the previous file.
  */
-import { rename, writeFile } from 'node:fs/promises';
-import { Counter, Gauge, Registry } from 'prom-client';
-import { request } from 'undici';
-import type { RunHooks, RunResult } from '../runtime/run.ts';
+import { readFile, rename, writeFile } from 'node:fs/promises';
+import { Counter, Gauge, Pushgateway, Registry } from 'prom-client';
+import type { RunHooks, RunOutcome, RunResult } from '../runtime/run.ts';
+
+export const OUTCOMES: readonly RunOutcome[] = ['ok', 'failed', 'aborted', 'refused', 'locked'];
+const LAST_SUCCESS = 'twopass_last_success_timestamp_seconds';
+
+/** The gauges of one function's last run, in `registry`. */
+class LastRun {
+  private readonly g: Record<string, Gauge>;
+  constructor(registry: Registry) {
+    const gauge = (name: string, help: string, labels: string[] = []) =>
+      new Gauge({
+        name: `twopass_${name}`,
+        help,
+        labelNames: ['function', ...labels],
+        registers: [registry],
+      });
+    this.g = {
+      at: gauge('last_run_timestamp_seconds', 'End of the last run, whatever its outcome.'),
+      outcome: gauge('last_run_outcome', 'Outcome of the last run: 1 for it, 0 for the others.', ['outcome']),
+      exit: gauge('last_run_exit_code', 'Exit code of the last run.'),
+      duration: gauge('run_duration_seconds', 'Duration of the last run.'),
+      confirmed: gauge('last_run_confirmed', 'Targets confirmed unused by the last run (dry run or not).'),
+      deleted: gauge('last_run_deleted', 'Resources the last run deleted, by kind.', ['kind']),
+      skipped: gauge('last_run_skipped', 'Deletions the last run skipped (re-check or precondition).'),
+      failed: gauge('last_run_failed', 'Deletions the last run could not do.'),
+      refused: gauge('last_run_refused', '1 when the last run was refused by a blast-radius guard.'),
+      targets: gauge('targets', 'Targets in the last complete snapshot.'),
+      used: gauge('evidence_in_use', 'Targets with evidence of use in the last complete snapshot.'),
+      candidates: gauge(
+        'candidates',
+        'Targets seen unused (new + pending + confirmed) in the last snapshot.',
+      ),
+      pending: gauge('pending', 'Candidates waiting for their grace window.'),
+      indeterminate: gauge('indeterminate', 'Targets whose use could not be decided.'),
+    };
+  }
+
+  set(r: RunResult, endSeconds: number): void {
+    const l = { function: r.function };
+    const g = this.g;
+    g.at!.set(l, endSeconds);
+    for (const o of OUTCOMES) g.outcome!.set({ ...l, outcome: o }, o === r.outcome ? 1 : 0);
+    g.exit!.set(l, r.exitCode);
+    g.duration!.set(l, r.durationMs / 1000);
+    g.confirmed!.set(l, r.confirmed.length);
+    for (const [kind, n] of Object.entries(r.deletedByKind)) g.deleted!.set({ ...l, kind }, n);
+    g.skipped!.set(l, r.skipped.length);
+    g.failed!.set(l, r.failed.length);
+    g.refused!.set(l, r.outcome === 'refused' ? 1 : 0);
+    if (r.summary) {
+      g.targets!.set(l, r.summary.targets);
+      g.used!.set(l, r.summary.used);
+      g.candidates!.set(l, r.summary.newCandidates + r.summary.pending + r.summary.confirmed);
+      g.pending!.set(l, r.summary.pending);
+      g.indeterminate!.set(l, r.summary.indeterminate);
+    }
+  }
+}
+
+function buildInfo(registry: Registry, version: string): void {
+  new Gauge({
+    name: 'twopass_build_info',
+    help: 'Always 1: the twopass version and the Node.js version running it.',
+    labelNames: ['version', 'node'],
+    registers: [registry],
+  }).set({ version, node: process.versions.node }, 1);
+}
+
+function lastSuccessGauge(registry: Registry): Gauge {
+  return new Gauge({
+    name: LAST_SUCCESS,
+    help: 'End of the last run that exited 0.',
+    labelNames: ['function'],
+    registers: [registry],
+  });
+}
 
 export class RunMetrics {
   readonly registry = new Registry();
-  private readonly g: Record<string, Gauge> = {};
-  private readonly runs: Counter;
-  private readonly deleted: Counter;
-  private readonly skipped: Counter;
-  private readonly failures: Counter;
-  private readonly rescued: Counter;
-  private readonly duration: Gauge;
+  private readonly last: LastRun;
   private readonly lastSuccess: Gauge;
+  private readonly runs: Counter;
+  private readonly deletedTotal: Counter;
+  private readonly rescued: Counter;
   private readonly clock: () => number;
+  private readonly version: string;
+  /** The last result of each function, for its own push. */
+  private readonly results = new Map<string, { r: RunResult; at: number }>();
 
-  constructor(clock: () => number = Date.now) {
+  constructor(clock: () => number, version: string) {
     this.clock = clock;
-    const gauge = (name: string, help: string) => {
-      this.g[name] = new Gauge({
-        name: `twopass_${name}`,
-        help,
-        labelNames: ['function'],
-        registers: [this.registry],
-      });
-    };
-    gauge('targets', 'Targets in the last complete snapshot.');
-    gauge('evidence_in_use', 'Targets with evidence of use in the last complete snapshot.');
-    gauge('candidates', 'Targets seen unused (new + pending + confirmed) in the last complete snapshot.');
-    gauge('pending', 'Candidates waiting for their grace window.');
-    gauge('indeterminate', 'Targets whose use could not be decided.');
-    const counter = (name: string, help: string, labels: string[] = ['function']) =>
+    this.version = version;
+    buildInfo(this.registry, version);
+    this.last = new LastRun(this.registry);
+    this.lastSuccess = lastSuccessGauge(this.registry);
+    const counter = (name: string, help: string, labels: string[]) =>
       new Counter({ name: `twopass_${name}`, help, labelNames: labels, registers: [this.registry] });
-    this.runs = counter('runs_total', 'Runs by outcome (ok, aborted, refused, locked, failed).', [
+    this.runs = counter('runs_total', 'Runs by outcome, since this process started.', [
       'function',
       'outcome',
     ]);
-    this.deleted = counter('deleted_total', 'Resources deleted and confirmed gone by a read.');
-    this.skipped = counter(
-      'skipped_total',
-      'Deletions skipped: a re-check found use or a precondition failed.',
-    );
-    this.failures = counter('failures_total', 'Deletions that failed.');
-    this.rescued = counter('rescued_total', 'Candidates seen in use again (races prevented).');
-    this.duration = new Gauge({
-      name: 'twopass_run_duration_seconds',
-      help: 'Duration of the last run.',
-      labelNames: ['function'],
-      registers: [this.registry],
-    });
-    this.lastSuccess = new Gauge({
-      name: 'twopass_last_success_timestamp_seconds',
-      help: 'End of the last run that exited 0.',
-      labelNames: ['function'],
-      registers: [this.registry],
-    });
+    this.deletedTotal = counter('deleted_total', 'Resources deleted, since this process started.', [
+      'function',
+      'kind',
+    ]);
+    this.rescued = counter('rescued_total', 'Candidates seen in use again (races prevented).', ['function']);
   }
 
   record(r: RunResult): void {
+    const at = this.clock() / 1000;
     const l = { function: r.function };
+    this.results.set(r.function, { r, at });
+    this.last.set(r, at);
     this.runs.inc({ ...l, outcome: r.outcome });
-    this.duration.set(l, r.durationMs / 1000);
-    this.deleted.inc(l, r.deleted.length);
-    this.skipped.inc(l, r.skipped.length);
-    this.failures.inc(l, r.failed.length);
-    if (r.summary) {
-      this.g.targets!.set(l, r.summary.targets);
-      this.g.evidence_in_use!.set(l, r.summary.used);
-      this.g.candidates!.set(l, r.summary.newCandidates + r.summary.pending + r.summary.confirmed);
-      this.g.pending!.set(l, r.summary.pending);
-      this.g.indeterminate!.set(l, r.summary.indeterminate);
-      this.rescued.inc(l, r.summary.rescued);
-    }
-    if (r.exitCode === 0) this.lastSuccess.set(l, this.clock() / 1000);
+    for (const [kind, n] of Object.entries(r.deletedByKind)) this.deletedTotal.inc({ ...l, kind }, n);
+    if (r.summary) this.rescued.inc(l, r.summary.rescued);
+    if (r.exitCode === 0) this.lastSuccess.set(l, at);
   }
 
   hooks(): RunHooks {
@@ -88,22 +137,35 @@ export class RunMetrics {
     return this.registry.metrics();
   }
 
-  /** PUT to a Pushgateway, grouped by job and function. */
+  /**
+   * Pushes one function's last run to a Pushgateway as its own group (job `twopass`,
+   * `function` label): one registry per push, so no function carries another's series.
+   * POST, so a failed run leaves the group's last success in place.
+   */
   async push(gateway: string, fn: string): Promise<void> {
-    const url = `${gateway.replace(/\/+$/, '')}/metrics/job/twopass/function/${encodeURIComponent(fn)}`;
-    const res = await request(url, {
-      method: 'PUT',
-      body: await this.text(),
-      headers: { 'content-type': this.registry.contentType },
-      headersTimeout: 10_000,
-      bodyTimeout: 10_000,
+    const last = this.results.get(fn);
+    if (!last) return;
+    const registry = new Registry();
+    buildInfo(registry, this.version);
+    new LastRun(registry).set(last.r, last.at);
+    if (last.r.exitCode === 0) lastSuccessGauge(registry).set({ function: fn }, last.at);
+    await new Pushgateway(gateway, { timeout: 10_000 }, registry).pushAdd({
+      jobName: 'twopass',
+      groupings: { function: fn },
     });
-    await res.body.text();
-    if (res.statusCode >= 300) throw new Error(`pushgateway ${url}: HTTP ${res.statusCode}`);
   }
 
-  /** Writes the node-exporter textfile atomically. */
+  /**
+   * Writes the node-exporter textfile atomically. A function whose last run here did not
+   * succeed keeps the last success the previous file recorded.
+   */
   async writeTextfile(path: string): Promise<void> {
+    const before = await readFile(path, 'utf8').catch(() => '');
+    for (const [fn, { r }] of this.results) {
+      if (r.exitCode === 0) continue;
+      const m = new RegExp(`^${LAST_SUCCESS}\\{function="${fn}"\\} (\\S+)$`, 'm').exec(before);
+      if (m) this.lastSuccess.set({ function: fn }, Number(m[1]));
+    }
     await writeFile(`${path}.tmp`, await this.text());
     await rename(`${path}.tmp`, path);
   }

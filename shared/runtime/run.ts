@@ -63,6 +63,8 @@ export type RunResult = Readonly<{
   summary?: DiffSummary;
   confirmed: readonly string[];
   deleted: readonly string[];
+  /** How many of `deleted` were of each target kind. */
+  deletedByKind: Readonly<Record<string, number>>;
   skipped: readonly string[];
   failed: readonly string[];
   error?: string;
@@ -82,6 +84,7 @@ export async function run<R, W>(deps: RunDeps<R, W>, req: RunRequest): Promise<R
     dryRun,
     confirmed: [] as string[],
     deleted: [] as string[],
+    deletedByKind: {},
     skipped: [] as string[],
     failed: [] as string[],
   };
@@ -266,6 +269,7 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
 
   // 5. Act: re-check, then remove with a precondition, then confirm by a read.
   const deleted: string[] = [];
+  const deletedByKind: Record<string, number> = {};
   const skipped: string[] = [];
   const failed: string[] = [];
   const drop = new Set<string>();
@@ -299,6 +303,7 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
   };
   const deletedOne = async (t: Target, outcome: 'deleted' | 'gone', detail: string | undefined) => {
     deleted.push(t.key);
+    deletedByKind[t.kind] = (deletedByKind[t.kind] ?? 0) + 1;
     drop.add(t.key);
     log.info(
       {
@@ -400,6 +405,7 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
     summary,
     confirmed,
     deleted,
+    deletedByKind,
     skipped,
     failed,
   });

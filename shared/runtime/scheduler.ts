@@ -12,6 +12,7 @@ import type { AnyFunction } from '../contract/index.ts';
 import { ConfigError } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 import { RunMetrics } from '../metrics/metrics.ts';
+import { VERSION } from '../version.ts';
 import type { RunResult } from './run.ts';
 import { type Environment, runFunction } from './wire.ts';
 
@@ -31,7 +32,7 @@ export async function startScheduler(
   env: Environment,
   opts: SchedulerOptions,
 ): Promise<Scheduler> {
-  const metrics = new RunMetrics(env.time.now);
+  const metrics = new RunMetrics(env.time.now, VERSION);
   const log: Logger = env.log;
   const controller = new AbortController();
   const running = new Set<Promise<unknown>>();

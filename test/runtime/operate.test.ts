@@ -216,9 +216,11 @@ test('run --pushgateway pushes the metrics; --metrics-textfile writes them', asy
     });
     assert.is(r.code, 0);
     assert.is(bodies.length, 1);
-    assert.is(bodies[0]?.method, 'PUT');
+    // POST: series this push does not carry (a failed run's last success) stay in the group
+    assert.is(bodies[0]?.method, 'POST');
     assert.is(bodies[0]?.url, '/metrics/job/twopass/function/danm-endpoints');
-    assert.match(bodies[0]!.body, /twopass_runs_total\{function="danm-endpoints",outcome="ok"\} 1/);
+    assert.match(bodies[0]!.body, /twopass_last_run_outcome\{function="danm-endpoints",outcome="ok"\} 1/);
+    assert.match(bodies[0]!.body, /twopass_last_success_timestamp_seconds\{function="danm-endpoints"\} \d+/);
     assert.match(readFileSync(textfile, 'utf8'), /twopass_run_duration_seconds\{function="danm-endpoints"\}/);
   } finally {
     await new Promise<void>((r) => gw.close(() => r()));
