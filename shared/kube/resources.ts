@@ -64,6 +64,21 @@ export const LEASES: ResourceRef = {
   namespaced: true,
 };
 
+export const JOBS: ResourceRef = {
+  group: 'batch',
+  version: 'v1',
+  plural: 'jobs',
+  kind: 'Job',
+  namespaced: true,
+};
+export const CRONJOBS: ResourceRef = {
+  group: 'batch',
+  version: 'v1',
+  plural: 'cronjobs',
+  kind: 'CronJob',
+  namespaced: true,
+};
+
 export function apiVersionOf(ref: ResourceRef): string {
   return ref.group === '' ? ref.version : `${ref.group}/${ref.version}`;
 }

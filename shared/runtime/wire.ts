@@ -13,6 +13,7 @@ import { ConfigError } from '../errors.ts';
 import { type KubeClientOptions, KubeHttpClient, kubeOptionsFromConfig } from '../kube/client.ts';
 import { recordEvent } from '../kube/events.ts';
 import type { KubeClient } from '../kube/ports.ts';
+import { apiVersionOf, CRONJOBS, JOBS } from '../kube/resources.ts';
 import type { Logger } from '../log/logger.ts';
 import { ConfigMapStateStore } from '../state/configmap.ts';
 import { FileLock, FileStateStore } from '../state/file.ts';
@@ -127,7 +128,7 @@ export async function runFunction(
         ...(options.saveSnapshotDir
           ? { saveSnapshot: (s: Snapshot) => saveSnapshot(options.saveSnapshotDir!, s) }
           : {}),
-        hooks: withEvents(env.hooks, cfg, kube, env.time),
+        hooks: withEvents(env.hooks, cfg, kube, env.time, env.processEnv ?? {}),
         recordEvent: async (note, signal) => {
           await recordEvent(
             kube,
@@ -174,23 +175,47 @@ export async function connectPorts(
   }
 }
 
-/** Refused and aborted runs leave a Warning Event on the function's CronJob (when eventNamespace is set). */
-function withEvents(hooks: RunHooks | undefined, cfg: Config, kube: KubeClient, time: Time): RunHooks {
+const RUN_WARNINGS: Partial<Record<RunResult['outcome'], string>> = {
+  refused: 'TwopassRunRefused',
+  aborted: 'TwopassRunAborted',
+  failed: 'TwopassRunFailed',
+  locked: 'TwopassRunLocked',
+};
+
+/**
+ * A run that did not end ok leaves a Warning Event (when eventNamespace is set) on the Job
+ * it ran in (TWOPASS_JOB_NAME, from the pod's `batch.kubernetes.io/job-name` label) or else
+ * on the function's CronJob, with the object's UID, so that `kubectl describe` shows it.
+ */
+function withEvents(
+  hooks: RunHooks | undefined,
+  cfg: Config,
+  kube: KubeClient,
+  time: Time,
+  processEnv: Readonly<Record<string, string | undefined>>,
+): RunHooks {
   const ns = cfg.eventNamespace;
   if (!ns) return hooks ?? {};
   return {
     ...hooks,
     finished: async (r) => {
       await hooks?.finished?.(r);
-      if (r.outcome !== 'refused' && r.outcome !== 'aborted') return;
-      const reason = r.outcome === 'refused' ? 'TwopassRunRefused' : 'TwopassRunAborted';
-      const message = `${r.function} run ${r.runId} ${r.outcome}: ${r.error ?? ''}; nothing was deleted`;
+      const reason = RUN_WARNINGS[r.outcome];
+      if (!reason) return;
+      const job = processEnv.TWOPASS_JOB_NAME;
+      const [ref, name] = job ? [JOBS, job] : [CRONJOBS, `twopass-${r.function}`];
+      // Without the UID the Event is still written; describe then does not list it.
+      const uid = await kube
+        .get(ref, ns, name)
+        .then((o) => o?.metadata.uid)
+        .catch(() => undefined);
+      const nothing = r.outcome === 'failed' ? 'some deletions failed' : 'nothing was deleted';
       await recordEvent(
         kube,
         ns,
-        { apiVersion: 'batch/v1', kind: 'CronJob', name: `twopass-${r.function}`, namespace: ns },
+        { apiVersion: apiVersionOf(ref), kind: ref.kind, name, namespace: ns, ...(uid ? { uid } : {}) },
         reason,
-        message,
+        `${r.function} run ${r.runId} ${r.outcome} (exit ${r.exitCode}): ${r.error ?? `${r.failed.length} failed`}; ${nothing}`,
         'Warning',
         time.now(),
       ).catch(() => undefined);

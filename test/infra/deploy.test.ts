@@ -11,17 +11,22 @@ import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { parseAllDocuments } from 'yaml';
-import { fileSchema } from '../../shared/config.ts';
+import { danmEndpoints } from '../../functions/danm-endpoints/index.ts';
+import { fileSchema, resolveConfig } from '../../shared/config.ts';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
-import { type KubeObject, NAMESPACES } from '../../shared/kube/resources.ts';
+import { CRONJOBS, JOBS, type KubeObject, NAMESPACES } from '../../shared/kube/resources.ts';
+import { runFunction } from '../../shared/runtime/wire.ts';
 import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
 import { leakedEndpoint, R } from '../../shared/sandbox/scenarios/danm.ts';
 import { controllerPort } from '../../shared/sandbox/scenarios/lbaas.ts';
 import { allocations, containerId, createPool } from '../../shared/sandbox/scenarios/whereabouts.ts';
 import { stateConfigMapNames } from '../../shared/state/configmap.ts';
+import { FileLock } from '../../shared/state/file.ts';
 import { binDir, IDENTITIES } from '../cluster/cluster.ts';
 import { cliFiles, twopass, twopassAsync } from '../helpers/cli.ts';
 import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
+import { captureLog } from '../helpers/memfn.ts';
+import { testTime } from '../helpers/time.ts';
 import { realOpenStack } from '../openstack/real-openstack.ts';
 import { realWorld } from '../openstack/real-world.ts';
 
@@ -250,6 +255,68 @@ realWithLeak(
 );
 
 realWithLeak(
+  'a run that does not end ok leaves a Warning Event that `kubectl describe` shows on its Job, else its CronJob',
+  '10.10.10.6',
+  async ({ t, dir, kube, ns }) => {
+    const podSpec = { restartPolicy: 'Never', containers: [{ name: 'twopass', image: 'twopass:test' }] };
+    await kube.create(CRONJOBS, {
+      metadata: { name: 'twopass-danm-endpoints', namespace: ns },
+      spec: {
+        schedule: '*/5 * * * *',
+        suspend: true,
+        jobTemplate: { spec: { template: { spec: podSpec } } },
+      },
+    });
+    const job = 'twopass-danm-endpoints-29400000';
+    await kube.create(JOBS, {
+      metadata: { name: job, namespace: ns },
+      spec: { suspend: true, template: { spec: podSpec } },
+    });
+    const state = join(dir, `events-${ns}`);
+    const cfg = resolveConfig(
+      {
+        eventNamespace: ns,
+        functions: {
+          'danm-endpoints': { grace: 0, minAge: 0, maxDeletions: 0, settings: { namespaces: [ns] } },
+        },
+      },
+      'events test',
+      { state: `file:${state}`, kubeconfig: join(dir, 'admin') },
+    );
+    const run = (processEnv: Record<string, string>) =>
+      runFunction(
+        danmEndpoints,
+        cfg,
+        { time: testTime(), log: captureLog(Date.now).log, processEnv },
+        { apply: true },
+      );
+    const describe = (kind: string, name: string) => {
+      const r = kubectl(dir, ['describe', kind, name, '-n', ns]);
+      assert.is(r.status, 0, r.stderr);
+      return r.stdout;
+    };
+    assert.is((await run({})).outcome, 'ok', 'the first observation');
+    // the guard refuses (maxDeletions 0): outside a Job, the Event is on the CronJob
+    assert.is((await run({})).outcome, 'refused');
+    assert.match(
+      describe('cronjob', 'twopass-danm-endpoints'),
+      /Warning\s+TwopassRunRefused\s+.*refused \(exit 4\)/,
+    );
+    // inside a Job (the pod's job-name label): on the Job
+    assert.is((await run({ TWOPASS_JOB_NAME: job })).outcome, 'refused');
+    assert.match(describe('job', job), /Warning\s+TwopassRunRefused/);
+    // another run holds the lock
+    const held = await new FileLock(state, Date.now).acquire('danm-endpoints');
+    try {
+      assert.is((await run({ TWOPASS_JOB_NAME: job })).outcome, 'locked');
+    } finally {
+      await held.release();
+    }
+    assert.match(describe('job', job), /Warning\s+TwopassRunLocked/);
+  },
+);
+
+realWithLeak(
   'the dry-run overlay records: its CronJob command, run twice, shows the second observation with dryRun (nothing deleted)',
   '10.10.10.9',
   async ({ t, dir, kube, ns, ep }) => {
@@ -367,6 +434,11 @@ for (const [fn, other] of [
   deny('get', '', 'configmaps', 'kube-system', 'kube-root-ca.crt');
   deny('delete', '', 'namespaces');
   deny('create', 'rbac.authorization.k8s.io', 'clusterrolebindings');
+  allow('get', 'batch', 'cronjobs', 'twopass-system', `twopass-${fn}`);
+  allow('get', 'batch', 'jobs', 'twopass-system', `twopass-${fn}-29400000`);
+  deny('get', 'batch', 'cronjobs', 'twopass-system', `twopass-${other}`);
+  deny('delete', 'batch', 'jobs', 'twopass-system', `twopass-${fn}-29400000`);
+  deny('get', 'batch', 'jobs', 'default');
   if (fn === 'danm-endpoints') {
     allow('delete', 'danm.k8s.io', 'danmeps', 'default');
     allow('update', 'danm.k8s.io', 'danmnets', 'default');
