@@ -58,10 +58,12 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
 
   // 1. Networks first: their set bits are targets, and DanmEps listed after can only add holders.
   const networks = new Map<string, Network>();
+  const notServed: string[] = [];
   for (const type of NETWORK_TYPES) {
     const ref = R[type];
     if (!(await kube.serves(group, 'v1', ref.plural, signal))) {
       ctx.source(ref.plural, 'target', { notServed: true });
+      notServed.push(type);
       continue;
     }
     const l = await kube.listAll(ref, { pageSize, signal });
@@ -70,13 +72,21 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
       const n = parseNetwork(o, type);
       networks.set(n.id, n);
       if (n.problem && inScope(n.namespace))
-        ctx.note('network.unreadable', {
-          kind: type,
-          name: n.namespace ? `${n.namespace}/${n.name}` : n.name,
-          reason: n.problem,
-        });
+        ctx.note(
+          'network.unreadable',
+          { kind: type, name: n.namespace ? `${n.namespace}/${n.name}` : n.name, reason: n.problem },
+          'warn',
+        );
     }
   }
+  if (notServed.length === NETWORK_TYPES.length)
+    ctx.note(
+      'networks.not-served',
+      {
+        reason: `${group}/v1 serves none of ${NETWORK_TYPES.join(', ')} (DANM's CRDs removed, or this identity may not discover them): no DanmEp's network can be read, so none can be decided and no bit is checked`,
+      },
+      'warn',
+    );
   // 2. DanmEps: targets, and the holders of bits.
   const eps = await kube.listAll(R.danmeps, { pageSize, signal });
   ctx.source('danmeps', 'target+evidence', eps);
@@ -93,7 +103,7 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
     if (!inScope(f.namespace)) continue;
     if (f.uid)
       ctx.unreadable('DanmEp', { key: f.uid, fingerprint: `${f.uid}@${f.resourceVersion}`, name }, f.reason);
-    else ctx.note('target.malformed', { kind: 'DanmEp', name, reason: f.reason });
+    else ctx.note('target.malformed', { kind: 'DanmEp', name, reason: f.reason }, 'warn');
   }
   for (const ep of evidence.parsed) {
     if (!inScope(ep.namespace)) continue;

@@ -49,8 +49,8 @@ export type RunContext<S = Readonly<Record<string, unknown>>> = Readonly<{
   now: number;
   signal: AbortSignal;
   settings: S;
-  /** A function-specific line in the run's diff log. */
-  note: (event: string, fields: Record<string, unknown>) => void;
+  /** A function-specific line in the run's diff log (a warning when something needs a look). */
+  note: (event: string, fields: Record<string, unknown>, level?: 'info' | 'warn') => void;
 }>;
 
 /** The runtime's view of the context: settings as the config gave them (parsed by the function). */

@@ -9,7 +9,8 @@ export class KubeApiError extends TwopassError {
   /** A 404 whose body is the server's Status of reason NotFound: the only answer that proves absence. */
   notFound = false;
   constructor(call: string, status: number, reason: string, message: string, options?: ErrorOptions) {
-    super(`${call}: ${status} ${reason}: ${message}`, {
+    // status 0: no HTTP answer to speak of (no connection, or a body that is not one)
+    super(`${call}: ${status === 0 ? '' : `${status} `}${reason}: ${message}`, {
       call,
       cause: options?.cause,
       context: { status, reason },

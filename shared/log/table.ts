@@ -25,6 +25,9 @@ function detail(e: Record<string, unknown>): string {
       return `in use again after ${formatDuration(Number(e.unusedForMs))} unused`;
     case 'candidate.reset':
     case 'target.indeterminate':
+    case 'target.malformed':
+    case 'network.unreadable':
+    case 'networks.not-served':
     case 'delete.skipped':
     case 'run.refused':
     case 'run.aborted':

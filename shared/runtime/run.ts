@@ -179,7 +179,7 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
     now: takenAt,
     signal: x.signal,
     settings: req.settings ?? {},
-    note: (event, fields) => log.info({ event, ...fields }, event),
+    note: (event, fields, level = 'info') => log[level]({ event, ...fields }, event),
   };
   let snapshot: Snapshot;
   try {

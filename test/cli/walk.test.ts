@@ -221,6 +221,7 @@ for (const c of CASES)
     assert.match(all, c.says);
     assert.not.match(all, /\n\s+at .+:\d+:\d+\)?\n/, 'no stack trace');
     assert.not.match(all, /TypeError|ReferenceError|Cannot read properties/);
+    assert.not.match(all, /: 0 [A-Z]/, 'no HTTP status 0 in messages');
     const writes = fake.requests.slice(mark).filter((q) => q.method !== 'GET');
     assert.equal(writes, [], 'nothing written to the cluster');
   });
