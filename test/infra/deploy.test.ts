@@ -55,11 +55,11 @@ offline(
   'every overlay renders; CronJobs are hardened; configs parse; the dry-run overlay does not delete',
   () => {
     assert.ok(existsSync(KUBECTL), `kubectl is built by test/cluster/build.sh into ${KUBECTL}`);
-    assert.equal(OVERLAYS, ['danm-endpoints', 'dry-run', 'lbaas-ports', 'whereabouts-ips']);
+    assert.equal(OVERLAYS, ['danm-endpoints', 'dry-run', 'lbaas-ports', 'scheduler', 'whereabouts-ips']);
     for (const o of OVERLAYS) {
       const objs = render(o);
       const jobs = objs.filter((x) => x.kind === 'CronJob');
-      assert.ok(jobs.length >= 1, o);
+      assert.ok(jobs.length >= 1 || o === 'scheduler', o);
       for (const j of jobs) {
         const spec = j.spec as {
           concurrencyPolicy: string;
@@ -100,7 +100,7 @@ offline(
       }
       const cm = objs.find((x) => x.kind === 'ConfigMap' && x.metadata.name.startsWith('twopass-config'))!;
       const cfg = fileSchema.parse(parseAllDocuments(cm.data!['config.yaml']!)[0]!.toJS());
-      if (o === 'dry-run') assert.is(cfg.apply, false, 'the first rollout is a dry run');
+      if (o === 'dry-run' || o === 'scheduler') assert.is(cfg.apply, false, 'the first rollout is a dry run');
       else assert.is(cfg.apply, true);
     }
   },
@@ -119,6 +119,62 @@ offline('each function may touch exactly the state ConfigMaps and the Lease its 
     assert.equal(named('leases'), [`twopass-${fn}`], `${fn}: its Lease by name`);
   }
 });
+
+offline(
+  "the scheduler overlay: one hardened Deployment scraped through a Service, no CronJobs, only the functions' roles",
+  () => {
+    const objs = render('scheduler');
+    assert.equal(
+      objs.filter((x) => x.kind === 'CronJob'),
+      [],
+      'no CronJob beside the scheduler',
+    );
+    const dep = objs.find((x) => x.kind === 'Deployment')!;
+    const pod = (dep.spec as { template: { spec: Record<string, unknown> } }).template.spec as {
+      serviceAccountName: string;
+      securityContext: { runAsNonRoot: boolean };
+      containers: {
+        args: string[];
+        ports: { name: string; containerPort: number }[];
+        securityContext: { readOnlyRootFilesystem: boolean; allowPrivilegeEscalation: boolean };
+      }[];
+    };
+    const c = pod.containers[0]!;
+    assert.equal(c.args.slice(0, 1), ['schedule']);
+    assert.is(c.args[c.args.indexOf('--listen') + 1], '0.0.0.0:9464', 'listens where Prometheus can scrape');
+    assert.is(pod.securityContext.runAsNonRoot, true);
+    assert.is(c.securityContext.readOnlyRootFilesystem, true);
+    assert.is(c.securityContext.allowPrivilegeEscalation, false);
+    const svc = objs.find((x) => x.kind === 'Service')!;
+    assert.equal(
+      (svc.spec as { ports: { port: number }[] }).ports.map((p) => p.port),
+      [9464],
+    );
+    assert.ok(objs.some((x) => x.kind === 'ServiceMonitor'));
+    assert.ok(objs.some((x) => x.kind === 'PrometheusRule'));
+    const fnRoles = new Set(['twopass-danm-endpoints', 'twopass-whereabouts-ips', 'twopass-lbaas-ports']);
+    for (const b of objs.filter(
+      (x) => /RoleBinding$/.test(x.kind) && x.metadata.name.startsWith('twopass-scheduler'),
+    )) {
+      const { roleRef, subjects } = b as unknown as {
+        roleRef: { name: string };
+        subjects: { name: string }[];
+      };
+      assert.ok(
+        fnRoles.has(roleRef.name.replace(/-state$/, '')),
+        `${b.metadata.name} binds a function's own role`,
+      );
+      assert.equal(
+        subjects.map((x) => x.name),
+        ['twopass-scheduler'],
+      );
+    }
+    assert.not.ok(
+      objs.some((x) => x.kind === 'ClusterRole' && x.metadata.name.startsWith('twopass-scheduler')),
+      'no role of its own',
+    );
+  },
+);
 
 offline(
   'the Dockerfile copies files that exist, runs as non-root without dev dependencies, and its entrypoint runs',
@@ -173,7 +229,11 @@ real(
       });
       const r = kubectl(dir, ['apply', '--server-side', '--dry-run=server', '-f', '-'], yaml);
       assert.is(r.status, 0, `${o}: ${r.stderr}`);
-      assert.match(r.stdout, /cronjob\.batch\/twopass-.* serverside-applied \(server dry run\)/);
+      if (o === 'scheduler') {
+        assert.match(r.stdout, /deployment\.apps\/twopass-scheduler serverside-applied \(server dry run\)/);
+        assert.match(r.stdout, /servicemonitor\.monitoring\.coreos\.com\/twopass-scheduler serverside-applied/);
+        assert.match(r.stdout, /prometheusrule\.monitoring\.coreos\.com\/twopass serverside-applied/);
+      } else assert.match(r.stdout, /cronjob\.batch\/twopass-.* serverside-applied \(server dry run\)/);
     }
     for (const o of ['dry-run', 'lbaas-ports']) {
       const yaml = execFileSync(KUBECTL, ['kustomize', join(ROOT, 'infra/kustomize/overlays', o)], {
