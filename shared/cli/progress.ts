@@ -13,7 +13,7 @@ export type Progress = Readonly<{
 export function terminalProgress(err: NodeJS.WritableStream, now: () => number): Progress {
   const started = new Map<string, number>();
   let drawn = false;
-  let lastDraw = 0;
+  let lastDraw = Number.NEGATIVE_INFINITY;
   const clear = () => {
     if (drawn) err.write('\r\x1b[K');
     drawn = false;

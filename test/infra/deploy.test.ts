@@ -231,7 +231,10 @@ real(
       assert.is(r.status, 0, `${o}: ${r.stderr}`);
       if (o === 'scheduler') {
         assert.match(r.stdout, /deployment\.apps\/twopass-scheduler serverside-applied \(server dry run\)/);
-        assert.match(r.stdout, /servicemonitor\.monitoring\.coreos\.com\/twopass-scheduler serverside-applied/);
+        assert.match(
+          r.stdout,
+          /servicemonitor\.monitoring\.coreos\.com\/twopass-scheduler serverside-applied/,
+        );
         assert.match(r.stdout, /prometheusrule\.monitoring\.coreos\.com\/twopass serverside-applied/);
       } else assert.match(r.stdout, /cronjob\.batch\/twopass-.* serverside-applied \(server dry run\)/);
     }
@@ -317,7 +320,7 @@ realWithLeak(
 realWithLeak(
   'a run that does not end ok leaves a Warning Event that `kubectl describe` shows on its Job, else its CronJob',
   '10.10.10.6',
-  async ({ t, dir, kube, ns }) => {
+  async ({ dir, kube, ns }) => {
     const podSpec = { restartPolicy: 'Never', containers: [{ name: 'twopass', image: 'twopass:test' }] };
     await kube.create(CRONJOBS, {
       metadata: { name: 'twopass-danm-endpoints', namespace: ns },

@@ -1,0 +1,66 @@
+/** The terminal table and its progress line: a header, whole names, keys, progress only on a terminal's stderr. */
+import { Writable } from 'node:stream';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { terminalProgress } from '../../shared/cli/progress.ts';
+import { createLogger } from '../../shared/log/logger.ts';
+import { HEADER } from '../../shared/log/table.ts';
+
+function sink() {
+  let text = '';
+  const stream = new Writable({
+    write(chunk: Buffer, _e, cb) {
+      text += chunk.toString();
+      cb();
+    },
+  });
+  return { stream, text: () => text };
+}
+const flush = () => new Promise((r) => setImmediate(r));
+
+test('the table has a header, prints long names whole, and shows each target row with its key', async () => {
+  const out = sink();
+  const log = createLogger({
+    output: 'table',
+    stream: out.stream,
+    clock: () => Date.parse('2026-12-03T10:00:00Z'),
+  });
+  const long = 'a-namespace-with-a-long-name/ss-cinfo-0-with-an-even-longer-pod-name eth0';
+  log.info({ event: 'candidate.new', kind: 'DanmEp', name: 'default/ss-cinfo-0 eth0', key: 'uid-old' }, 'x');
+  log.info({ event: 'candidate.new', kind: 'DanmEp', name: 'default/ss-cinfo-0 eth0', key: 'uid-new' }, 'x');
+  log.info({ event: 'candidate.new', kind: 'DanmEp', name: long, key: 'uid-long' }, 'x');
+  await flush();
+  const lines = out.text().trimEnd().split('\n');
+  assert.is(lines[0], HEADER, 'one header, first');
+  assert.match(HEADER, /^TIME\s+EVENT\s+KIND\s+NAME\s+DETAIL \[KEY\]$/);
+  assert.is(lines.filter((l) => l === HEADER).length, 1);
+  assert.match(lines[1]!, /default\/ss-cinfo-0 eth0 .*\[uid-old\]$/);
+  assert.match(
+    lines[2]!,
+    /default\/ss-cinfo-0 eth0 .*\[uid-new\]$/,
+    'two rows of one name tell their objects apart',
+  );
+  assert.ok(lines[3]!.includes(long), 'a long name is not cut');
+});
+
+test('progress: drawn on a terminal at most five times a second, cleared before a table row', () => {
+  const err = sink();
+  const out = sink();
+  let now = 0;
+  const p = terminalProgress(err.stream, () => now);
+  p.onPage({ what: 'list pods', pages: 1, items: 500 });
+  now = 100;
+  p.onPage({ what: 'list pods', pages: 2, items: 1000 }); // too soon: not drawn
+  now = 1000;
+  p.onPage({ what: 'list pods', pages: 3, items: 1500 });
+  const drawn = err.text().split('\r\x1b[K').filter(Boolean);
+  assert.equal(drawn, [
+    'list pods: 1 page(s), 500 items, 500000/s',
+    'list pods: 3 page(s), 1500 items, 1500/s',
+  ]);
+  p.around(out.stream).write('a row\n');
+  assert.ok(err.text().endsWith('\r\x1b[K'), 'the progress line is cleared before the row');
+  assert.is(out.text(), 'a row\n');
+});
+
+test.run();
