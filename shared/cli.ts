@@ -32,6 +32,18 @@ const OPTIONS = {
   listen: { type: 'string' },
 } as const;
 
+/** The options each command takes (besides --help): any other is a usage error that names it. */
+const CONNECT = ['config', 'state', 'kubeconfig', 'context', 'output', 'grace', 'deadline'] as const;
+const TAKES: Readonly<Record<string, readonly string[]>> = {
+  run: [...CONNECT, 'apply', 'record', 'all', 'save-snapshot', 'pushgateway', 'metrics-textfile'],
+  schedule: [...CONNECT, 'listen'],
+  functions: ['config', 'output', 'grace'],
+  state: CONNECT,
+  explain: CONNECT,
+  diff: ['output'],
+  demo: ['output'],
+};
+
 export async function main(
   argv: readonly string[],
   given: Omit<Io, 'time'> & { time?: Io['time'] },
@@ -60,6 +72,14 @@ export async function main(
   if (v.help) {
     io.out.write(`${HELP[cmd]}\n`);
     return EXIT.ok;
+  }
+  const takes = TAKES[cmd];
+  const foreign = Object.keys(v).filter((k) => k !== 'help' && takes !== undefined && !takes.includes(k));
+  if (foreign.length > 0) {
+    io.err.write(
+      `twopass: ${foreign.map((k) => `--${k}`).join(', ')}: not an option of \`twopass ${cmd}\`\nRun \`twopass ${cmd} --help\` for its options.\n`,
+    );
+    return EXIT.config;
   }
   if (v.output !== undefined && v.output !== 'json' && v.output !== 'table') {
     io.err.write(`twopass: --output: expected json or table, got \`${v.output}\`\n`);
