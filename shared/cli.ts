@@ -27,6 +27,8 @@ const OPTIONS = {
   grace: { type: 'string' },
   deadline: { type: 'string' },
   'save-snapshot': { type: 'string' },
+  report: { type: 'string' },
+  'from-report': { type: 'string' },
   pushgateway: { type: 'string' },
   'metrics-textfile': { type: 'string' },
   listen: { type: 'string' },
@@ -35,7 +37,8 @@ const OPTIONS = {
 /** The options each command takes (besides --help): any other is a usage error that names it. */
 const CONNECT = ['config', 'state', 'kubeconfig', 'context', 'output', 'grace', 'deadline'] as const;
 const TAKES: Readonly<Record<string, readonly string[]>> = {
-  run: [...CONNECT, 'apply', 'record', 'all', 'save-snapshot', 'pushgateway', 'metrics-textfile'],
+  run: [...CONNECT, 'apply', 'record', 'all', 'save-snapshot', 'report', 'pushgateway', 'metrics-textfile'],
+  apply: [...CONNECT, 'from-report', 'pushgateway', 'metrics-textfile'],
   schedule: [...CONNECT, 'listen'],
   functions: ['config', 'output', 'grace'],
   state: CONNECT,
@@ -124,6 +127,16 @@ export async function main(
         return await (await import('./cli/run.ts')).runCommand(rest, v.all === true, cfg, output, io, {
           ...(v.record === true ? { record: true } : {}),
           ...(v['save-snapshot'] ? { saveSnapshotDir: v['save-snapshot'] } : {}),
+          ...(v.report ? { reportFile: v.report } : {}),
+          ...((v.pushgateway ?? io.env.TWOPASS_PUSHGATEWAY)
+            ? { pushgateway: (v.pushgateway ?? io.env.TWOPASS_PUSHGATEWAY)! }
+            : {}),
+          ...((v['metrics-textfile'] ?? io.env.TWOPASS_METRICS_TEXTFILE)
+            ? { textfile: (v['metrics-textfile'] ?? io.env.TWOPASS_METRICS_TEXTFILE)! }
+            : {}),
+        });
+      case 'apply':
+        return await (await import('./cli/run.ts')).applyCommand(rest, v['from-report'], cfg, output, io, {
           ...((v.pushgateway ?? io.env.TWOPASS_PUSHGATEWAY)
             ? { pushgateway: (v.pushgateway ?? io.env.TWOPASS_PUSHGATEWAY)! }
             : {}),

@@ -78,6 +78,17 @@ const functionSchema = z
     minDeletionsForPercent: count.optional(),
     maxEvidenceDropPercent: percent.optional(),
     acceptEvidenceDropAfter: durationOrNever.optional(),
+    /** A run that would delete more than `requiredAbove` writes a report and waits for a human. */
+    approval: z
+      .object({
+        requiredAbove: count.optional(),
+        /** `apply --from-report` refuses a report older than this (default 24h). */
+        maxReportAge: duration.optional(),
+        /** Where a run that needs approval writes its report (default: none; the log says so). */
+        reportDir: z.string().optional(),
+      })
+      .strict()
+      .optional(),
     settings: z.record(z.string(), z.unknown()).optional(),
   })
   .strict();
@@ -122,12 +133,15 @@ export type Overrides = Readonly<{
   eventNamespace?: string;
 }>;
 
+export type Approval = Readonly<{ requiredAbove?: number; maxReportAgeMs: number; reportDir?: string }>;
+
 export type FunctionConfig = Readonly<{
   enabled: boolean;
   apply: boolean;
   record: boolean;
   schedule: string;
   policy: Policy;
+  approval: Approval;
   settings: Readonly<Record<string, unknown>>;
 }>;
 
@@ -295,6 +309,11 @@ export function functionConfig(cfg: Config, name: string, defaults: FunctionDefa
     record: f.record ?? cfg.record,
     schedule: f.schedule ?? defaults.schedule,
     policy,
+    approval: {
+      ...(f.approval?.requiredAbove !== undefined ? { requiredAbove: f.approval.requiredAbove } : {}),
+      maxReportAgeMs: f.approval?.maxReportAge ?? 24 * 60 * 60_000,
+      ...(f.approval?.reportDir !== undefined ? { reportDir: f.approval.reportDir } : {}),
+    },
     settings: f.settings ?? {},
   });
 }

@@ -138,6 +138,10 @@ async function clearBits(
 
 export const bitKind: KindSpec<BitData, KubeReader, KubeClient, Settings> = {
   data: bitData,
+  unused:
+    "the address is set in the network's bitmap, no DanmEp holds it, and no pod is being set up on the network",
+  removal:
+    "clear the bit in the network's allocation bitmap (one update of the network, on the resourceVersion read)",
   async recheck(kube, { data: d }, ctx) {
     const net = await readNetwork(kube, d.group, d.networkType, d.namespace, d.name, ctx.signal);
     if (!net) return { ok: false, reason: 'network is gone' };

@@ -96,6 +96,9 @@ async function clearAddress(
 
 export const endpointKind: KindSpec<EpData, KubeReader, KubeClient, Settings> = {
   data: epData,
+  unused: 'the Pod it was created for (by UID) is gone',
+  removal:
+    "DELETE the DanmEp (preconditions: uid, resourceVersion), then clear its addresses in its network's allocation bitmap unless another DanmEp or a pod being set up holds them",
   async recheck(kube, { data: d }, ctx) {
     const ep = await kube.get(danmResources(d.group).danmeps, d.namespace, d.name, ctx.signal);
     if (!ep) return { ok: false, reason: 'DanmEp is already gone' };

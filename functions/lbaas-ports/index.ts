@@ -185,6 +185,10 @@ async function observe(r: LbaasReader, ctx: ObserveContext<Settings, { Port: Por
 
 const portKind: KindSpec<PortData, LbaasReader, LbaasWriter, Settings> = {
   data: portData,
+  unused:
+    'no Service names it in its inbound-port annotation or has one of its addresses (fixed or floating) as load-balancer ingress, and no Service is being placed',
+  removal:
+    'DELETE its floating IP, then the port, each with If-Match on the revision_number read (a changed one is skipped)',
   async recheck(r, { data: d }, ctx) {
     const scopeTag = ctx.settings.scopeTag;
     const p = await r.neutron.getPort(d.portId, ctx.signal);

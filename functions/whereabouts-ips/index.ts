@@ -178,12 +178,20 @@ export const whereaboutsIps = defineFunction<typeof whereaboutsIpsSettings, Kube
   kinds: {
     // The allocations of one pool are removed together, in one patch (reservations one by one).
     IPPoolAllocation: allocationKind,
-    IPPoolAllocationNotListed: { ...allocationKind, graceMs: 60 * MINUTE, note: NOT_LISTED_NOTE },
+    IPPoolAllocationNotListed: {
+      ...allocationKind,
+      graceMs: 60 * MINUTE,
+      note: NOT_LISTED_NOTE,
+      unused:
+        "a pod of its podref's name exists, but its network-status lists other addresses (a leftover of an earlier pod of that name)",
+    },
     OverlappingRangeIPReservation: reservationKind,
     OverlappingRangeIPReservationNotListed: {
       ...reservationKind,
       graceMs: 60 * MINUTE,
       note: NOT_LISTED_NOTE,
+      unused:
+        "a pod of its podref's name exists, but its network-status lists other addresses (a leftover of an earlier pod of that name)",
     },
   },
   observe,

@@ -199,6 +199,9 @@ const allocBatch: BatchSpec<AllocData, KubeReader, KubeClient, Settings> = {
 
 export const allocationKind: KindSpec<AllocData, KubeReader, KubeClient, Settings> = {
   data: allocData,
+  unused: 'no pod of its podref (namespace/name) exists',
+  removal:
+    "remove the allocation from the IPPool (a JSON patch that first tests the allocation's container id)",
   async recheck(kube, { data: d }, ctx): Promise<RecheckResult> {
     const pool = await freshPool(kube, d, ctx.signal);
     if (!pool) return { ok: false, reason: 'pool is gone' };
@@ -231,6 +234,8 @@ export const allocationKind: KindSpec<AllocData, KubeReader, KubeClient, Setting
 
 export const reservationKind: KindSpec<ResvData, KubeReader, KubeClient, Settings> = {
   data: resvData,
+  unused: 'no pod of its podref (namespace/name) exists',
+  removal: 'DELETE the OverlappingRangeIPReservation (preconditions: uid, resourceVersion)',
   async recheck(kube, { data: d }, ctx) {
     const r = await kube.get(RESERVATIONS, d.namespace, d.name, ctx.signal);
     if (!r || r.metadata.uid !== d.uid || r.metadata.resourceVersion !== d.rv)

@@ -20,6 +20,7 @@ Usage: twopass <command> [options]
 
 Commands:
   run <function...>|--all  observe, decide and (with --apply) delete
+  apply --from-report FILE delete what a reviewed report approved and is still confirmed
   functions                list the functions and their defaults
   state show <function>    show the stored observations
   state reset <function>   forget the observations (deletes no resource)
@@ -34,7 +35,8 @@ Commands:
 Run \`twopass <command> --help\` for a command's options. --version prints the version.
 
 Exit codes: 0 ok, 1 unexpected error, 2 bad config/arguments, 3 snapshot incomplete
-(aborted, nothing deleted), 4 refused by the blast-radius guard, 5 another run holds the lock.`,
+(aborted, nothing deleted), 4 refused by the blast-radius guard, 5 another run holds the lock,
+6 more deletions than approval.requiredAbove: a report waits for a human, nothing deleted.`,
   run: `Usage: twopass run <function...>|--all [options]
 
 Lists targets then evidence, decides with the two-observation rule, and logs what is
@@ -47,8 +49,24 @@ Options:
   --grace DURATION         override every function's grace window (e.g. 15m)
   --deadline DURATION      overall deadline of a run (default 10m)
   --save-snapshot DIR      write each snapshot as JSON into DIR (for \`twopass diff\`)
+  --report FILE            write what would be deleted, for review (one function; in a dry
+                           run always, with --apply when approval is required)
   --pushgateway URL        push the run's metrics to a Prometheus Pushgateway
   --metrics-textfile PATH  write the run's metrics for node-exporter's textfile collector
+${COMMON}`,
+  apply: `Usage: twopass apply --from-report FILE [options]
+
+Deletes the entries of a report (\`twopass run <function> --report FILE\`) that a human
+reviewed, and only those that are still confirmed now: a fresh complete snapshot is
+taken, and an entry is deleted only when it is confirmed again with the same key and
+fingerprint, after the re-check and with the server-side precondition of any run.
+Entries changed, in use again or gone since the report are skipped, each with its
+reason (approval.skipped). A report of another cluster, or older than
+functions.<function>.approval.maxReportAge (default 24h), is refused.
+
+Options:
+  --from-report FILE       the reviewed report
+  --pushgateway URL, --metrics-textfile PATH   as for run
 ${COMMON}`,
   schedule: `Usage: twopass schedule [--config FILE] [--listen HOST:PORT]
 

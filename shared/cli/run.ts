@@ -1,4 +1,5 @@
-/** `twopass run` and `twopass schedule`. */
+/** `twopass run`, `twopass apply --from-report` and `twopass schedule`. */
+import { existsSync, readFileSync } from 'node:fs';
 import { FUNCTIONS, findFunction } from '../../functions/index.ts';
 import { type Config, functionConfig } from '../config.ts';
 import type { AnyFunction } from '../contract/index.ts';
@@ -6,8 +7,9 @@ import { ConfigError } from '../errors.ts';
 import { createLogger, type OutputMode } from '../log/logger.ts';
 import { RunMetrics } from '../metrics/metrics.ts';
 import { EXIT } from '../runtime/errors.ts';
+import { describeReport, type Report, readReport } from '../runtime/report.ts';
 import { startScheduler } from '../runtime/scheduler.ts';
-import { runFunction } from '../runtime/wire.ts';
+import { type RunOptions, runFunction } from '../runtime/wire.ts';
 import { VERSION } from '../version.ts';
 import type { Io } from './io.ts';
 import { terminalProgress } from './progress.ts';
@@ -25,17 +27,67 @@ function pickFunctions(names: readonly string[], all: boolean): AnyFunction[] {
   });
 }
 
+type RunFlags = Readonly<{
+  record?: boolean;
+  saveSnapshotDir?: string;
+  reportFile?: string;
+  pushgateway?: string;
+  textfile?: string;
+}>;
+
 export async function runCommand(
   names: readonly string[],
   all: boolean,
   cfg: Config,
   output: OutputMode,
   io: Io,
-  opts: { record?: boolean; saveSnapshotDir?: string; pushgateway?: string; textfile?: string },
+  flags: RunFlags,
 ): Promise<number> {
   const fns = pickFunctions(names, all).filter(
     (fn) => !all || functionConfig(cfg, fn.name, fn.defaults).enabled,
   );
+  if (flags.reportFile && fns.length !== 1)
+    throw new ConfigError('--report: name one function (a report is about one function)');
+  const code = await runEach(fns, cfg, output, io, flags, {});
+  if (flags.reportFile && output === 'table' && existsSync(flags.reportFile))
+    io.out.write(
+      describeReport(JSON.parse(readFileSync(flags.reportFile, 'utf8')) as Report, flags.reportFile),
+    );
+  return code;
+}
+
+/** `twopass apply --from-report FILE`: deletes what the report approved and is still confirmed, unchanged. */
+export async function applyCommand(
+  rest: readonly string[],
+  path: string | undefined,
+  cfg: Config,
+  output: OutputMode,
+  io: Io,
+  flags: RunFlags,
+): Promise<number> {
+  if (!path || rest.length > 0) throw new ConfigError('usage: twopass apply --from-report FILE');
+  let name: unknown;
+  try {
+    name = (JSON.parse(readFileSync(path, 'utf8')) as { function?: unknown }).function;
+  } catch (err) {
+    throw new ConfigError(`${path}: not a report: ${(err as Error).message}`);
+  }
+  const fn = typeof name === 'string' ? findFunction(name) : undefined;
+  if (!fn)
+    throw new ConfigError(`${path}: not a report of a known function (function: ${JSON.stringify(name)})`);
+  const fc = functionConfig(cfg, fn.name, fn.defaults);
+  const approved = readReport(path, fn, io.time.now(), fc.approval.maxReportAgeMs);
+  return runEach([fn], cfg, output, io, flags, { apply: true, approved });
+}
+
+async function runEach(
+  fns: readonly AnyFunction[],
+  cfg: Config,
+  output: OutputMode,
+  io: Io,
+  flags: RunFlags,
+  extra: Pick<RunOptions, 'apply' | 'approved'>,
+): Promise<number> {
   const progress = output === 'table' && io.errTTY ? terminalProgress(io.err, io.time.now) : undefined;
   const log = createLogger({
     output,
@@ -62,16 +114,18 @@ export async function runCommand(
           ...(progress ? { onPage: progress.onPage } : {}),
         },
         {
-          ...(opts.record ? { record: true } : {}),
+          ...extra,
+          ...(flags.record ? { record: true } : {}),
           signal: controller.signal,
-          ...(opts.saveSnapshotDir ? { saveSnapshotDir: opts.saveSnapshotDir } : {}),
+          ...(flags.saveSnapshotDir ? { saveSnapshotDir: flags.saveSnapshotDir } : {}),
+          ...(flags.reportFile ? { reportFile: flags.reportFile } : {}),
         },
       );
       if (exit === EXIT.ok && r.exitCode !== EXIT.ok) exit = r.exitCode;
-      if (opts.pushgateway) {
+      if (flags.pushgateway) {
         // Monitoring that cannot be told is an error of the run (exit 1 if nothing worse):
         // the alerts that watch these runs would otherwise go blind without a sign.
-        await metrics.push(opts.pushgateway, fn.name).catch((err: Error) => {
+        await metrics.push(flags.pushgateway, fn.name).catch((err: Error) => {
           log.error(
             { event: 'metrics.push-failed', function: fn.name, error: err.message },
             'metrics.push-failed',
@@ -80,7 +134,7 @@ export async function runCommand(
         });
       }
     }
-    if (opts.textfile) await metrics.writeTextfile(opts.textfile);
+    if (flags.textfile) await metrics.writeTextfile(flags.textfile);
   } finally {
     progress?.clear();
     process.off('SIGTERM', stop);

@@ -106,6 +106,8 @@ export interface TwopassFunction<R, W> {
   readonly defaults: FunctionDefaults;
   /** What `explain` tells about a target of a kind (a limit of what the evidence can show). */
   readonly kindNotes: Readonly<Record<string, string>>;
+  /** Per kind: why such a target is unused, and what its removal does (reports for approval). */
+  readonly kindReport: Readonly<Record<string, Readonly<{ unused: string; removal: string }>>>;
   /** The strict schema of `functions.<name>.settings`, checked when the config loads. */
   readonly settingsSchema: z.ZodObject;
   /** Deletions in flight at once for this function (default: the run's concurrency). */
@@ -151,6 +153,10 @@ export type KindSpec<D, R, W, S> = Readonly<{
   graceMs?: number;
   /** What `explain` tells about a target of this kind. */
   note?: string;
+  /** Why a target of this kind counts as unused when no evidence holds it (for reviewers' reports). */
+  unused: string;
+  /** What removing a target of this kind does (for reviewers' reports). */
+  removal: string;
   recheck(reader: R, target: Typed<D>, ctx: RunContext<S>): Promise<RecheckResult>;
   remove(writer: W, target: Typed<D>, ctx: RunContext<S>): Promise<RemoveResult>;
   confirmGone(reader: R, target: Typed<D>, ctx: RunContext<S>): Promise<boolean>;
@@ -262,9 +268,11 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
 
   const kindGraceMs: Record<string, number> = { ...(spec.defaults.kindGraceMs ?? {}) };
   const kindNotes: Record<string, string> = {};
+  const kindReport: Record<string, { unused: string; removal: string }> = {};
   for (const [name, k] of Object.entries(kinds)) {
     if (k.graceMs !== undefined) kindGraceMs[name] = k.graceMs;
     if (k.note !== undefined) kindNotes[name] = k.note;
+    kindReport[name] = { unused: k.unused, removal: k.removal };
   }
   // Kinds that share a BatchSpec are batched together: the spec's identity is part of the key.
   const batchIds = new Map<object, number>();
@@ -276,6 +284,7 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
     description: spec.description,
     defaults: { ...spec.defaults, ...(Object.keys(kindGraceMs).length ? { kindGraceMs } : {}) },
     kindNotes,
+    kindReport,
     settingsSchema: spec.settings,
     ...(spec.maxConcurrency !== undefined ? { maxConcurrency: spec.maxConcurrency } : {}),
     ...(spec.connect

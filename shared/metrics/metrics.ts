@@ -12,7 +12,7 @@ import { readFile, rename, writeFile } from 'node:fs/promises';
 import { Counter, Gauge, Pushgateway, Registry } from 'prom-client';
 import type { RunHooks, RunOutcome, RunResult } from '../runtime/run.ts';
 
-export const OUTCOMES: readonly RunOutcome[] = ['ok', 'failed', 'aborted', 'refused', 'locked'];
+export const OUTCOMES: readonly RunOutcome[] = ['ok', 'failed', 'aborted', 'refused', 'locked', 'approval'];
 const LAST_SUCCESS = 'twopass_last_success_timestamp_seconds';
 
 /** The gauges of one function's last run, in `registry`. */

@@ -7,6 +7,7 @@ export const EXIT = {
   incomplete: 3,
   refused: 4,
   locked: 5,
+  approval: 6,
 } as const;
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];

@@ -6,13 +6,14 @@
 
 import type { EventNote, FunctionContext, TwopassFunction } from '../contract/index.ts';
 import { decide } from '../engine/decide.ts';
-import type { DiffSummary, Policy, Snapshot, State, Target } from '../engine/types.ts';
+import type { DeleteAction, DiffSummary, Policy, Snapshot, State, Target } from '../engine/types.ts';
 import { ConfigError, callOf } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 import { LockHeldError, StateCorruptError } from '../state/errors.ts';
 import type { Lock, LockHandle, StateStore } from '../state/store.ts';
 import type { Time } from '../time.ts';
 import { EXIT, type ExitCode } from './errors.ts';
+import { buildReport, type Report } from './report.ts';
 
 export type RunDeps<R, W> = Readonly<{
   fn: TwopassFunction<R, W>;
@@ -48,10 +49,18 @@ export type RunRequest = Readonly<{
   concurrency: number;
   /** Accept the current evidence counts as the new baseline (`twopass state accept-evidence`). */
   acceptEvidence?: boolean;
+  /** Writes a report of the confirmed candidates (a dry run's, or one that needs approval); returns where. */
+  report?: (r: Report) => Promise<string>;
+  /** The API server, for reports. */
+  cluster?: string;
+  /** More deletions than this wait for a human: a report, nothing deleted, exit 6. */
+  approvalAbove?: number;
+  /** `apply --from-report`: only these keys, with these fingerprints, may be deleted. */
+  approved?: Report;
   signal?: AbortSignal;
 }>;
 
-export type RunOutcome = 'ok' | 'aborted' | 'refused' | 'locked' | 'failed';
+export type RunOutcome = 'ok' | 'aborted' | 'refused' | 'locked' | 'failed' | 'approval';
 
 export type RunResult = Readonly<{
   function: string;
@@ -263,8 +272,39 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
       return aborted('state.save', err);
     }
   }
+  let actions = decision.actions;
+  const reportOf = () =>
+    buildReport(fn, { runId: x.runId, snapshot, cluster: req.cluster ?? 'unknown' }, actions);
+  const writeReport = async (why: string) => {
+    if (!req.report) return undefined;
+    const where = await req.report(reportOf());
+    log.info({ event: 'report.written', path: where, entries: actions.length, why }, 'report.written');
+    return where;
+  };
   if (!req.apply) {
+    await writeReport('dry run');
     return x.finish({ outcome: 'ok', exitCode: EXIT.ok, snapshotId, summary, confirmed });
+  }
+  if (req.approved) actions = approvedOnly(req.approved, decision.actions, snapshot, log);
+  else if (req.approvalAbove !== undefined && actions.length > req.approvalAbove) {
+    const where = await writeReport('approval required');
+    log.warn(
+      {
+        event: 'approval.required',
+        confirmed: actions.length,
+        requiredAbove: req.approvalAbove,
+        reason: `${actions.length} deletions exceed approval.requiredAbove (${req.approvalAbove}): nothing deleted; ${where ? `review ${where}, then \`twopass apply --from-report ${where}\`` : `write a report with \`twopass run ${fn.name} --report FILE\`, review it, then \`twopass apply --from-report FILE\``}`,
+      },
+      'approval.required',
+    );
+    return x.finish({
+      outcome: 'approval',
+      exitCode: EXIT.approval,
+      snapshotId,
+      summary,
+      confirmed,
+      error: `${actions.length} deletions need approval`,
+    });
   }
 
   // 5. Act: re-check, then remove with a precondition, then confirm by a read.
@@ -277,7 +317,7 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
   type Unit = { targets: Target[]; batched: boolean };
   const units: Unit[] = [];
   const batches = new Map<string, Unit>();
-  for (const a of decision.actions) {
+  for (const a of actions) {
     const b = fn.batchOf(a.target);
     if (b === undefined) {
       units.push({ targets: [a.target], batched: false });
@@ -409,4 +449,50 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
     skipped,
     failed,
   });
+}
+
+/**
+ * `apply --from-report`: of the actions confirmed now, those the report approved with the
+ * same fingerprint. Every other report entry is skipped, and the log says why; what is
+ * confirmed now but was not in the report waits for a later report.
+ */
+function approvedOnly(
+  report: Report,
+  actions: readonly DeleteAction[],
+  snapshot: Snapshot,
+  log: Logger,
+): DeleteAction[] {
+  const now = new Map(actions.map((a) => [a.target.key, a]));
+  const used = new Set(snapshot.used);
+  const seen = new Map(snapshot.targets.map((t) => [t.key, t]));
+  const out: DeleteAction[] = [];
+  for (const e of report.entries) {
+    const a = now.get(e.key);
+    if (a && a.target.fingerprint === e.fingerprint) {
+      out.push(a);
+      continue;
+    }
+    const t = seen.get(e.key);
+    const reason = a
+      ? `changed since the report (fingerprint ${e.fingerprint} -> ${a.target.fingerprint})`
+      : !t
+        ? 'gone since the report'
+        : used.has(e.key)
+          ? 'in use again since the report'
+          : t.fingerprint !== e.fingerprint
+            ? 'changed since the report'
+            : 'not confirmed now (indeterminate, kept, or its observation started over)';
+    log.warn(
+      { event: 'approval.skipped', key: e.key, kind: e.kind, name: e.name, reason },
+      'approval.skipped',
+    );
+  }
+  const approved = new Set(report.entries.map((e) => e.key));
+  for (const a of actions)
+    if (!approved.has(a.target.key))
+      log.info(
+        { event: 'approval.not-in-report', key: a.target.key, kind: a.target.kind, name: a.target.name },
+        'approval.not-in-report',
+      );
+  return out;
 }

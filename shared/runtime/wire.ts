@@ -20,6 +20,7 @@ import { FileLock, FileStateStore } from '../state/file.ts';
 import { LeaseLock } from '../state/lease.ts';
 import type { Lock, StateStore } from '../state/store.ts';
 import type { Time } from '../time.ts';
+import { type Report, writeReport } from './report.ts';
 import { type RunHooks, type RunRequest, type RunResult, run } from './run.ts';
 import { validateSettings } from './settings.ts';
 
@@ -86,6 +87,10 @@ export type RunOptions = Readonly<{
   acceptEvidence?: boolean;
   record?: boolean;
   saveSnapshotDir?: string;
+  /** Where a report of the confirmed candidates goes (a dry run's, or one that needs approval). */
+  reportFile?: string;
+  /** `apply --from-report`: delete only what this report approved and is still confirmed. */
+  approved?: Report;
   signal?: AbortSignal;
 }>;
 
@@ -100,6 +105,12 @@ export async function runFunction(
   // Settings are checked before any I/O: a dropped key would widen the scope.
   const settings = validateSettings(fn, { pageSize: cfg.pageSize, ...fc.settings }, `config ${cfg.source}`);
   const http = await connectKube(cfg, env);
+  if (options.approved && options.approved.cluster !== http.server) {
+    await http.close();
+    throw new ConfigError(
+      `the report is of the cluster at ${options.approved.cluster}, this connection is to ${http.server}`,
+    );
+  }
   const kube = env.intercept ? env.intercept(http) : http;
   let ports: Ports<unknown, unknown> = { reader: kube, writer: kube, close: async () => {} };
   try {
@@ -114,6 +125,10 @@ export async function runFunction(
       concurrency: cfg.concurrency,
       ...(options.acceptEvidence ? { acceptEvidence: true } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
+      cluster: http.server,
+      ...(fc.approval.requiredAbove !== undefined ? { approvalAbove: fc.approval.requiredAbove } : {}),
+      ...(options.approved ? { approved: options.approved } : {}),
+      ...reportSink(fn.name, options.reportFile, fc.approval.reportDir, env.time),
     };
     return await run(
       {
@@ -150,6 +165,24 @@ export async function runFunction(
   }
 }
 
+function reportSink(
+  fn: string,
+  file: string | undefined,
+  dir: string | undefined,
+  time: Time,
+): Pick<RunRequest, 'report'> {
+  const path =
+    file ??
+    (dir ? join(dir, `${fn}-${new Date(time.now()).toISOString().replace(/[:.]/g, '-')}.json`) : undefined);
+  if (!path) return {};
+  return {
+    report: async (r) => {
+      await writeReport(path, r);
+      return path;
+    },
+  };
+}
+
 /** A function's reader and writer ports: its own connect(), or the Kubernetes client for both. */
 export async function connectPorts(
   fn: AnyFunction,
@@ -180,6 +213,7 @@ const RUN_WARNINGS: Partial<Record<RunResult['outcome'], string>> = {
   aborted: 'TwopassRunAborted',
   failed: 'TwopassRunFailed',
   locked: 'TwopassRunLocked',
+  approval: 'TwopassApprovalRequired',
 };
 
 /**

@@ -47,6 +47,8 @@ export function memFunction() {
     kinds: {
       Thing: {
         data: thingData,
+        unused: 'no user holds it',
+        removal: 'delete it from the world',
         async recheck(w, { data }) {
           w.faults.recheck?.();
           if (!w.things.has(data.id)) return { ok: false, reason: 'gone' };

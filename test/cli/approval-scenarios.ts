@@ -1,0 +1,162 @@
+/**
+ * Report -> approval -> apply, as an operator does it from the CLI, against a KubeTarget
+ * (the real API server in approval.real.test.ts, the fake in approval.fake.test.ts).
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as assert from 'uvu/assert';
+import type { KubeObject } from '../../shared/kube/resources.ts';
+import type { Report } from '../../shared/runtime/report.ts';
+import {
+  createEndpoint,
+  createNetwork,
+  createPod,
+  forceDeletePod,
+  leakedEndpoint,
+  R,
+} from '../../shared/sandbox/scenarios/danm.ts';
+import { cliFiles, twopassAsync } from '../helpers/cli.ts';
+import type { KubeTarget } from '../helpers/kube-target.ts';
+import { targetSuite } from '../helpers/target-suite.ts';
+
+export function approvalScenarios(label: string, getTarget: () => Promise<KubeTarget | undefined>): void {
+  const { it, run } = targetSuite(`report, approval, apply (${label})`, getTarget);
+
+  it('more deletions than approval.requiredAbove wait (exit 6); the report is reviewed; apply deletes the rest and skips what was rescued', async (t, kube) => {
+    const ns = await t.namespace();
+    const ips = ['10.10.10.31', '10.10.10.32', '10.10.10.33'];
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ips);
+    const eps: KubeObject[] = [];
+    for (const [i, ip] of ips.entries()) {
+      eps.push(await createEndpoint(kube, await createPod(kube, ns, `gone-${i}`), 'test-net1', `${ip}/24`));
+      await forceDeletePod(kube, ns, `gone-${i}`);
+    }
+    const dir = mkdtempSync(join(tmpdir(), 'twopass-approval-'));
+    const base = [
+      ...cliFiles(
+        dir,
+        t.kubeconfig(),
+        `functions:\n  danm-endpoints:\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    approval: { requiredAbove: 2 }\n    settings: { namespaces: [${ns}] }\n`,
+      ),
+      '--state',
+      `file:${join(dir, 'state')}`,
+    ];
+    const present = async (ep: KubeObject) => (await kube.get(R.danmeps, ns, ep.metadata.name)) !== undefined;
+    assert.is((await twopassAsync(['run', 'danm-endpoints', ...base, '--record'])).code, 0);
+
+    // 1. Three confirmed, more than two: nothing deleted, exit 6.
+    const waits = await twopassAsync(['run', 'danm-endpoints', ...base, '--apply']);
+    assert.is(waits.code, 6, waits.err + waits.out.slice(-600));
+    const required = waits.json().find((e) => e.event === 'approval.required');
+    assert.ok(required);
+    assert.match(
+      String(required.reason),
+      /3 deletions exceed approval\.requiredAbove \(2\): nothing deleted/,
+    );
+    for (const ep of eps) assert.ok(await present(ep), 'nothing deleted while approval is required');
+
+    // 2. The report, for a human.
+    const file = join(dir, 'report.json');
+    const made = await twopassAsync(['run', 'danm-endpoints', ...base, '--report', file]);
+    assert.is(made.code, 0, made.err);
+    const report = JSON.parse(readFileSync(file, 'utf8')) as Report;
+    assert.equal(report.entries.map((e) => e.key).sort(), eps.map((e) => e.metadata.uid).sort());
+    for (const e of report.entries) {
+      assert.is(e.kind, 'DanmEp');
+      assert.is(e.namespace, ns);
+      assert.match(e.unused, /Pod .* is gone/);
+      assert.match(e.removal, /DELETE the DanmEp \(preconditions: uid, resourceVersion\)/);
+      assert.ok(e.observations >= 2 && Date.parse(e.unusedSince) > 0 && e.fingerprint);
+    }
+    const table = await twopassAsync([
+      'run',
+      'danm-endpoints',
+      ...base,
+      '--report',
+      file,
+      '--output',
+      'table',
+    ]);
+    assert.match(table.out, /3 confirmed for deletion, report .*report\.json/);
+    assert.match(table.out, /Review, then: twopass apply --from-report/);
+
+    // 3. While it is reviewed, one of them is in use again: its DanmEp now names a live pod.
+    const live = await createPod(kube, ns, 'alive-0');
+    const rescued = (await kube.get(R.danmeps, ns, eps[0]!.metadata.name))!;
+    await kube.replace(R.danmeps, {
+      ...rescued,
+      spec: { ...(rescued.spec as object), Pod: 'alive-0', PodUID: live.metadata.uid },
+    } as KubeObject);
+
+    // 4. apply: the two still confirmed and unchanged go; the rescued one stays, and the log says why.
+    const applied = await twopassAsync(['apply', '--from-report', file, ...base]);
+    assert.is(applied.code, 0, applied.err + applied.out.slice(-600));
+    assert.ok(await present(eps[0]!), 'the rescued DanmEp stays');
+    assert.not.ok(await present(eps[1]!));
+    assert.not.ok(await present(eps[2]!));
+    const skipped = applied.json().find((e) => e.event === 'approval.skipped');
+    assert.is(skipped?.key, eps[0]!.metadata.uid);
+    assert.match(String(skipped?.reason), /in use again since the report|changed since the report/);
+    assert.equal(
+      applied
+        .json()
+        .filter((e) => e.event === 'resource.deleted')
+        .map((e) => e.key)
+        .sort(),
+      [eps[1]!.metadata.uid, eps[2]!.metadata.uid].sort(),
+    );
+  });
+
+  it("a stale report, another function's, or a file that is not a report is refused (exit 2), and nothing is deleted", async (t, kube) => {
+    const ns = await t.namespace();
+    const ep = await leakedEndpoint(kube, ns, '10.10.10.41');
+    const dir = mkdtempSync(join(tmpdir(), 'twopass-approval-'));
+    const base = [
+      ...cliFiles(
+        dir,
+        t.kubeconfig(),
+        `functions:\n  danm-endpoints:\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    approval: { maxReportAge: 1h }\n    settings: { namespaces: [${ns}] }\n`,
+      ),
+      '--state',
+      `file:${join(dir, 'state')}`,
+    ];
+    assert.is((await twopassAsync(['run', 'danm-endpoints', ...base, '--record'])).code, 0);
+    const file = join(dir, 'report.json');
+    assert.is((await twopassAsync(['run', 'danm-endpoints', ...base, '--report', file])).code, 0);
+    const report = JSON.parse(readFileSync(file, 'utf8')) as Report;
+    assert.is(report.entries.length, 1);
+    const variant = (name: string, change: Partial<Report>) => {
+      const p = join(dir, name);
+      writeFileSync(p, JSON.stringify({ ...report, ...change }));
+      return p;
+    };
+    const cases: [string, RegExp][] = [
+      [
+        variant('stale.json', { createdAt: new Date(Date.now() - 2 * 3_600_000).toISOString() }),
+        /older than approval\.maxReportAge \(60m\)/,
+      ],
+      [
+        variant('other.json', { function: 'whereabouts-ips' }),
+        /an entry of kind DanmEp, which whereabouts-ips does not remove/,
+      ],
+      [
+        variant('elsewhere.json', { cluster: 'https://10.0.0.1:6443' }),
+        /the report is of the cluster at https:\/\/10\.0\.0\.1:6443/,
+      ],
+      [variant('broken.json', { entries: 'all' as never }), /not a report/],
+    ];
+    for (const [path, says] of cases) {
+      const r = await twopassAsync(['apply', '--from-report', path, ...base]);
+      assert.is(r.code, 2, `${path}: ${r.err}${r.out.slice(-300)}`);
+      assert.match(r.err, says);
+    }
+    assert.ok(await kube.get(R.danmeps, ns, ep.metadata.name), 'nothing deleted');
+    // the fresh report itself is accepted
+    const ok = await twopassAsync(['apply', '--from-report', file, ...base]);
+    assert.is(ok.code, 0, ok.err);
+    assert.is(await kube.get(R.danmeps, ns, ep.metadata.name), undefined);
+  });
+
+  run();
+}

@@ -1,0 +1,4 @@
+import { realTarget } from '../helpers/kube-target.ts';
+import { approvalScenarios } from './approval-scenarios.ts';
+
+approvalScenarios('real kube-apiserver', realTarget);
