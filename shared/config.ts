@@ -115,6 +115,38 @@ export const fileSchema = z
     metricsHost: z.string().optional(),
     /** Namespace of the CronJobs: refused and aborted runs leave a Warning Event on `twopass-<function>` there. */
     eventNamespace: z.string().optional(),
+    /** One summary message per run to a webhook (Slack-compatible or plain JSON). */
+    notify: z
+      .object({
+        webhook: z
+          .object({
+            /** The URL itself (when it holds no secret) ... */
+            url: z.string().url().optional(),
+            /** ... or the environment variable that holds it (from a Secret; default TWOPASS_WEBHOOK_URL). */
+            urlEnv: z.string().optional(),
+            format: z.enum(['json', 'slack']).optional(),
+            timeout: duration.optional(),
+            /** The outcomes to send (default: refused, aborted, failed, approval, deleted). */
+            on: z
+              .array(
+                z.enum([
+                  'refused',
+                  'aborted',
+                  'failed',
+                  'locked',
+                  'approval',
+                  'deleted',
+                  'confirmed-dry-run',
+                ]),
+              )
+              .optional(),
+            /** How many keys a message lists (default 10); the rest are counted. */
+            maxKeys: count.optional(),
+          })
+          .strict(),
+      })
+      .strict()
+      .optional(),
     functions: z.record(z.string(), functionSchema).optional(),
   })
   .strict();
@@ -160,6 +192,7 @@ export type Config = Readonly<{
   metricsPort: number;
   metricsHost: string;
   eventNamespace?: string;
+  notify?: FileConfig['notify'];
   functions: Readonly<
     Record<
       string,
@@ -266,6 +299,7 @@ export function resolveConfig(raw: FileConfig, source: string, ...layers: Overri
     ...((o.eventNamespace ?? raw.eventNamespace) !== undefined
       ? { eventNamespace: ((o.eventNamespace as string | undefined) ?? raw.eventNamespace)! }
       : {}),
+    ...(raw.notify !== undefined ? { notify: raw.notify } : {}),
     functions: grace !== undefined ? withGrace(functions, parseDuration(grace)!) : functions,
     source,
   };

@@ -44,7 +44,12 @@ class LastRun {
       ),
       pending: gauge('pending', 'Candidates waiting for their grace window.'),
       indeterminate: gauge('indeterminate', 'Targets whose use could not be decided.'),
+      notify: gauge('last_run_notify_failed', "1 when the last run's notification was not delivered."),
     };
+  }
+
+  notifyFailed(fn: string): void {
+    this.g.notify!.set({ function: fn }, 1);
   }
 
   set(r: RunResult, endSeconds: number): void {
@@ -59,6 +64,7 @@ class LastRun {
     g.skipped!.set(l, r.skipped.length);
     g.failed!.set(l, r.failed.length);
     g.refused!.set(l, r.outcome === 'refused' ? 1 : 0);
+    g.notify!.set(l, 0);
     if (r.summary) {
       g.targets!.set(l, r.summary.targets);
       g.used!.set(l, r.summary.used);
@@ -94,10 +100,12 @@ export class RunMetrics {
   private readonly runs: Counter;
   private readonly deletedTotal: Counter;
   private readonly rescued: Counter;
+  private readonly notifyFailures: Counter;
   private readonly clock: () => number;
   private readonly version: string;
   /** The last result of each function, for its own push. */
   private readonly results = new Map<string, { r: RunResult; at: number }>();
+  private readonly notifyFailedFns = new Set<string>();
 
   constructor(clock: () => number, version: string) {
     this.clock = clock;
@@ -116,12 +124,16 @@ export class RunMetrics {
       'kind',
     ]);
     this.rescued = counter('rescued_total', 'Candidates seen in use again (races prevented).', ['function']);
+    this.notifyFailures = counter('notify_failures_total', 'Run notifications the webhook did not accept.', [
+      'function',
+    ]);
   }
 
   record(r: RunResult): void {
     const at = this.clock() / 1000;
     const l = { function: r.function };
     this.results.set(r.function, { r, at });
+    this.notifyFailedFns.delete(r.function);
     this.last.set(r, at);
     this.runs.inc({ ...l, outcome: r.outcome });
     for (const [kind, n] of Object.entries(r.deletedByKind)) this.deletedTotal.inc({ ...l, kind }, n);
@@ -130,7 +142,14 @@ export class RunMetrics {
   }
 
   hooks(): RunHooks {
-    return { finished: (r) => this.record(r) };
+    return {
+      finished: (r) => this.record(r),
+      notifyFailed: (fn) => {
+        this.notifyFailures.inc({ function: fn });
+        this.notifyFailedFns.add(fn);
+        this.last.notifyFailed(fn);
+      },
+    };
   }
 
   text(): Promise<string> {
@@ -147,7 +166,9 @@ export class RunMetrics {
     if (!last) return;
     const registry = new Registry();
     buildInfo(registry, this.version);
-    new LastRun(registry).set(last.r, last.at);
+    const lastRun = new LastRun(registry);
+    lastRun.set(last.r, last.at);
+    if (this.notifyFailedFns.has(fn)) lastRun.notifyFailed(fn);
     if (last.r.exitCode === 0) lastSuccessGauge(registry).set({ function: fn }, last.at);
     await new Pushgateway(gateway, { timeout: 10_000 }, registry).pushAdd({
       jobName: 'twopass',

@@ -35,6 +35,8 @@ export type RunDeps<R, W> = Readonly<{
 export type RunHooks = Readonly<{
   deleted?: (target: Target, detail: string | undefined) => Promise<void> | void;
   finished?: (result: RunResult) => Promise<void> | void;
+  /** A run's notification could not be delivered (counted in metrics). */
+  notifyFailed?: (fn: string) => void;
 }>;
 
 export type RunRequest = Readonly<{

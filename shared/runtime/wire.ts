@@ -15,6 +15,7 @@ import { recordEvent } from '../kube/events.ts';
 import type { KubeClient } from '../kube/ports.ts';
 import { apiVersionOf, CRONJOBS, JOBS } from '../kube/resources.ts';
 import type { Logger } from '../log/logger.ts';
+import { notifyRun, type Webhook, webhookFrom } from '../notify/webhook.ts';
 import { ConfigMapStateStore } from '../state/configmap.ts';
 import { FileLock, FileStateStore } from '../state/file.ts';
 import { LeaseLock } from '../state/lease.ts';
@@ -102,6 +103,8 @@ export async function runFunction(
   options: RunOptions = {},
 ): Promise<RunResult> {
   const fc = functionConfig(cfg, fn.name, fn.defaults);
+  const webhook = webhookFrom(cfg, env.processEnv ?? {});
+  if (webhook && 'error' in webhook) throw new ConfigError(webhook.error);
   // Settings are checked before any I/O: a dropped key would widen the scope.
   const settings = validateSettings(fn, { pageSize: cfg.pageSize, ...fc.settings }, `config ${cfg.source}`);
   const http = await connectKube(cfg, env);
@@ -143,7 +146,7 @@ export async function runFunction(
         ...(options.saveSnapshotDir
           ? { saveSnapshot: (s: Snapshot) => saveSnapshot(options.saveSnapshotDir!, s) }
           : {}),
-        hooks: withEvents(env.hooks, cfg, kube, env.time, env.processEnv ?? {}),
+        hooks: withNotify(withEvents(env.hooks, cfg, kube, env.time, env.processEnv ?? {}), webhook, env.log),
         recordEvent: async (note, signal) => {
           await recordEvent(
             kube,
@@ -206,6 +209,18 @@ export async function connectPorts(
     if (err instanceof ConfigError) throw err;
     throw new ConfigError(`${fn.name}: ${(err as Error).message}`, { cause: err });
   }
+}
+
+/** After everything else a run does: its summary to the webhook (never fails or delays the run's work). */
+function withNotify(hooks: RunHooks, webhook: Webhook | undefined, log: Logger): RunHooks {
+  if (!webhook) return hooks;
+  return {
+    ...hooks,
+    finished: async (r) => {
+      await hooks.finished?.(r);
+      await notifyRun(webhook, r, log, (fn) => hooks.notifyFailed?.(fn));
+    },
+  };
 }
 
 const RUN_WARNINGS: Partial<Record<RunResult['outcome'], string>> = {
