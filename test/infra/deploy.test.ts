@@ -184,7 +184,10 @@ offline(
       const parts = l.split(/\s+/).slice(1, -1);
       for (const p of parts) assert.ok(existsSync(join(ROOT, p)), `COPY source ${p} exists`);
     }
-    assert.ok(lines.some((l) => /^FROM node:24/.test(l)));
+    assert.ok(
+      lines.some((l) => /^ARG BASE=node:24-/.test(l)) && lines.includes('FROM ${BASE}'),
+      'Node 24 base, overridable by digest',
+    );
     assert.ok(lines.some((l) => /npm ci --omit=dev/.test(l)));
     const user = lines.find((l) => l.startsWith('USER '));
     assert.ok(user && !/\b(root|0)(:|$)/.test(user.slice(5)), 'non-root');

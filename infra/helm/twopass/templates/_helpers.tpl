@@ -1,0 +1,100 @@
+{{/* The image reference: by digest when one is given. */}}
+{{- define "twopass.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
+
+{{- define "twopass.labels" -}}
+app.kubernetes.io/name: twopass
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+{{- end -}}
+
+{{/* What each function may read and write in the cluster: the same rules as infra/kustomize/components/<function>/rbac.yaml. */}}
+{{- define "twopass.clusterRules" -}}
+{{- if eq . "danm-endpoints" }}
+- apiGroups: [danm.k8s.io, danm.io]
+  resources: [danmeps]
+  verbs: [list, get, delete]
+- apiGroups: [danm.k8s.io, danm.io]
+  resources: [danmnets, tenantnetworks, clusternetworks]
+  verbs: [list, get, update]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, get]
+{{- else if eq . "whereabouts-ips" }}
+- apiGroups: [whereabouts.cni.cncf.io]
+  resources: [ippools]
+  verbs: [list, get, patch]
+- apiGroups: [whereabouts.cni.cncf.io]
+  resources: [overlappingrangeipreservations]
+  verbs: [list, get, delete]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, get]
+{{- else if eq . "lbaas-ports" }}
+- apiGroups: [""]
+  resources: [services]
+  verbs: [list, get]
+{{- end }}
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+{{- end -}}
+
+{{/* The state Role: only this function's ConfigMaps (head + two slots of 8 shards) and Lease, and its CronJob and Jobs for Events. */}}
+{{- define "twopass.stateRules" -}}
+- apiGroups: [""]
+  resources: [configmaps]
+  resourceNames:
+    - twopass-{{ . }}
+    {{- range $slot := list 0 1 }}
+    {{- range $i := until 8 }}
+    - twopass-{{ $ }}-s{{ $slot }}-{{ $i }}
+    {{- end }}
+    {{- end }}
+  verbs: [get, update, delete]
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [create]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  resourceNames: [twopass-{{ . }}]
+  verbs: [get, update]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [create]
+- apiGroups: [batch]
+  resources: [cronjobs]
+  resourceNames: [twopass-{{ . }}]
+  verbs: [get]
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get]
+{{- end -}}
+
+{{/* The pod of a run or of the scheduler: hardened as the kustomize CronJobs. */}}
+{{- define "twopass.podSecurity" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+seccompProfile: { type: RuntimeDefault }
+{{- end -}}
+
+{{- define "twopass.containerSecurity" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities: { drop: [ALL] }
+{{- end -}}
+
+{{/* Environment every twopass container gets. */}}
+{{- define "twopass.env" -}}
+- name: TWOPASS_EVENT_NAMESPACE
+  valueFrom: { fieldRef: { fieldPath: metadata.namespace } }
+- name: TWOPASS_WEBHOOK_URL
+  valueFrom: { secretKeyRef: { name: {{ .Values.webhook.secretName }}, key: url, optional: true } }
+{{- end -}}

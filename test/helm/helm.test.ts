@@ -1,0 +1,232 @@
+/**
+ * The Helm chart (infra/helm/twopass), with helm built from the Go module proxy
+ * (test/helm/build.sh): lint; a matrix of values rendered, each config accepted by twopass
+ * and each workload hardened; the default install a dry run that records; RBAC identical
+ * to the kustomize components'; every render accepted by the real API server
+ * (server-side dry-run). Without helm the suite is reported as skipped (CI sets
+ * TWOPASS_REQUIRE_HELM=1: then its absence fails).
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { parse, parseAllDocuments } from 'yaml';
+import { FUNCTIONS } from '../../functions/index.ts';
+import { fileSchema, resolveConfig } from '../../shared/config.ts';
+import { NAMESPACES } from '../../shared/kube/resources.ts';
+import { checkFunctionsConfig } from '../../shared/runtime/settings.ts';
+import { binDir } from '../cluster/cluster.ts';
+import { realTarget } from '../helpers/kube-target.ts';
+
+const ROOT = new URL('../../', import.meta.url).pathname;
+const CHART = join(ROOT, 'infra/helm/twopass');
+const HELM = join(process.env.TWOPASS_CACHE ?? join(homedir(), '.cache/twopass'), 'helm/v4.3.2/helm');
+const KUBECTL = join(binDir(), 'kubectl');
+const have = existsSync(HELM);
+if (!have && process.env.TWOPASS_REQUIRE_HELM === '1')
+  throw new Error(`helm is required (TWOPASS_REQUIRE_HELM=1) at ${HELM} (test/helm/build.sh)`);
+if (!have) console.log(`  !!! no helm at ${HELM} (test/helm/build.sh): the chart suite is SKIPPED`);
+
+type Obj = {
+  kind: string;
+  metadata: { name: string; namespace?: string };
+  spec?: Record<string, unknown>;
+  data?: Record<string, string>;
+  rules?: unknown[];
+  roleRef?: unknown;
+  subjects?: unknown[];
+};
+
+const MATRIX: Record<string, string[]> = {
+  default: [],
+  'danm-endpoints deleting': ['functions.danm-endpoints.apply=true'],
+  'lbaas-ports enabled': [
+    'functions.lbaas-ports.enabled=true',
+    'functions.lbaas-ports.settings.projectId=p1',
+  ],
+  'the scheduler, with its ServiceMonitor and the PrometheusRule': [
+    'scheduler.enabled=true',
+    'monitoring.prometheusRule=true',
+  ],
+  'by digest, a Pushgateway, a Slack webhook, approval': [
+    `image.digest=sha256:${'a'.repeat(64)}`,
+    'monitoring.pushgateway=http://pushgateway.monitoring:9091',
+    'config.notify.webhook.format=slack',
+    'functions.whereabouts-ips.approval.requiredAbove=50',
+  ],
+};
+
+function helmTemplate(sets: string[], ns = 'twopass-system'): { yaml: string; objs: Obj[] } {
+  const yaml = execFileSync(
+    HELM,
+    ['template', 'twopass', CHART, '-n', ns, ...sets.flatMap((s) => ['--set', s])],
+    {
+      encoding: 'utf8',
+    },
+  );
+  return {
+    yaml,
+    objs: parseAllDocuments(yaml)
+      .map((d) => d.toJS() as Obj)
+      .filter(Boolean),
+  };
+}
+
+function kustomize(overlay: string): Obj[] {
+  const yaml = execFileSync(KUBECTL, ['kustomize', join(ROOT, 'infra/kustomize/overlays', overlay)], {
+    encoding: 'utf8',
+  });
+  return parseAllDocuments(yaml).map((d) => d.toJS() as Obj);
+}
+
+const test = suite('the Helm chart');
+const it = have ? test : test.skip;
+
+it('helm lint passes', () => {
+  const r = spawnSync(HELM, ['lint', '--strict', CHART], { encoding: 'utf8' });
+  assert.is(r.status, 0, r.stdout + r.stderr);
+  assert.match(r.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/);
+});
+
+for (const [name, sets] of Object.entries(MATRIX))
+  it(`${name}: the config is one twopass accepts; every workload is hardened`, () => {
+    const { objs } = helmTemplate(sets);
+    const cm = objs.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'twopass-config')!;
+    const raw = fileSchema.parse(parse(cm.data!['config.yaml']!));
+    const cfg = resolveConfig(raw, 'chart');
+    checkFunctionsConfig(cfg.functions, FUNCTIONS, 'chart');
+    const pods = objs.flatMap((o) => {
+      if (o.kind === 'CronJob') {
+        const s = o.spec as {
+          concurrencyPolicy: string;
+          jobTemplate: {
+            spec: { backoffLimit: number; activeDeadlineSeconds: number; template: { spec: unknown } };
+          };
+        };
+        assert.is(s.concurrencyPolicy, 'Forbid');
+        assert.is(s.jobTemplate.spec.backoffLimit, 0);
+        assert.ok(s.jobTemplate.spec.activeDeadlineSeconds > 0);
+        return [s.jobTemplate.spec.template.spec];
+      }
+      if (o.kind === 'Deployment') return [(o.spec as { template: { spec: unknown } }).template.spec];
+      return [];
+    }) as {
+      securityContext: Record<string, unknown>;
+      containers: { image: string; securityContext: Record<string, unknown> }[];
+    }[];
+    assert.ok(pods.length > 0);
+    for (const p of pods) {
+      assert.is(p.securityContext.runAsNonRoot, true);
+      assert.equal(p.securityContext.seccompProfile, { type: 'RuntimeDefault' });
+      const c = p.containers[0]!;
+      assert.is(c.securityContext.readOnlyRootFilesystem, true);
+      assert.is(c.securityContext.allowPrivilegeEscalation, false);
+      assert.equal(c.securityContext.capabilities, { drop: ['ALL'] });
+      if (sets.some((s) => s.startsWith('image.digest='))) assert.match(c.image, /^twopass@sha256:a{64}$/);
+      else assert.is(c.image, 'twopass:0.1.0');
+    }
+    if (sets.includes('scheduler.enabled=true'))
+      assert.equal(
+        objs.filter((o) => o.kind === 'CronJob'),
+        [],
+        'the scheduler replaces the CronJobs',
+      );
+  });
+
+it('the default install is a dry run that records, for every enabled function', () => {
+  const { objs } = helmTemplate([]);
+  const cfg = resolveConfig(
+    fileSchema.parse(parse(objs.find((o) => o.metadata.name === 'twopass-config')!.data!['config.yaml']!)),
+    'chart',
+  );
+  const enabled = Object.entries(cfg.functions).filter(([, f]) => f.enabled);
+  assert.equal(enabled.map(([n]) => n).sort(), ['danm-endpoints', 'whereabouts-ips']);
+  for (const [n, f] of enabled) {
+    assert.is(f.apply, false, `${n}: dry run`);
+    assert.is(f.record, true, `${n}: records`);
+  }
+  assert.equal(
+    objs
+      .filter((o) => o.kind === 'CronJob')
+      .map((o) => o.metadata.name)
+      .sort(),
+    ['twopass-danm-endpoints', 'twopass-whereabouts-ips'],
+  );
+});
+
+it('RBAC: the chart grants exactly what the kustomize components grant, function by function', () => {
+  const chart = helmTemplate(MATRIX['lbaas-ports enabled']!).objs;
+  const kust = [...kustomize('dry-run'), ...kustomize('lbaas-ports')];
+  const rbacOf = (objs: Obj[], fn: string) => {
+    const pick = (kind: string, name: string) => {
+      const o = objs.find((x) => x.kind === kind && x.metadata.name === name);
+      assert.ok(o, `${kind} ${name}`);
+      return { namespace: o.metadata.namespace, rules: o.rules, roleRef: o.roleRef, subjects: o.subjects };
+    };
+    return {
+      sa: pick('ServiceAccount', `twopass-${fn}`).namespace,
+      role: pick('Role', `twopass-${fn}-state`),
+      roleBinding: pick('RoleBinding', `twopass-${fn}-state`),
+      clusterRole: pick('ClusterRole', `twopass-${fn}`),
+      clusterRoleBinding: pick('ClusterRoleBinding', `twopass-${fn}`),
+    };
+  };
+  for (const fn of ['danm-endpoints', 'whereabouts-ips', 'lbaas-ports'])
+    assert.equal(rbacOf(chart, fn), rbacOf(kust, fn), fn);
+  // and nothing else is granted
+  const grants = (objs: Obj[]) =>
+    objs
+      .filter((o) => /Role(Binding)?$/.test(o.kind) && !o.metadata.name.startsWith('twopass-scheduler'))
+      .map((o) => `${o.kind}/${o.metadata.name}`)
+      .sort();
+  assert.equal(grants(chart), grants(kust));
+});
+
+it('the PrometheusRule carries exactly the shipped alert rules', () => {
+  const { objs } = helmTemplate(['monitoring.prometheusRule=true']);
+  const rule = objs.find((o) => o.kind === 'PrometheusRule')!;
+  const shipped = parse(readFileSync(join(ROOT, 'infra/monitoring/alerts.yaml'), 'utf8')) as {
+    groups: unknown;
+  };
+  assert.equal((rule.spec as { groups: unknown }).groups, shipped.groups);
+});
+
+it('every render is accepted by the real API server (server-side dry-run)', async () => {
+  const t = process.env.TWOPASS_NO_REAL_CLUSTER === '1' ? undefined : await realTarget();
+  if (!t) {
+    console.log('  !!! no real API server: the chart is not dry-run against it');
+    return;
+  }
+  const kube = t.client();
+  try {
+    if (!(await kube.get(NAMESPACES, undefined, 'twopass-system')))
+      await kube.create(NAMESPACES, { metadata: { name: 'twopass-system' } });
+    const dir = mkdtempSync(join(tmpdir(), 'twopass-helm-'));
+    writeFileSync(join(dir, 'admin'), t.kubeconfig());
+    for (const [name, sets] of Object.entries(MATRIX)) {
+      const r = spawnSync(
+        KUBECTL,
+        [
+          '--kubeconfig',
+          join(dir, 'admin'),
+          'apply',
+          '--server-side',
+          '--dry-run=server',
+          '--field-manager=helm-test',
+          '-f',
+          '-',
+        ],
+        { input: helmTemplate(sets).yaml, encoding: 'utf8' },
+      );
+      assert.is(r.status, 0, `${name}: ${r.stderr}`);
+      assert.match(r.stdout, /serverside-applied \(server dry run\)/);
+    }
+  } finally {
+    await kube.close();
+    await t.close();
+  }
+});
+
+test.run();
