@@ -4,7 +4,6 @@
  * files, a closed stdout. Each ends with one message (never a stack trace), the documented
  * exit code, and nothing written to the cluster.
  */
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +12,7 @@ import * as assert from 'uvu/assert';
 import { KubeHttpClient } from '../../shared/kube/client.ts';
 import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
 import { FakeKubeServer } from '../../shared/sandbox/kube/server.ts';
-import { CLI, twopassAsync } from '../helpers/cli.ts';
+import { spawnCli, twopassAsync } from '../helpers/cli.ts';
 import { testTime } from '../helpers/time.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'twopass-walk-'));
@@ -33,6 +32,14 @@ type Case = Readonly<{
   exit: number;
   says: RegExp;
 }>;
+
+/** A command against a server that does not answer: exit 3, and a message that says so. */
+const unreachable = (command: string, args: string[], says = /could not read what was asked/): Case => ({
+  what: `${command} against an unreachable server`,
+  args: () => [...args, '--kubeconfig', UNREACHABLE],
+  exit: 3,
+  says,
+});
 
 const CASES: Case[] = [
   { what: 'no command', args: () => [], exit: 2, says: /Usage: twopass/ },
@@ -112,62 +119,14 @@ const CASES: Case[] = [
     exit: 3,
     says: /run.aborted|ConnectionError|connect/,
   },
-  {
-    what: 'state show against an unreachable server',
-    args: () => [
-      'state',
-      'show',
-      'danm-endpoints',
-      '--kubeconfig',
-      UNREACHABLE,
-      '--state',
-      'configmap:twopass-system',
-    ],
-    exit: 3,
-    says: /could not read what was asked/,
-  },
-  {
-    what: 'explain against an unreachable server',
-    args: () => [
-      'explain',
-      'danm-endpoints',
-      'x',
-      '--kubeconfig',
-      UNREACHABLE,
-      '--state',
-      `file:${join(dir, 's2')}`,
-    ],
-    exit: 3,
-    says: /could not read what was asked/,
-  },
-  {
-    what: 'state reset against an unreachable server',
-    args: () => [
-      'state',
-      'reset',
-      'danm-endpoints',
-      '--kubeconfig',
-      UNREACHABLE,
-      '--state',
-      'configmap:twopass-system',
-    ],
-    exit: 3,
-    says: /could not read what was asked/,
-  },
-  {
-    what: 'state accept-evidence against an unreachable server',
-    args: () => [
-      'state',
-      'accept-evidence',
-      'danm-endpoints',
-      '--kubeconfig',
-      UNREACHABLE,
-      '--state',
-      `file:${join(dir, 's3')}`,
-    ],
-    exit: 3,
-    says: /nothing accepted/,
-  },
+  unreachable('state show', ['state', 'show', 'danm-endpoints', '--state', 'configmap:twopass-system']),
+  unreachable('explain', ['explain', 'danm-endpoints', 'x', '--state', `file:${join(dir, 's2')}`]),
+  unreachable('state reset', ['state', 'reset', 'danm-endpoints', '--state', 'configmap:twopass-system']),
+  unreachable(
+    'state accept-evidence',
+    ['state', 'accept-evidence', 'danm-endpoints', '--state', `file:${join(dir, 's3')}`],
+    /nothing accepted/,
+  ),
   {
     what: 'state of an unknown function',
     args: (kc) => ['state', 'show', 'nope', '--kubeconfig', kc],
@@ -261,18 +220,8 @@ for (const c of CASES)
   });
 
 /** Runs the CLI and closes its stdout after the first bytes, as `| head -1` does. */
-function closedAfterFirstLine(args: string[]): Promise<{ code: number | null; err: string }> {
-  return new Promise((resolve) => {
-    const c = spawn(process.execPath, [CLI, ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, TWOPASS_OUTPUT: '' },
-    });
-    let err = '';
-    c.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    c.stdout.once('data', () => c.stdout.destroy());
-    c.on('exit', (code) => resolve({ code, err }));
-  });
-}
+const closedAfterFirstLine = (args: string[]) =>
+  spawnCli(args, (c) => c.stdout?.once('data', () => c.stdout?.destroy()));
 
 for (const args of [['functions'], ['functions', '--output', 'json'], ['demo', '--output', 'json'], ['demo']])
   test(`\`twopass ${args.join(' ')} | head -1\`: ends quietly (exit 0, no EPIPE)`, async () => {

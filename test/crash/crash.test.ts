@@ -4,35 +4,24 @@
  * crash point, each provably reached, is in crash-points.test.ts (injected, simulated clock);
  * this file checks that a real kill leaves what those tests assume: a held Lease that expires.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { CLI, cliFiles } from '../helpers/cli.ts';
+import { cliFiles, spawnCli } from '../helpers/cli.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { bits, ORPHANS, present, SETTLED, STATE_NS, world } from './world.ts';
 
 /** Killed at its first network read: the Lease is held, nothing decided. */
 const killWhen = (method: string, path: string) => method === 'GET' && path.includes('/danmnets');
 
-function runCli(
-  args: string[],
-  onSpawn?: (c: ChildProcess) => void,
-): Promise<{ code: number | null; signal: string | null; out: string }> {
-  return new Promise((resolve) => {
-    const c = spawn(process.execPath, [CLI, ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, TWOPASS_OUTPUT: '' },
-    });
-    let out = '';
-    c.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    c.stderr.on('data', (d: Buffer) => (out += d.toString()));
-    onSpawn?.(c);
-    c.on('exit', (code, signal) => resolve({ code, signal, out }));
-  });
-}
+/** The CLI as a child process; stdout and stderr together (the assertions read both). */
+const runCli = async (args: string[], onSpawn?: (c: ChildProcess) => void) => {
+  const r = await spawnCli(args, onSpawn);
+  return { code: r.code, signal: r.signal, out: r.out + r.err };
+};
 
 /** `twopass run danm-endpoints --apply` against the target with this config. */
 function cliArgs(t: KubeTarget, config: string): string[] {

@@ -1,5 +1,5 @@
 /** Runs the `twopass` command as a child process, the way a user does. */
-import { spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -24,11 +24,14 @@ export function twopass(args: string[], env: Record<string, string> = {}, cwd?: 
   };
 }
 
-/** The same, without blocking this process (needed when a fake server runs in it). */
-export function twopassAsync(
+export type Spawned = { code: number | null; signal: string | null; out: string; err: string };
+
+/** Runs the CLI as a child process; `onSpawn` gets the child (to kill it, or close its stdout). */
+export function spawnCli(
   args: string[],
+  onSpawn?: (c: ChildProcess) => void,
   env: Record<string, string> = {},
-): Promise<ReturnType<typeof twopass>> {
+): Promise<Spawned> {
   return new Promise((resolve) => {
     const c = spawn(process.execPath, [CLI, ...args], {
       env: { ...process.env, TWOPASS_OUTPUT: '', ...env },
@@ -38,19 +41,27 @@ export function twopassAsync(
     let err = '';
     c.stdout.on('data', (d: Buffer) => (out += d.toString()));
     c.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    c.on('exit', (code) =>
-      resolve({
-        code,
-        out,
-        err,
-        json: () =>
-          out
-            .split('\n')
-            .filter((l) => l.startsWith('{'))
-            .map((l) => JSON.parse(l) as Record<string, unknown>),
-      }),
-    );
+    onSpawn?.(c);
+    c.on('exit', (code, signal) => resolve({ code, signal, out, err }));
   });
+}
+
+/** `twopass` without blocking this process (needed when a fake server runs in it). */
+export async function twopassAsync(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<ReturnType<typeof twopass>> {
+  const { code, out, err } = await spawnCli(args, undefined, env);
+  return {
+    code,
+    out,
+    err,
+    json: () =>
+      out
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
+  };
 }
 
 /**

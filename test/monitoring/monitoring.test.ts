@@ -161,15 +161,17 @@ it('a push that cannot be delivered fails the run (exit 1) after its work, and s
 it('--metrics-textfile: a failed run keeps the last success of the previous file', async ({ fake, dir }) => {
   const textfile = join(dir, 'twopass.prom');
   const files = cliFiles(join(dir, 'tf'), fake.kubeconfig(), '');
-  const ok = await twopassAsync([
-    'run',
-    'danm-endpoints',
-    ...files,
-    '--state',
-    `file:${join(dir, 's3')}`,
-    '--metrics-textfile',
-    textfile,
-  ]);
+  const run = (f: string[]) =>
+    twopassAsync([
+      'run',
+      'danm-endpoints',
+      ...f,
+      '--state',
+      `file:${join(dir, 's3')}`,
+      '--metrics-textfile',
+      textfile,
+    ]);
+  const ok = await run(files);
   assert.is(ok.code, 0, ok.err);
   const line = /^twopass_last_success_timestamp_seconds\{function="danm-endpoints"\} \S+$/m.exec(
     readFileSync(textfile, 'utf8'),
@@ -180,15 +182,7 @@ it('--metrics-textfile: a failed run keeps the last success of the previous file
     readFileSync(new URL('../fixtures/unreachable.kubeconfig', import.meta.url), 'utf8'),
     '',
   );
-  const failed = await twopassAsync([
-    'run',
-    'danm-endpoints',
-    ...down,
-    '--state',
-    `file:${join(dir, 's3')}`,
-    '--metrics-textfile',
-    textfile,
-  ]);
+  const failed = await run(down);
   assert.is(failed.code, 3);
   const text = readFileSync(textfile, 'utf8');
   assert.ok(text.includes(line), 'the last success carried over');

@@ -48,6 +48,21 @@ async function receiver(answer: (req: IncomingMessage, res: ServerResponse) => v
   };
 }
 
+const OK = (_q: IncomingMessage, res: ServerResponse) => res.writeHead(200).end('ok');
+
+/** A receiver for the length of `body`, closed after it whatever happens. */
+async function withReceiver(
+  answer: (req: IncomingMessage, res: ServerResponse) => void,
+  body: (rx: Receiver) => Promise<void>,
+): Promise<void> {
+  const rx = await receiver(answer);
+  try {
+    await body(rx);
+  } finally {
+    await rx.close();
+  }
+}
+
 const test = suite<{ t: KubeTarget }>('notifications: the webhook sink');
 test.before(async (ctx) => {
   ctx.t = await fakeTarget();
@@ -113,8 +128,7 @@ const noSecret = (lines: Record<string, unknown>[]) =>
 test('a deletion: one JSON message with the counts and the keys; a quiet run sends nothing', async ({
   t,
 }) => {
-  const rx = await receiver((_q, res) => res.writeHead(200).end('ok'));
-  try {
+  await withReceiver(OK, async (rx) => {
     const r = await twoRuns(t, rx, {});
     assert.equal(
       r.results.map((x) => x.exitCode),
@@ -131,16 +145,13 @@ test('a deletion: one JSON message with the counts and the keys; a quiet run sen
     assert.match(String(m.rest), /runId/);
     assert.ok(r.lines.some((l) => l.event === 'notify.sent' && l.webhook === '$TWOPASS_WEBHOOK_URL'));
     noSecret(r.lines);
-  } finally {
-    await rx.close();
-  }
+  });
 });
 
 test('a refused run, Slack-compatible: one `{ text }` message that says refused and exit 4', async ({
   t,
 }) => {
-  const rx = await receiver((_q, res) => res.writeHead(200).end('ok'));
-  try {
+  await withReceiver(OK, async (rx) => {
     const r = await twoRuns(t, rx, { format: 'slack' }, { maxDeletions: 0 });
     assert.is(r.results[1]!.outcome, 'refused');
     assert.is(rx.got.length, 1);
@@ -148,16 +159,13 @@ test('a refused run, Slack-compatible: one `{ text }` message that says refused 
     assert.equal(Object.keys(rx.got[0]!), ['text']);
     assert.match(text, /^twopass danm-endpoints: refused \(exit 4\): confirmed \d+, deleted 0/);
     assert.match(text, /refused by the blast-radius guard/);
-  } finally {
-    await rx.close();
-  }
+  });
 });
 
 test('confirmed in a dry run is sent only when asked for; outcomes not asked for send nothing', async ({
   t,
 }) => {
-  const rx = await receiver((_q, res) => res.writeHead(200).end('ok'));
-  try {
+  await withReceiver(OK, async (rx) => {
     const r = await twoRuns(t, rx, { on: ['confirmed-dry-run'], maxKeys: 0 }, {}, false);
     assert.not.ok(r.gone);
     assert.is(rx.got.length, 1);
@@ -165,16 +173,11 @@ test('confirmed in a dry run is sent only when asked for; outcomes not asked for
     assert.is(rx.got[0]!.dryRun, true);
     assert.equal(rx.got[0]!.keys, []);
     assert.is(rx.got[0]!.moreKeys, 1, 'keys beyond maxKeys are counted');
-    const quiet = await receiver((_q, res) => res.writeHead(200).end('ok'));
-    try {
+    await withReceiver(OK, async (quiet) => {
       await twoRuns(t, quiet, { on: ['refused'] });
       assert.is(quiet.got.length, 0, 'a deletion is not sent when only refusals are asked for');
-    } finally {
-      await quiet.close();
-    }
-  } finally {
-    await rx.close();
-  }
+    });
+  });
 });
 
 for (const [what, answer, reason] of [
