@@ -12,13 +12,14 @@ import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { parse, parseAllDocuments } from 'yaml';
+import { parse, parseAllDocuments, stringify } from 'yaml';
 import { FUNCTIONS } from '../../functions/index.ts';
 import { fileSchema, resolveConfig } from '../../shared/config.ts';
 import { NAMESPACES } from '../../shared/kube/resources.ts';
 import { checkFunctionsConfig } from '../../shared/runtime/settings.ts';
 import { binDir } from '../cluster/cluster.ts';
 import { realTarget } from '../helpers/kube-target.ts';
+import { sarMatrix } from '../infra/sar-matrix.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const CHART = join(ROOT, 'infra/helm/twopass');
@@ -193,7 +194,7 @@ it('the PrometheusRule carries exactly the shipped alert rules', () => {
   assert.equal((rule.spec as { groups: unknown }).groups, shipped.groups);
 });
 
-it('every render is accepted by the real API server (server-side dry-run)', async () => {
+it("every render is accepted by the real API server (server-side dry-run); the SubjectAccessReview matrix holds for the chart's RBAC", async () => {
   const t = process.env.TWOPASS_NO_REAL_CLUSTER === '1' ? undefined : await realTarget();
   if (!t) {
     console.log('  !!! no real API server: the chart is not dry-run against it');
@@ -223,6 +224,28 @@ it('every render is accepted by the real API server (server-side dry-run)', asyn
       assert.is(r.status, 0, `${name}: ${r.stderr}`);
       assert.match(r.stdout, /serverside-applied \(server dry run\)/);
     }
+    // The chart's RBAC in place of any other (every function's objects replaced by the
+    // chart's), then the SubjectAccessReview matrix the kustomize RBAC is held to.
+    const rbac = helmTemplate(MATRIX['lbaas-ports enabled']!).objs.filter((o) =>
+      ['ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding'].includes(o.kind),
+    );
+    const yaml = rbac.map((o) => `---\n${stringify(o)}`).join('');
+    const kc = ['--kubeconfig', join(dir, 'admin')];
+    const del = spawnSync(KUBECTL, [...kc, 'delete', '--ignore-not-found', '-f', '-'], {
+      input: yaml,
+      encoding: 'utf8',
+    });
+    assert.is(del.status, 0, del.stderr);
+    const put = spawnSync(
+      KUBECTL,
+      [...kc, 'apply', '--server-side', '--field-manager=helm-test', '-f', '-'],
+      {
+        input: yaml,
+        encoding: 'utf8',
+      },
+    );
+    assert.is(put.status, 0, put.stderr);
+    console.log(`\n(the chart's RBAC)\n${(await sarMatrix(kube)).join('\n')}\n`);
   } finally {
     await kube.close();
     await t.close();
