@@ -7,6 +7,8 @@
  * undici's own retry interceptor is not used: it sleeps on real timers (no injected
  * clock) and cannot tell the client which attempt failed how; the loop below is short.
  */
+import { promisify } from 'node:util';
+import { gunzip } from 'node:zlib';
 import { Agent, request } from 'undici';
 import { TwopassError } from '../errors.ts';
 import type { Time } from '../time.ts';
@@ -14,6 +16,8 @@ import type { Time } from '../time.ts';
 export const RETRY_AFTER_CAP_MS = 30_000;
 const BACKOFF_BASE_MS = 200;
 const BACKOFF_CAP_MS = 5_000;
+
+const gunzipAsync = promisify(gunzip);
 
 export type TlsOptions = Readonly<{
   ca?: Buffer;
@@ -31,8 +35,16 @@ export type TransportOptions = Readonly<{
   readAttempts?: number;
   connections?: number;
   tls?: TlsOptions;
-  /** Told of every response, for benchmarks and tests. */
-  onResponse?: (info: { method: string; path: string; status: number; bytes: number }) => void;
+  /** Ask for gzip (`Accept-Encoding: gzip`) and decode it; uncompressed answers are read as they are. */
+  gzip?: boolean;
+  /** Told of every response, for benchmarks and tests: bytes on the wire, and decoded. */
+  onResponse?: (info: {
+    method: string;
+    path: string;
+    status: number;
+    bytes: number;
+    decodedBytes: number;
+  }) => void;
 }>;
 
 export type HttpRequest = Readonly<{
@@ -131,17 +143,21 @@ export class HttpTransport {
     try {
       const res = await request(req.url, {
         method: req.method,
-        headers: { ...req.headers },
+        headers: { ...(this.opts.gzip ? { 'accept-encoding': 'gzip' } : {}), ...req.headers },
         body: req.body ?? null,
         signal,
         dispatcher: this.agent,
       });
-      const text = await res.body.text();
+      const raw = Buffer.from(await res.body.arrayBuffer());
+      const encoding = String(res.headers['content-encoding'] ?? '').toLowerCase();
+      const decoded = encoding === 'gzip' ? await gunzipAsync(raw) : raw;
+      const text = decoded.toString('utf8');
       this.opts.onResponse?.({
         method: req.method,
         path: req.url.pathname,
         status: res.statusCode,
-        bytes: Buffer.byteLength(text),
+        bytes: raw.length,
+        decodedBytes: decoded.length,
       });
       return { status: res.statusCode, headers: res.headers, text };
     } catch (err) {

@@ -8,7 +8,7 @@ import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { ListIncompleteError } from '../errors.ts';
-import { ConnectionError, HttpTransport, type TlsOptions } from '../http/transport.ts';
+import { ConnectionError, HttpTransport, type TlsOptions, type TransportOptions } from '../http/transport.ts';
 import type { Time } from '../time.ts';
 import { ConflictError, KubeApiError } from './errors.ts';
 import type {
@@ -41,8 +41,10 @@ export type KubeClientOptions = Readonly<{
   connections?: number;
   /** Each list page as it arrives (what, pages and items so far): progress on a terminal. */
   onPage?: (progress: { what: string; pages: number; items: number }) => void;
-  /** Counts requests and bytes, for benchmarks and tests. */
-  onResponse?: (info: { method: string; path: string; status: number; bytes: number }) => void;
+  /** Ask for gzip, as client-go does (default true): large lists cost a fraction of the bytes. */
+  gzip?: boolean;
+  /** Counts requests and bytes (on the wire, and decoded), for benchmarks and tests. */
+  onResponse?: TransportOptions['onResponse'];
 }>;
 
 type Call = {
@@ -129,6 +131,7 @@ export class KubeHttpClient implements KubeClient {
       connections: opts.connections ?? 8,
       ...(opts.tls ? { tls: opts.tls } : {}),
       ...(opts.onResponse ? { onResponse: opts.onResponse } : {}),
+      gzip: opts.gzip ?? true,
     });
   }
 

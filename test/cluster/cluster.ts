@@ -11,7 +11,7 @@ import { createServer } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { KubeHttpClient } from '../../shared/kube/client.ts';
+import { type KubeClientOptions, KubeHttpClient } from '../../shared/kube/client.ts';
 import { tokenKubeconfig } from '../../shared/kube/kubeconfig.ts';
 import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
 import { track } from '../helpers/children.ts';
@@ -284,11 +284,16 @@ export function realCluster(): Promise<Cluster | undefined> {
   return shared;
 }
 
-export function adminClient(c: Cluster, token = ADMIN_TOKEN): KubeHttpClient {
+export function adminClient(
+  c: Cluster,
+  token = ADMIN_TOKEN,
+  extra: Partial<Omit<KubeClientOptions, 'server'>> = {},
+): KubeHttpClient {
   return new KubeHttpClient({
     server: c.server,
     headers: { authorization: `Bearer ${token}` },
     tls: { rejectUnauthorized: false },
     time: testTime(),
+    ...extra,
   });
 }

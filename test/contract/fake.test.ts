@@ -14,7 +14,7 @@ kubeContract(async () => {
   await admin.close();
   return {
     name: 'fake',
-    client: () => new KubeHttpClient({ server: fake.url, time: testTime() }),
+    client: (extra = {}) => new KubeHttpClient({ server: fake.url, time: testTime(), ...extra }),
     raw: (path, headers = {}) => rawGet(fake.url, path, headers),
     expireContinueTokens: async () => {
       now += 300_001;

@@ -8,7 +8,7 @@ import { request } from 'undici';
 import * as assert from 'uvu/assert';
 import type { Candidate } from '../../shared/engine/types.ts';
 import { emptyState } from '../../shared/engine/types.ts';
-import type { KubeHttpClient } from '../../shared/kube/client.ts';
+import type { KubeClientOptions, KubeHttpClient } from '../../shared/kube/client.ts';
 import { ConflictError, type KubeApiError } from '../../shared/kube/errors.ts';
 import { recordEvent } from '../../shared/kube/events.ts';
 import {
@@ -28,7 +28,8 @@ import { eventually, manualTime, testTime } from '../helpers/time.ts';
 
 export type ContractTarget = Readonly<{
   name: string;
-  client: () => KubeHttpClient;
+  /** A client of the target, with options of its own (gzip, a response counter). */
+  client: (extra?: Partial<Omit<KubeClientOptions, 'server'>>) => KubeHttpClient;
   /** Raw GET with the target's credentials (to look at bodies the client hides). */
   raw: (
     path: string,
@@ -425,6 +426,36 @@ export function kubeContract(
     const after = (await kube.get(LEASES, ns, 'twopass-renew'))?.spec as { holderIdentity: string };
     assert.is(after.holderIdentity, 'thief', 'a lost Lease is not released over its new holder');
     assert.is(time.pending(), 0, 'no renewal left waiting');
+  });
+
+  it('large lists come gzipped when asked (as client-go asks) and decode to the same items; small ones plain', async ({
+    t,
+    kube,
+    ns,
+  }) => {
+    const blob = 'x'.repeat(4096);
+    for (let i = 0; i < 48; i++) await kube.create(CONFIGMAPS, cm(ns, `big-${i}`, { blob: `${i}${blob}` }));
+    const seen: { path: string; bytes: number; decodedBytes: number }[] = [];
+    const counted = (gzip: boolean) => t.client({ gzip, onResponse: (r) => seen.push(r) });
+    for (const gzip of [true, false]) {
+      seen.length = 0;
+      const c = counted(gzip);
+      const list = await c.listAll(CONFIGMAPS, { namespace: ns, pageSize: 500 });
+      await c.close();
+      const big = list.items.filter((o) => o.metadata.name.startsWith('big-'));
+      assert.is(big.length, 48);
+      assert.ok(big.every((o) => (o as unknown as { data: { blob: string } }).data.blob.endsWith(blob)));
+      const page = seen.find((r) => r.path.endsWith('/configmaps'))!;
+      assert.ok(page.decodedBytes > 128 * 1024, `the page is ${page.decodedBytes} bytes`);
+      if (gzip)
+        assert.ok(page.bytes * 4 < page.decodedBytes, `gzipped: ${page.bytes} of ${page.decodedBytes} bytes`);
+      else assert.is(page.bytes, page.decodedBytes, 'not asked: not compressed');
+    }
+    seen.length = 0;
+    const c = counted(true);
+    await c.get(CONFIGMAPS, ns, 'big-0');
+    await c.close();
+    assert.is(seen[0]!.bytes, seen[0]!.decodedBytes, 'a small answer is not compressed');
   });
 
   it('ConfigMapStateStore: round trip, shards, conflicts', async ({ kube, ns }) => {

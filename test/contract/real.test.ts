@@ -10,7 +10,7 @@ kubeContract(
     const agent = new Agent({ connect: { rejectUnauthorized: false } });
     return {
       name: 'real',
-      client: () => adminClient(c),
+      client: (extra = {}) => adminClient(c, ADMIN_TOKEN, extra),
       raw: (path, headers = {}) =>
         rawGet(c.server, path, { authorization: `Bearer ${ADMIN_TOKEN}`, ...headers }, agent),
       // The API server's continue tokens name an etcd revision: compacting etcd past it expires them.

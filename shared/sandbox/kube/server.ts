@@ -5,13 +5,18 @@
  * optimistic concurrency, patches, metadata-only lists, CRDs, discovery and
  * Status error bodies. It is a fake: no RBAC, no admission, no garbage collection.
  */
+
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { tokenKubeconfig } from '../../kube/kubeconfig.ts';
 import type { KubeObject, ResourceRef } from '../../kube/resources.ts';
 import { describeFault, type Fault, FaultPlan, RequestLog, type RequestRecord } from './faults.ts';
 import { FakeApiError, FakeStore, type StoredObject } from './store.ts';
+
+/** The API server's threshold for compressing a response (k8s.io/apiserver, 128 KiB). */
+const GZIP_ABOVE = 128 * 1024;
 
 type Continuation = { items: StoredObject[]; rv: string; createdAt: number };
 
@@ -141,9 +146,20 @@ export class FakeKubeServer {
       res.socket?.destroy();
       return;
     }
-    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-    res.end(text);
-    record(status, Buffer.byteLength(text), fault ? describeFault(fault) : undefined);
+    // As the API server does (APIResponseCompression): gzip when asked and the body is
+    // larger than 128 KiB.
+    const gzipped =
+      /\bgzip\b/.test(String(req.headers['accept-encoding'] ?? '')) && Buffer.byteLength(text) > GZIP_ABOVE
+        ? gzipSync(text, { level: 1 })
+        : undefined;
+    const out = gzipped ?? Buffer.from(text);
+    res.writeHead(status, {
+      'content-type': 'application/json',
+      'content-length': out.length,
+      ...(gzipped ? { 'content-encoding': 'gzip' } : {}),
+    });
+    res.end(out);
+    record(status, out.length, fault ? describeFault(fault) : undefined);
   }
 
   private status(res: ServerResponse, e: FakeApiError, headers: Record<string, string> = {}): number {
