@@ -14,6 +14,7 @@ import {
   danmResources,
   type Endpoint,
   GROUPS,
+  INTERFACES_ANNOTATION,
   type Network,
   type NetworkType,
   networkId,
@@ -148,6 +149,24 @@ async function existingDefaults(kube: KubeReader, group: string, signal: AbortSi
   return out;
 }
 
+/**
+ * What danm-endpoints reads of a pod: its identity and the networks it asks for. Kept
+ * page by page instead of the whole object (labels, owners and other annotations dropped).
+ */
+export function danmPodView(p: KubeObject): KubeObject {
+  const { name, namespace, uid, resourceVersion } = p.metadata;
+  const asked = p.metadata.annotations?.[INTERFACES_ANNOTATION];
+  return {
+    metadata: {
+      name,
+      ...(namespace !== undefined ? { namespace } : {}),
+      uid,
+      resourceVersion,
+      ...(asked !== undefined ? { annotations: { [INTERFACES_ANNOTATION]: asked } } : {}),
+    },
+  };
+}
+
 /** Fresh complete lists of DanmEps and pods (and the `default` networks when `net` is one): who may hold a bit of `net`. */
 export async function freshEvidence(
   kube: KubeReader,
@@ -158,7 +177,7 @@ export async function freshEvidence(
   // Networks first (as in a snapshot): a default network created after can only widen what is protected.
   const existing = net.name === DEFAULT_NETWORK ? await existingDefaults(kube, group, signal) : undefined;
   const eps = await kube.listAll(danmResources(group).danmeps, { signal });
-  const pods = await kube.listAll(PODS, { metadataOnly: true, signal });
+  const pods = await kube.listAll(PODS, { metadataOnly: true, signal, view: danmPodView });
   const ev = new BitEvidence(eps.items, pods.items, new Map([[net.id, net]]), existing);
   return (family, index, except) => {
     const v = ev.verdict(net, family, index, except);

@@ -17,7 +17,7 @@ import { PODS } from '../../shared/kube/resources.ts';
 import { formatAddress } from '../../shared/net/ip.ts';
 import { type BitData, bitKind } from './bits.ts';
 import { type EpData, endpointKind, type Settings } from './endpoint.ts';
-import { BitEvidence, detectGroup, NETWORK_TYPES } from './evidence.ts';
+import { BitEvidence, danmPodView, detectGroup, NETWORK_TYPES } from './evidence.ts';
 import {
   bitIndex,
   clearable,
@@ -91,7 +91,7 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
   const eps = await kube.listAll(R.danmeps, { pageSize, signal });
   ctx.source('danmeps', 'target+evidence', eps);
   // 3. Pods last, metadata only: the evidence of use.
-  const pods = await kube.listAll(PODS, { metadataOnly: true, pageSize, signal });
+  const pods = await kube.listAll(PODS, { metadataOnly: true, pageSize, signal, view: danmPodView });
   ctx.source('pods', 'evidence', pods);
   const livePods = new Set<string>();
   for (const p of pods.items) if (p.metadata?.uid) livePods.add(`${p.metadata.namespace}/${p.metadata.uid}`);

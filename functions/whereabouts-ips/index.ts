@@ -18,8 +18,8 @@ import {
   type AllocData,
   allocationKind,
   judge,
+  namedPodView,
   type PodView,
-  podView,
   type ResvData,
   reservationKind,
   type Settings,
@@ -73,10 +73,10 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
   const hasResv = await kube.serves(GROUP, 'v1alpha1', RESERVATIONS.plural, signal);
   const resvs = hasResv ? await kube.listAll(RESERVATIONS, { pageSize, signal }) : undefined;
   ctx.source('overlappingrangeipreservations', 'target', resvs ?? { notServed: true });
-  const podList = await kube.listAll(PODS, { metadataOnly: true, pageSize, signal });
+  // Each page of pods is kept only as its views (uid, the addresses of its network-status).
+  const podList = await kube.listAll(PODS, { metadataOnly: true, pageSize, signal, view: namedPodView });
   ctx.source('pods', 'evidence', podList);
-  const pods = new Map<string, PodView>();
-  for (const p of podList.items) pods.set(`${p.metadata.namespace}/${p.metadata.name}`, podView(p));
+  const pods = new Map<string, PodView>(podList.items);
 
   const byIp = new Map<string, { id: string; podref: string }[]>(); // allocations by IP, across pools
   const parsedPools = pools.items.map(parsePool);

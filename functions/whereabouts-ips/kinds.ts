@@ -52,6 +52,12 @@ export function podView(o: KubeObject): PodView {
   return { uid: o.metadata.uid, ips: networkStatusIps(o.metadata.annotations) };
 }
 
+/** A pod list kept as views keyed by podref (`namespace/name`), page by page. */
+export const namedPodView = (o: KubeObject): [string, PodView] => [
+  `${o.metadata.namespace}/${o.metadata.name}`,
+  podView(o),
+];
+
 /** Whether the pod named by podref uses ip: 'used', 'unused' or a reason it cannot be decided. */
 export function judge(
   pods: ReadonlyMap<string, PodView>,
@@ -134,9 +140,15 @@ async function removeAllocations(
     // The evidence, fresh and complete: the pods of every namespace the allocations name.
     const pods = new Map<string, PodView>();
     for (const ns of namespaces)
-      for (const p of (await reader.listAll(PODS, { namespace: ns, metadataOnly: true, signal: ctx.signal }))
-        .items)
-        pods.set(`${p.metadata.namespace}/${p.metadata.name}`, podView(p));
+      for (const [ref, view] of (
+        await reader.listAll(PODS, {
+          namespace: ns,
+          metadataOnly: true,
+          signal: ctx.signal,
+          view: namedPodView,
+        })
+      ).items)
+        pods.set(ref, view);
     const removing: Typed<AllocData>[] = [];
     for (const t of targets) {
       const d = t.data;

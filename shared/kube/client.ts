@@ -141,12 +141,13 @@ export class KubeHttpClient implements KubeClient {
 
   // ---- reads ----
 
-  async listAll(ref: ResourceRef, options: ListOptions = {}): Promise<ListResult> {
+  async listAll<T = KubeObject>(ref: ResourceRef, options: ListOptions<T> = {}): Promise<ListResult<T>> {
     const what = `list ${describe(ref, options.namespace)}`;
+    const view = options.view ?? ((o: KubeObject) => o as unknown as T);
     const limit = String(options.pageSize ?? this.opts.pageSize ?? 500);
     const maxRestarts = this.opts.maxListRestarts ?? 3;
     for (let restarts = 0; ; restarts++) {
-      const items: KubeObject[] = [];
+      const items: T[] = [];
       const proof = new ListProof(ref, options.metadataOnly === true);
       let cont: string | undefined;
       try {
@@ -165,7 +166,11 @@ export class KubeHttpClient implements KubeClient {
             what: `${what} page ${proof.pages + 1}`,
           });
           const page = proof.page(body, cont);
-          for (const item of page.items) items.push(item);
+          for (const item of page.items) {
+            // Never read by twopass, and often the largest part of an object's metadata.
+            delete (item.metadata as { managedFields?: unknown }).managedFields;
+            items.push(view(item));
+          }
           this.opts.onPage?.({ what, pages: proof.pages, items: items.length });
           cont = page.next;
         } while (cont !== undefined);

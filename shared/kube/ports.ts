@@ -4,7 +4,7 @@
  */
 import type { KubeObject, ResourceRef } from './resources.ts';
 
-export type ListOptions = Readonly<{
+export type ListOptions<T = KubeObject> = Readonly<{
   namespace?: string;
   labelSelector?: string;
   fieldSelector?: string;
@@ -12,10 +12,16 @@ export type ListOptions = Readonly<{
   metadataOnly?: boolean;
   pageSize?: number;
   signal?: AbortSignal;
+  /**
+   * What to keep of each item, applied as each page arrives (the raw page is then
+   * dropped): memory holds the views and one page, not every raw object. A list that
+   * fails still fails whole (law 1).
+   */
+  view?: (item: KubeObject) => T;
 }>;
 
-export type ListResult = Readonly<{
-  items: KubeObject[];
+export type ListResult<T = KubeObject> = Readonly<{
+  items: T[];
   resourceVersion: string;
   pages: number;
   /** How often the list restarted after an expired continue token. */
@@ -37,7 +43,7 @@ export type JsonPatchOp = Readonly<{
 
 export interface KubeReader {
   /** Every item of a collection, all pages, one consistent resourceVersion; throws ListIncompleteError otherwise. */
-  listAll(ref: ResourceRef, options?: ListOptions): Promise<ListResult>;
+  listAll<T = KubeObject>(ref: ResourceRef, options?: ListOptions<T>): Promise<ListResult<T>>;
   /** One object, or undefined on 404. */
   get(
     ref: ResourceRef,

@@ -51,7 +51,7 @@ export class SimKube implements port.KubeClient {
     }
   }
 
-  async listAll(ref: ResourceRef, o: port.ListOptions = {}): Promise<port.ListResult> {
+  async listAll<T = KubeObject>(ref: ResourceRef, o: port.ListOptions<T> = {}): Promise<port.ListResult<T>> {
     this.beforeList(ref);
     try {
       this.fault(`list ${ref.plural}`);
@@ -63,8 +63,9 @@ export class SimKube implements port.KubeClient {
     const items = this.store
       .list(r, o.namespace)
       .filter(selector(o.labelSelector ?? null, o.fieldSelector ?? null)) as KubeObject[];
+    const view = o.view ?? ((i: KubeObject) => i as unknown as T);
     return {
-      items: o.metadataOnly ? items.map((i) => ({ metadata: i.metadata }) as KubeObject) : items,
+      items: (o.metadataOnly ? items.map((i) => ({ metadata: i.metadata }) as KubeObject) : items).map(view),
       resourceVersion: this.store.resourceVersion,
       pages: 1,
       restarts: 0,
