@@ -2,6 +2,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
 import { Pool } from 'undici';
 import { FUNCTIONS } from '../../functions/index.ts';
 import { IPPOOLS } from '../../functions/whereabouts-ips/model.ts';
@@ -33,12 +34,15 @@ async function floor(paths: string[], accept: string[]): Promise<number> {
     let cont: string | undefined;
     do {
       const q = `?limit=${pageSize}${cont ? `&continue=${encodeURIComponent(cont)}` : ''}`;
+      // the same requests as twopass makes: gzip asked for, and decoded when given
       const r = await pool.request({
         method: 'GET',
         path: path + q,
-        headers: { ...headers, accept: accept[i] ?? 'application/json' },
+        headers: { ...headers, accept: accept[i] ?? 'application/json', 'accept-encoding': 'gzip' },
       });
-      const body = JSON.parse(await r.body.text()) as {
+      const raw = Buffer.from(await r.body.arrayBuffer());
+      const text = (r.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw).toString('utf8');
+      const body = JSON.parse(text) as {
         items: unknown[] | null;
         metadata: { continue?: string };
       };
