@@ -3,6 +3,7 @@
  * creates (its own rate reported), metadata-only vs full pod lists, a page-size
  * sweep, and a whole twopass run next to the listing floor.
  */
+import { readFileSync } from 'node:fs';
 import { KubeHttpClient } from '../../shared/kube/client.ts';
 import { NAMESPACES, PODS } from '../../shared/kube/resources.ts';
 import { ADMIN_TOKEN, startCluster } from '../cluster/cluster.ts';
@@ -56,16 +57,24 @@ export async function realBench(n = 20_000): Promise<string> {
     );
     const seedMs = performance.now() - t;
     const rows: (string | number)[][] = [];
-    for (const [label, metadataOnly, pageSize] of [
-      ['full objects', false, 500],
-      ['metadata only', true, 100],
-      ['metadata only', true, 500],
-      ['metadata only', true, 1000],
-      ['metadata only', true, 5000],
+    // What a complete snapshot costs the servers: their CPU seconds (utime + stime from
+    // /proc/<pid>/stat) and resident memory growth during the list, next to the client's side.
+    const pids = cluster.pids;
+    const cost = () => (pids ? { api: procStat(pids.apiserver), etcd: procStat(pids.etcd) } : undefined);
+    for (const [label, metadataOnly, pageSize, gzip] of [
+      ['full objects', false, 500, true],
+      ['full objects', false, 500, false],
+      ['full objects', false, 1000, true],
+      ['metadata only', true, 100, true],
+      ['metadata only', true, 500, true],
+      ['metadata only', true, 500, false],
+      ['metadata only', true, 1000, true],
+      ['metadata only', true, 5000, true],
     ] as const) {
       const c = new KubeHttpClient({
         ...opts,
         pageSize,
+        gzip,
         time: testTime(),
         onResponse: (i) => {
           bytes += i.bytes;
@@ -75,17 +84,26 @@ export async function realBench(n = 20_000): Promise<string> {
       bytes = 0;
       requests = 0;
       const rss0 = process.memoryUsage().rss;
+      const before = cost();
       const s = performance.now();
       const r = await c.listAll(PODS, { metadataOnly });
       const el = performance.now() - s;
+      const after = cost();
+      const server = (k: 'api' | 'etcd') =>
+        before && after
+          ? `${(after[k].cpuSeconds - before[k].cpuSeconds).toFixed(2)} s / ${Math.max(0, Math.round(after[k].rssMiB - before[k].rssMiB))} MiB`
+          : 'n/a';
       rows.push([
         label,
         pageSize,
+        gzip ? 'yes' : 'no',
         r.items.length,
         requests,
         `${(bytes / 2 ** 20).toFixed(1)} MiB`,
         ms(el),
         `${Math.max(0, Math.round((process.memoryUsage().rss - rss0) / 2 ** 20))} MiB`,
+        server('api'),
+        server('etcd'),
       ]);
       await c.close();
     }
@@ -93,9 +111,20 @@ export async function realBench(n = 20_000): Promise<string> {
     out.push(
       mdTable(
         `Real kube-apiserver (${cluster.version}): listing ${n.toLocaleString('en')} pods`,
-        ['list', 'page size', 'items', 'requests', 'bytes', 'time', 'RSS growth'],
+        [
+          'list',
+          'page size',
+          'gzip',
+          'items',
+          'requests',
+          'bytes received',
+          'time',
+          'client RSS growth',
+          'kube-apiserver CPU / RSS growth',
+          'etcd CPU / RSS growth',
+        ],
         rows,
-        `Seeding ${n.toLocaleString('en')} pods with 32 concurrent creates took ${ms(seedMs)} (${Math.round(n / (seedMs / 1000))} creates/s).`,
+        `Seeding ${n.toLocaleString('en')} pods with 32 concurrent creates took ${ms(seedMs)} (${Math.round(n / (seedMs / 1000))} creates/s). resourceVersion unset (a consistent list); server costs read from /proc/<pid> before and after each list.`,
       ),
     );
     const args = [
@@ -131,3 +160,12 @@ export async function realBench(n = 20_000): Promise<string> {
 }
 
 if (import.meta.main) console.log(await realBench(Number(process.argv[2] ?? 20_000)));
+
+/** A process's CPU seconds so far (utime + stime) and resident memory, from /proc. */
+function procStat(pid: number): { cpuSeconds: number; rssMiB: number } {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15)
+  const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+  return { cpuSeconds: ticks / 100, rssMiB: Number(rss ?? 0) / 1024 };
+}

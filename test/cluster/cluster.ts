@@ -48,6 +48,8 @@ export type Cluster = Readonly<{
   dir: string;
   kubeconfigPath: string;
   kubeconfig: (token?: string) => string;
+  /** The server processes, when this process started them (benchmarks read /proc for their cost). */
+  pids?: Readonly<{ apiserver: number; etcd: number }>;
   stop: () => Promise<void>;
 }>;
 
@@ -188,6 +190,7 @@ export async function startCluster(opts: { crdDir?: string } = {}): Promise<Clus
       return {
         server,
         etcd: `http://127.0.0.1:${etcdPort}`,
+        ...(api?.pid && etcd.pid ? { pids: { apiserver: api.pid, etcd: etcd.pid } } : {}),
         version,
         dir,
         kubeconfigPath,
