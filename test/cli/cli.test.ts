@@ -34,10 +34,20 @@ const test = suite('twopass CLI');
 test('--help, --version and per-command help', () => {
   const h = twopass(['--help']);
   assert.is(h.code, 0);
-  for (const word of ['run', 'functions', 'state show', 'explain', 'diff', 'demo', 'Exit codes'])
+  for (const word of [
+    'run',
+    'apply --from-report',
+    'schedule',
+    'functions',
+    'state show',
+    'explain',
+    'diff',
+    'demo',
+    'Exit codes',
+  ])
     assert.ok(h.out.includes(word), word);
   assert.match(twopass(['--version']).out, /^twopass \d+\.\d+\.\d+/);
-  for (const c of ['run', 'functions', 'state', 'explain', 'diff', 'demo']) {
+  for (const c of ['run', 'apply', 'schedule', 'functions', 'state', 'explain', 'diff', 'demo']) {
     const r = twopass([c, '--help']);
     assert.is(r.code, 0, c);
     assert.match(r.out, /Usage: twopass/);
