@@ -122,27 +122,21 @@ export async function main(
     const { FUNCTIONS } = await import('../functions/index.ts');
     const { checkFunctionsConfig } = await import('./runtime/settings.ts');
     checkFunctionsConfig(cfg.functions, FUNCTIONS, `config ${cfg.source}`);
+    // Where run and apply tell their metrics: flags over the environment.
+    const pushgateway = v.pushgateway ?? io.env.TWOPASS_PUSHGATEWAY;
+    const textfile = v['metrics-textfile'] ?? io.env.TWOPASS_METRICS_TEXTFILE;
+    const metricsOut = { ...(pushgateway ? { pushgateway } : {}), ...(textfile ? { textfile } : {}) };
     switch (cmd) {
       case 'run':
         return await (await import('./cli/run.ts')).runCommand(rest, v.all === true, cfg, output, io, {
           ...(v.record === true ? { record: true } : {}),
           ...(v['save-snapshot'] ? { saveSnapshotDir: v['save-snapshot'] } : {}),
           ...(v.report ? { reportFile: v.report } : {}),
-          ...((v.pushgateway ?? io.env.TWOPASS_PUSHGATEWAY)
-            ? { pushgateway: (v.pushgateway ?? io.env.TWOPASS_PUSHGATEWAY)! }
-            : {}),
-          ...((v['metrics-textfile'] ?? io.env.TWOPASS_METRICS_TEXTFILE)
-            ? { textfile: (v['metrics-textfile'] ?? io.env.TWOPASS_METRICS_TEXTFILE)! }
-            : {}),
+          ...metricsOut,
         });
       case 'apply':
         return await (await import('./cli/run.ts')).applyCommand(rest, v['from-report'], cfg, output, io, {
-          ...((v.pushgateway ?? io.env.TWOPASS_PUSHGATEWAY)
-            ? { pushgateway: (v.pushgateway ?? io.env.TWOPASS_PUSHGATEWAY)! }
-            : {}),
-          ...((v['metrics-textfile'] ?? io.env.TWOPASS_METRICS_TEXTFILE)
-            ? { textfile: (v['metrics-textfile'] ?? io.env.TWOPASS_METRICS_TEXTFILE)! }
-            : {}),
+          ...metricsOut,
         });
       case 'schedule':
         return await (await import('./cli/run.ts')).scheduleCommand(cfg, output, io, v.listen);

@@ -1,5 +1,5 @@
 /** `twopass run`, `twopass apply --from-report` and `twopass schedule`. */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { FUNCTIONS, findFunction } from '../../functions/index.ts';
 import { type Config, functionConfig } from '../config.ts';
 import type { AnyFunction } from '../contract/index.ts';
@@ -7,7 +7,7 @@ import { ConfigError } from '../errors.ts';
 import { createLogger, type OutputMode } from '../log/logger.ts';
 import { RunMetrics } from '../metrics/metrics.ts';
 import { EXIT } from '../runtime/errors.ts';
-import { describeReport, type Report, readReport } from '../runtime/report.ts';
+import { checkReport, describeReport, loadReport } from '../runtime/report.ts';
 import { startScheduler } from '../runtime/scheduler.ts';
 import { type RunOptions, runFunction } from '../runtime/wire.ts';
 import { VERSION } from '../version.ts';
@@ -50,9 +50,7 @@ export async function runCommand(
     throw new ConfigError('--report: name one function (a report is about one function)');
   const code = await runEach(fns, cfg, output, io, flags, {});
   if (flags.reportFile && output === 'table' && existsSync(flags.reportFile))
-    io.out.write(
-      describeReport(JSON.parse(readFileSync(flags.reportFile, 'utf8')) as Report, flags.reportFile),
-    );
+    io.out.write(describeReport(loadReport(flags.reportFile), flags.reportFile));
   return code;
 }
 
@@ -66,17 +64,12 @@ export async function applyCommand(
   flags: RunFlags,
 ): Promise<number> {
   if (!path || rest.length > 0) throw new ConfigError('usage: twopass apply --from-report FILE');
-  let name: unknown;
-  try {
-    name = (JSON.parse(readFileSync(path, 'utf8')) as { function?: unknown }).function;
-  } catch (err) {
-    throw new ConfigError(`${path}: not a report: ${(err as Error).message}`);
-  }
-  const fn = typeof name === 'string' ? findFunction(name) : undefined;
+  const approved = loadReport(path);
+  const fn = findFunction(approved.function);
   if (!fn)
-    throw new ConfigError(`${path}: not a report of a known function (function: ${JSON.stringify(name)})`);
+    throw new ConfigError(`${path}: a report of \`${approved.function}\`, which is not a known function`);
   const fc = functionConfig(cfg, fn.name, fn.defaults);
-  const approved = readReport(path, fn, io.time.now(), fc.approval.maxReportAgeMs);
+  checkReport(path, approved, fn, io.time.now(), fc.approval.maxReportAgeMs);
   return runEach([fn], cfg, output, io, flags, { apply: true, approved });
 }
 

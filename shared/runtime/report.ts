@@ -77,13 +77,8 @@ export async function writeReport(path: string, report: Report): Promise<void> {
   await rename(`${path}.tmp`, path);
 }
 
-/** Reads a report for `apply`: a bad file, another function, or a stale report is a usage error. */
-export function readReport(
-  path: string,
-  fn: Pick<TwopassFunction<unknown, unknown>, 'name' | 'kindReport'>,
-  now: number,
-  maxAgeMs: number,
-): Report {
+/** Reads a report file: not JSON, or not of the report's shape, is a usage error. */
+export function loadReport(path: string): Report {
   let raw: unknown;
   try {
     raw = JSON.parse(readFileSync(path, 'utf8'));
@@ -97,9 +92,17 @@ export function readReport(
       `${path}: not a report (\`twopass run <function> --report FILE\` writes them): ${i.path.join('.') || '(root)'}: ${i.message}`,
     );
   }
-  const report = r.data;
-  if (report.function !== fn.name)
-    throw new ConfigError(`${path}: a report of ${report.function}, not of ${fn.name}`);
+  return r.data;
+}
+
+/** Whether `apply` may act on a report of `fn`: its kinds are the function's, and it is not stale. */
+export function checkReport(
+  path: string,
+  report: Report,
+  fn: Pick<TwopassFunction<unknown, unknown>, 'name' | 'kindReport'>,
+  now: number,
+  maxAgeMs: number,
+): void {
   const foreign = report.entries.find((e) => !(e.kind in fn.kindReport));
   if (foreign)
     throw new ConfigError(`${path}: an entry of kind ${foreign.kind}, which ${fn.name} does not remove`);
@@ -108,7 +111,6 @@ export function readReport(
     throw new ConfigError(
       `${path}: the report is from ${report.createdAt}, older than approval.maxReportAge (${Math.round(maxAgeMs / 60_000)}m): make a fresh one with \`twopass run ${fn.name} --report FILE\``,
     );
-  return report;
 }
 
 /** The readable summary of a report on a terminal. */

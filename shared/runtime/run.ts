@@ -274,28 +274,30 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
       return aborted('state.save', err);
     }
   }
-  let actions = decision.actions;
-  const reportOf = () =>
-    buildReport(fn, { runId: x.runId, snapshot, cluster: req.cluster ?? 'unknown' }, actions);
   const writeReport = async (why: string) => {
     if (!req.report) return undefined;
-    const where = await req.report(reportOf());
-    log.info({ event: 'report.written', path: where, entries: actions.length, why }, 'report.written');
+    const report = buildReport(
+      fn,
+      { runId: x.runId, snapshot, cluster: req.cluster ?? 'unknown' },
+      decision.actions,
+    );
+    const where = await req.report(report);
+    log.info({ event: 'report.written', path: where, entries: report.entries.length, why }, 'report.written');
     return where;
   };
   if (!req.apply) {
     await writeReport('dry run');
     return x.finish({ outcome: 'ok', exitCode: EXIT.ok, snapshotId, summary, confirmed });
   }
-  if (req.approved) actions = approvedOnly(req.approved, decision.actions, snapshot, log);
-  else if (req.approvalAbove !== undefined && actions.length > req.approvalAbove) {
+  const n = confirmed.length;
+  if (!req.approved && req.approvalAbove !== undefined && n > req.approvalAbove) {
     const where = await writeReport('approval required');
     log.warn(
       {
         event: 'approval.required',
-        confirmed: actions.length,
+        confirmed: n,
         requiredAbove: req.approvalAbove,
-        reason: `${actions.length} deletions exceed approval.requiredAbove (${req.approvalAbove}): nothing deleted; ${where ? `review ${where}, then \`twopass apply --from-report ${where}\`` : `write a report with \`twopass run ${fn.name} --report FILE\`, review it, then \`twopass apply --from-report FILE\``}`,
+        reason: `${n} deletions exceed approval.requiredAbove (${req.approvalAbove}): nothing deleted; ${where ? `review ${where}, then \`twopass apply --from-report ${where}\`` : `write a report with \`twopass run ${fn.name} --report FILE\`, review it, then \`twopass apply --from-report FILE\``}`,
       },
       'approval.required',
     );
@@ -305,9 +307,12 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
       snapshotId,
       summary,
       confirmed,
-      error: `${actions.length} deletions need approval`,
+      error: `${n} deletions need approval`,
     });
   }
+  const actions = req.approved
+    ? approvedOnly(req.approved, decision.actions, snapshot, log)
+    : decision.actions;
 
   // 5. Act: re-check, then remove with a precondition, then confirm by a read.
   const deleted: string[] = [];

@@ -12,6 +12,8 @@ import { mdTable, ms } from './common.ts';
 import { child } from './e2e.ts';
 
 const RUNS = 3;
+const mib = (n: number) => `${Math.round(n)} MiB`;
+const secs = (n: number) => `${n.toFixed(2)} s`;
 
 export async function realBench(n = 20_000): Promise<string> {
   const cluster = await startCluster();
@@ -132,22 +134,10 @@ export async function realBench(n = 20_000): Promise<string> {
         xs[0]!.requests,
         `${(xs[0]!.bytes / 2 ** 20).toFixed(1)} MiB`,
         mm((x) => x.ms, ms),
-        mm(
-          (x) => Math.max(0, x.rss),
-          (n) => `${Math.round(n)} MiB`,
-        ),
-        mm(
-          (x) => x.api,
-          (n) => `${n.toFixed(2)} s`,
-        ),
-        mm(
-          (x) => Math.max(0, x.apiRss),
-          (n) => `${Math.round(n)} MiB`,
-        ),
-        mm(
-          (x) => x.etcd,
-          (n) => `${n.toFixed(2)} s`,
-        ),
+        mm((x) => Math.max(0, x.rss), mib),
+        mm((x) => x.api, secs),
+        mm((x) => Math.max(0, x.apiRss), mib),
+        mm((x) => x.etcd, secs),
       ]);
     }
     await kube.close();
