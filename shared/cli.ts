@@ -119,9 +119,9 @@ export async function main(
       ...(v.deadline !== undefined ? { deadline: v.deadline } : {}),
     };
     const cfg = resolveConfig(raw, source, envOverrides(io.env), flags);
-    const { FUNCTIONS } = await import('../functions/index.ts');
+    const { functionsOf } = await import('../functions/index.ts');
     const { checkFunctionsConfig } = await import('./runtime/settings.ts');
-    checkFunctionsConfig(cfg.functions, FUNCTIONS, `config ${cfg.source}`);
+    checkFunctionsConfig(cfg.functions, functionsOf(cfg), `config ${cfg.source}`);
     // Where run and apply tell their metrics: flags over the environment.
     const pushgateway = v.pushgateway ?? io.env.TWOPASS_PUSHGATEWAY;
     const textfile = v['metrics-textfile'] ?? io.env.TWOPASS_METRICS_TEXTFILE;

@@ -148,6 +148,13 @@ export const fileSchema = z
       .strict()
       .optional(),
     functions: z.record(z.string(), functionSchema).optional(),
+    /** User-defined functions: a rule inline, or `{ file: PATH }` (relative to this file). */
+    rules: z
+      .array(z.record(z.string(), z.unknown()), {
+        error: (i) =>
+          `expected a list of rules (each inline, or \`{ file: PATH }\`), got ${describeValue(i.input)}`,
+      })
+      .optional(),
   })
   .strict();
 
@@ -193,6 +200,8 @@ export type Config = Readonly<{
   metricsHost: string;
   eventNamespace?: string;
   notify?: FileConfig['notify'];
+  /** The rules of the config as written (compiled by the function registry). */
+  rules: readonly Readonly<Record<string, unknown>>[];
   functions: Readonly<
     Record<
       string,
@@ -301,6 +310,7 @@ export function resolveConfig(raw: FileConfig, source: string, ...layers: Overri
       : {}),
     ...(raw.notify !== undefined ? { notify: raw.notify } : {}),
     functions: grace !== undefined ? withGrace(functions, parseDuration(grace)!) : functions,
+    rules: raw.rules ?? [],
     source,
   };
   return Object.freeze(cfg);

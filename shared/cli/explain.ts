@@ -32,7 +32,7 @@ export async function explainCommand(
     throw new ConfigError(
       'usage: twopass explain <function> <key or name> (the key or the name a diff log or `state show` prints; quote names with spaces)',
     );
-  const fn = findFunction(name);
+  const fn = findFunction(name, cfg);
   if (!fn) throw new ConfigError(`unknown function \`${name}\``);
   const fc = functionConfig(cfg, name, fn.defaults);
   const settings = validateSettings(fn, { pageSize: cfg.pageSize, ...fc.settings }, `config ${cfg.source}`);

@@ -1,5 +1,5 @@
 /** `twopass functions`: each function, its defaults, and its settings from its own schema. */
-import { FUNCTIONS } from '../../functions/index.ts';
+import { functionsOf } from '../../functions/index.ts';
 import { type Config, describePolicy, functionConfig } from '../config.ts';
 import { describeSettings } from '../contract/index.ts';
 import type { OutputMode } from '../log/logger.ts';
@@ -7,7 +7,7 @@ import { EXIT } from '../runtime/errors.ts';
 import type { Io } from './io.ts';
 
 export function functionsCommand(cfg: Config, output: OutputMode, io: Io): number {
-  for (const fn of FUNCTIONS) {
+  for (const fn of functionsOf(cfg)) {
     const fc = functionConfig(cfg, fn.name, fn.defaults);
     const settings = describeSettings(fn.settingsSchema).map((s) => ({
       ...s,

@@ -1,6 +1,6 @@
 /** `twopass run`, `twopass apply --from-report` and `twopass schedule`. */
 import { existsSync } from 'node:fs';
-import { FUNCTIONS, findFunction } from '../../functions/index.ts';
+import { findFunction, functionsOf } from '../../functions/index.ts';
 import { type Config, functionConfig } from '../config.ts';
 import type { AnyFunction } from '../contract/index.ts';
 import { ConfigError } from '../errors.ts';
@@ -14,15 +14,15 @@ import { VERSION } from '../version.ts';
 import type { Io } from './io.ts';
 import { terminalProgress } from './progress.ts';
 
-function pickFunctions(names: readonly string[], all: boolean): AnyFunction[] {
+function pickFunctions(names: readonly string[], all: boolean, cfg: Config): AnyFunction[] {
+  const known = functionsOf(cfg);
   if (all && names.length > 0) throw new ConfigError('run: give function names or --all, not both');
-  if (all) return [...FUNCTIONS];
+  if (all) return [...known];
   if (names.length === 0)
-    throw new ConfigError(`run: name a function (${FUNCTIONS.map((f) => f.name).join(', ')}) or --all`);
+    throw new ConfigError(`run: name a function (${known.map((f) => f.name).join(', ')}) or --all`);
   return names.map((n) => {
-    const e = findFunction(n);
-    if (!e)
-      throw new ConfigError(`unknown function \`${n}\`; known: ${FUNCTIONS.map((f) => f.name).join(', ')}`);
+    const e = findFunction(n, cfg);
+    if (!e) throw new ConfigError(`unknown function \`${n}\`; known: ${known.map((f) => f.name).join(', ')}`);
     return e;
   });
 }
@@ -43,7 +43,7 @@ export async function runCommand(
   io: Io,
   flags: RunFlags,
 ): Promise<number> {
-  const fns = pickFunctions(names, all).filter(
+  const fns = pickFunctions(names, all, cfg).filter(
     (fn) => !all || functionConfig(cfg, fn.name, fn.defaults).enabled,
   );
   if (flags.reportFile && fns.length !== 1)
@@ -65,7 +65,7 @@ export async function applyCommand(
 ): Promise<number> {
   if (!path || rest.length > 0) throw new ConfigError('usage: twopass apply --from-report FILE');
   const approved = loadReport(path);
-  const fn = findFunction(approved.function);
+  const fn = findFunction(approved.function, cfg);
   if (!fn)
     throw new ConfigError(`${path}: a report of \`${approved.function}\`, which is not a known function`);
   const fc = functionConfig(cfg, fn.name, fn.defaults);
@@ -154,7 +154,7 @@ export async function scheduleCommand(
   const s = await startScheduler(
     cfg,
     { time: io.time, log, processEnv: io.env },
-    { host, port, functions: FUNCTIONS },
+    { host, port, functions: functionsOf(cfg) },
   );
   log.info({ event: 'schedule.listening', url: s.url }, 'schedule.listening');
   await new Promise<void>((resolve) => {

@@ -1,5 +1,5 @@
 /** `twopass state show|reset|accept-evidence`. */
-import { FUNCTIONS, findFunction } from '../../functions/index.ts';
+import { findFunction, functionsOf } from '../../functions/index.ts';
 import type { Config } from '../config.ts';
 import type { AnyFunction } from '../contract/index.ts';
 import { formatDuration } from '../engine/duration.ts';
@@ -18,9 +18,13 @@ export async function stateCommand(
   const [sub, name] = args;
   if ((sub !== 'show' && sub !== 'reset' && sub !== 'accept-evidence') || !name)
     throw new ConfigError('usage: twopass state show|reset|accept-evidence <function>');
-  const entry = findFunction(name);
+  const entry = findFunction(name, cfg);
   if (!entry)
-    throw new ConfigError(`unknown function \`${name}\`; known: ${FUNCTIONS.map((f) => f.name).join(', ')}`);
+    throw new ConfigError(
+      `unknown function \`${name}\`; known: ${functionsOf(cfg)
+        .map((f) => f.name)
+        .join(', ')}`,
+    );
   if (sub === 'accept-evidence') return acceptEvidenceCommand(entry, cfg, io);
   const kube =
     cfg.state.kind === 'configmap'

@@ -1,0 +1,377 @@
+/**
+ * A rule as a function: one more function kind on the typed contract, not a second
+ * engine. Targets are listed first, evidence after, every list complete or the run
+ * decides nothing; each evidence list is an index (one O(1) lookup per target); an
+ * expression that errors makes its target indeterminate; removal is a DELETE with
+ * preconditions after a re-check against fresh evidence and a fresh read of the target.
+ */
+import { z } from 'zod';
+import {
+  type AnyFunction,
+  defineFunction,
+  deleteAsObserved,
+  type FunctionDefaults,
+  GUARD_DEFAULTS,
+  type KindSpec,
+  keepMarked,
+  MINUTE,
+  namespacesSetting,
+  type ObserveContext,
+  pageSizeSetting,
+  type RunContext,
+} from '../contract/index.ts';
+import { parseDuration } from '../engine/duration.ts';
+import type { KubeClient, KubeReader } from '../kube/ports.ts';
+import { apiVersionOf, type KubeObject } from '../kube/resources.ts';
+import { toCel } from './cel.ts';
+import type { EvidenceSpec, ListSpec, Rule } from './rule.ts';
+
+export const ruleSettings = z
+  .object({
+    namespaces: namespacesSetting
+      .optional()
+      .describe("only targets in these namespaces (default: the rule's target.namespaces, else all)"),
+    pageSize: pageSizeSetting.default(500).describe('items per list page'),
+  })
+  .strict();
+type Settings = z.output<typeof ruleSettings>;
+
+const objectData = z.object({
+  namespace: z.string().min(1).optional(),
+  name: z.string().min(1),
+  uid: z.string().min(1),
+  rv: z.string().min(1),
+});
+type ObjectData = z.output<typeof objectData>;
+
+/** Evidence indexes by name: key → the evidence objects (as CEL sees them) with that key. */
+export type Indexes = Record<string, Map<string, unknown[]>>;
+
+/** What a rule says of one target. */
+export type RuleVerdict = Readonly<{ used: true } | { indeterminate: string } | { unused: true }>;
+
+/** Lists one resource (per namespace when limited): every item, or ListIncompleteError. */
+async function listSpec(
+  kube: KubeReader,
+  spec: ListSpec,
+  namespaces: readonly string[] | undefined,
+  pageSize: number,
+  signal: AbortSignal,
+): Promise<{ items: KubeObject[]; resourceVersion?: string; pages: number }> {
+  const scopes = spec.ref.namespaced && namespaces?.length ? namespaces : [undefined];
+  const items: KubeObject[] = [];
+  let pages = 0;
+  let resourceVersion: string | undefined;
+  for (const namespace of scopes) {
+    const l = await kube.listAll(spec.ref, {
+      ...(namespace !== undefined ? { namespace } : {}),
+      ...(spec.labelSelector ? { labelSelector: spec.labelSelector } : {}),
+      ...(spec.fieldSelector ? { fieldSelector: spec.fieldSelector } : {}),
+      metadataOnly: spec.metadataOnly,
+      pageSize,
+      signal,
+    });
+    for (const o of l.items) items.push(o);
+    pages += l.pages;
+    resourceVersion = l.resourceVersion;
+  }
+  return { items, pages, ...(scopes.length === 1 && resourceVersion ? { resourceVersion } : {}) };
+}
+
+export type EvidenceRead = Readonly<{
+  indexes: Indexes;
+  /** Why nothing can be decided against this evidence (an unserved list, a key that cannot be read). */
+  blockers: string[];
+  counts: Record<string, { count: number; pages: number; resourceVersion?: string; notServed?: true }>;
+}>;
+
+/** Lists every evidence source of a rule and indexes it by its key expression. */
+export async function readEvidence(
+  rule: Rule,
+  kube: KubeReader,
+  pageSize: number,
+  signal: AbortSignal,
+): Promise<EvidenceRead> {
+  const indexes: Indexes = {};
+  const blockers: string[] = [];
+  const counts: EvidenceRead['counts'] = {};
+  for (const e of rule.evidence) {
+    const index = new Map<string, unknown[]>();
+    indexes[e.name] = index;
+    if (!(await kube.serves(e.ref.group, e.ref.version, e.ref.plural, signal))) {
+      counts[e.name] = { count: 0, pages: 0, notServed: true };
+      if (!e.optional)
+        blockers.push(
+          `evidence ${e.name} (${e.ref.plural}.${apiVersionOf(e.ref)}) is not served; nothing can be shown unused without it (mark it \`optional\` if its absence means it holds nothing)`,
+        );
+      continue;
+    }
+    const l = await listSpec(kube, e, e.namespaces, pageSize, signal);
+    counts[e.name] = {
+      count: l.items.length,
+      pages: l.pages,
+      ...(l.resourceVersion ? { resourceVersion: l.resourceVersion } : {}),
+    };
+    const bad = indexEvidence(e, l.items, index);
+    if (bad.length > 0)
+      blockers.push(
+        `evidence ${e.name}: the key of ${bad.length} object(s) cannot be read, so what they hold is unknown: ${bad.slice(0, 3).join('; ')}`,
+      );
+  }
+  return { indexes, blockers, counts };
+}
+
+/** Adds each object under its key(s); returns why the keys of some objects cannot be read. */
+function indexEvidence(
+  e: EvidenceSpec,
+  items: readonly KubeObject[],
+  index: Map<string, unknown[]>,
+): string[] {
+  const bad: string[] = [];
+  for (const o of items) {
+    const object = toCel(o);
+    const r = e.key.evaluate({ object });
+    const where = `${o.metadata?.namespace ? `${o.metadata.namespace}/` : ''}${o.metadata?.name}`;
+    if (!r.ok) {
+      bad.push(`${where}: ${r.error}`);
+      continue;
+    }
+    const keys = Array.isArray(r.value) ? r.value : [r.value];
+    for (const k of keys) {
+      if (k === null || k === undefined) continue;
+      if (typeof k !== 'string' && typeof k !== 'bigint') {
+        bad.push(`${where}: the key is ${typeof k}, not a string or an int`);
+        continue;
+      }
+      const key = String(k);
+      const at = index.get(key);
+      if (at) at.push(object);
+      else index.set(key, [object]);
+    }
+  }
+  return bad;
+}
+
+/** The rule's verdict on one object against evidence indexes: used, indeterminate (why), or unused. */
+export function judge(rule: Rule, object: unknown, indexes: Indexes): RuleVerdict {
+  const vars = { object, evidence: indexes };
+  const inUse = rule.inUse.evaluate(vars);
+  if (!inUse.ok) return { indeterminate: `inUse: ${inUse.error}` };
+  if (inUse.value === true) return { used: true };
+  if (inUse.value !== false)
+    return { indeterminate: `inUse returned ${describe(inUse.value)}, not true or false` };
+  if (rule.indeterminate) {
+    const r = rule.indeterminate.evaluate(vars);
+    if (!r.ok) return { indeterminate: `indeterminate: ${r.error}` };
+    if (typeof r.value === 'string') {
+      if (r.value !== '') return { indeterminate: r.value };
+    } else if (r.value !== null)
+      return { indeterminate: `indeterminate returned ${describe(r.value)}, not a string or null` };
+  }
+  return { unused: true };
+}
+
+function describe(v: unknown): string {
+  if (typeof v === 'string') return `"${v}"`;
+  if (typeof v === 'bigint') return `${v}`;
+  if (v === null || v === undefined) return 'null';
+  return typeof v === 'object' ? (Array.isArray(v) ? 'a list' : 'a map') : `${v}`;
+}
+
+/** The identity and fingerprint of a target, or why it cannot have them. */
+export function identify(
+  rule: Rule,
+  o: KubeObject,
+  object: unknown,
+): { key: string; fingerprint: string } | { error: string } {
+  let key = o.metadata.uid;
+  if (rule.identity) {
+    const r = rule.identity.evaluate({ object });
+    if (!r.ok) return { error: `identity: ${r.error}` };
+    if (typeof r.value !== 'string' || r.value === '')
+      return { error: `identity returned ${describe(r.value)}, not a non-empty string` };
+    key = r.value;
+  }
+  const parts = [o.metadata.uid, o.metadata.resourceVersion];
+  for (const f of rule.fingerprint) {
+    const r = f.evaluate({ object });
+    if (!r.ok) return { error: `${f.where.replace(/^rule [^:]+: /, '')}: ${r.error}` };
+    parts.push(JSON.stringify(r.value, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)));
+  }
+  return { key, fingerprint: parts.join('|') };
+}
+
+const where = (d: Readonly<{ namespace?: string | undefined; name: string }>) =>
+  `${d.namespace ? `${d.namespace}/` : ''}${d.name}`;
+
+export function ruleDefaults(rule: Rule): FunctionDefaults {
+  const d = rule.defaults;
+  const ms = (v: string | undefined) => (v === undefined ? undefined : parseDuration(v));
+  const minAgeMs = ms(d.minAge);
+  const accept = d.acceptEvidenceDropAfter;
+  return {
+    schedule: d.schedule ?? '*/10 * * * *',
+    graceMs: ms(d.grace) ?? 10 * MINUTE,
+    ...(minAgeMs !== undefined ? { minAgeMs } : {}),
+    ...GUARD_DEFAULTS,
+    ...(d.maxDeletions !== undefined ? { maxDeletions: d.maxDeletions } : {}),
+    ...(d.maxDeletionPercent !== undefined ? { maxDeletionPercent: d.maxDeletionPercent } : {}),
+    ...(d.minDeletionsForPercent !== undefined ? { minDeletionsForPercent: d.minDeletionsForPercent } : {}),
+    ...(d.maxEvidenceDropPercent !== undefined ? { maxEvidenceDropPercent: d.maxEvidenceDropPercent } : {}),
+    ...(accept === 'never'
+      ? { acceptEvidenceDropAfterMs: undefined }
+      : accept !== undefined
+        ? { acceptEvidenceDropAfterMs: ms(accept) }
+        : {}),
+  } as FunctionDefaults;
+}
+
+/** Builds the function of a compiled rule. */
+export function ruleFunction(rule: Rule): AnyFunction {
+  const ref = rule.target.ref;
+  const kindName = ref.kind;
+  type Kinds = Record<string, ObjectData>;
+  // Fresh evidence for the re-checks of one run: listed once, after the decision, before the first delete.
+  const fresh = new WeakMap<AbortSignal, Promise<EvidenceRead>>();
+  const freshEvidence = (kube: KubeReader, ctx: RunContext<Settings>) => {
+    let p = fresh.get(ctx.signal);
+    if (!p) {
+      p = readEvidence(rule, kube, ctx.settings.pageSize, ctx.signal);
+      fresh.set(ctx.signal, p);
+    }
+    return p;
+  };
+
+  async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): Promise<void> {
+    const { pageSize } = ctx.settings;
+    const namespaces = ctx.settings.namespaces ?? rule.target.namespaces;
+    if (!(await kube.serves(ref.group, ref.version, ref.plural, ctx.signal))) {
+      ctx.source(ref.plural, 'target', { notServed: true });
+      ctx.note(
+        'target.not-served',
+        { rule: rule.name, resource: `${ref.plural}.${apiVersionOf(ref)}` },
+        'warn',
+      );
+      return;
+    }
+    // Targets first: evidence listed after can only add holders.
+    const targets = await listSpec(kube, rule.target, namespaces, pageSize, ctx.signal);
+    ctx.source(ref.plural, 'target', targets);
+    const ev = await readEvidence(rule, kube, pageSize, ctx.signal);
+    for (const e of rule.evidence) {
+      const c = ev.counts[e.name]!;
+      ctx.source(
+        `evidence.${e.name}`,
+        'evidence',
+        c.notServed
+          ? { notServed: true }
+          : {
+              items: { length: c.count },
+              pages: c.pages,
+              ...(c.resourceVersion ? { resourceVersion: c.resourceVersion } : {}),
+            },
+      );
+    }
+    for (const b of ev.blockers) ctx.blocker(b);
+    let foreign = 0;
+    for (const o of targets.items) {
+      if (!rule.owner.owns(o)) {
+        foreign++;
+        continue;
+      }
+      const object = toCel(o);
+      const data: ObjectData = {
+        ...(o.metadata.namespace ? { namespace: o.metadata.namespace } : {}),
+        name: o.metadata.name,
+        uid: o.metadata.uid,
+        rv: o.metadata.resourceVersion,
+      };
+      const created = o.metadata.creationTimestamp ? Date.parse(o.metadata.creationTimestamp) : undefined;
+      const init = {
+        name: where(data),
+        marks: [{ annotations: o.metadata.annotations }],
+        ...(created !== undefined && !Number.isNaN(created) ? { createdAt: created } : {}),
+      };
+      const id = identify(rule, o, object);
+      if ('error' in id) {
+        ctx.unreadable(
+          kindName,
+          { ...init, key: `uid:${o.metadata.uid}`, fingerprint: o.metadata.uid },
+          id.error,
+        );
+        continue;
+      }
+      const v = ctx.target(kindName, { ...init, ...id, data });
+      if (o.metadata.deletionTimestamp) {
+        v.indeterminate('being deleted (deletionTimestamp is set)');
+        continue;
+      }
+      const verdict = judge(rule, object, ev.indexes);
+      if ('used' in verdict) v.used();
+      else if ('indeterminate' in verdict) v.indeterminate(verdict.indeterminate);
+    }
+    if (foreign > 0)
+      ctx.note('targets.not-owned', {
+        rule: rule.name,
+        count: foreign,
+        reason: `listed, but without ${rule.owner.describe}: not this rule's to judge`,
+      });
+  }
+
+  const kind: KindSpec<ObjectData, KubeReader, KubeClient, Settings> = {
+    data: objectData,
+    note: `decided by rule ${rule.name} (${rule.source}): in use when ${rule.inUse.source.trim()}`,
+    unused: rule.unused,
+    removal: `DELETE the ${kindName} (preconditions: uid, resourceVersion)`,
+    async recheck(kube, { key, data: d }, ctx) {
+      const o = await kube.get(ref, d.namespace, d.name, ctx.signal);
+      if (!o) return { ok: false, reason: `${kindName} is already gone` };
+      if (o.metadata.uid !== d.uid || o.metadata.resourceVersion !== d.rv)
+        return { ok: false, reason: `${kindName} changed since the snapshot` };
+      if (!rule.owner.owns(o))
+        return { ok: false, reason: `${kindName} no longer carries ${rule.owner.describe}` };
+      if (keepMarked([{ annotations: o.metadata.annotations }]))
+        return { ok: false, reason: `${kindName} carries the keep-mark` };
+      if (o.metadata.deletionTimestamp) return { ok: false, reason: `${kindName} is being deleted` };
+      const object = toCel(o);
+      const id = identify(rule, o, object);
+      if ('error' in id || id.key !== key) return { ok: false, reason: `${kindName}'s identity changed` };
+      const ev = await freshEvidence(kube, ctx);
+      if (ev.blockers.length > 0) return { ok: false, reason: `fresh evidence: ${ev.blockers.join('; ')}` };
+      const verdict = judge(rule, object, ev.indexes);
+      if ('used' in verdict) return { ok: false, reason: 'fresh evidence shows it in use' };
+      if ('indeterminate' in verdict)
+        return { ok: false, reason: `fresh evidence: ${verdict.indeterminate}` };
+      return { ok: true };
+    },
+    remove: (kube, { data: d }, ctx) => deleteAsObserved(kube, ref, d, `the ${kindName}`, ctx.signal),
+    async confirmGone(kube, { data: d }, ctx) {
+      const o = await kube.get(ref, d.namespace, d.name, ctx.signal);
+      return !o || o.metadata.uid !== d.uid;
+    },
+    event(removed) {
+      const d = removed[0]!.target.data;
+      return {
+        namespace: d.namespace ?? 'default',
+        involved: {
+          apiVersion: apiVersionOf(ref),
+          kind: kindName,
+          name: d.name,
+          ...(d.namespace ? { namespace: d.namespace } : {}),
+          uid: d.uid,
+        },
+        reason: 'TwopassRuleReclaimed',
+        message: `twopass rule ${rule.name} deleted ${kindName} ${where(d)}: ${rule.unused}`,
+      };
+    },
+  };
+
+  return defineFunction<typeof ruleSettings, KubeReader, KubeClient, Kinds>({
+    name: rule.name,
+    description: rule.description,
+    settings: ruleSettings,
+    defaults: ruleDefaults(rule),
+    kinds: { [kindName]: kind },
+    observe,
+  });
+}

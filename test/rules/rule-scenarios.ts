@@ -1,0 +1,254 @@
+/**
+ * The rule packs end to end, on a KubeTarget (the real kube-apiserver in
+ * rules.real.test.ts, the fake in rules.fake.test.ts): each pack's two observations,
+ * the re-created-pod race for CiliumEndpoints, and bad input (a missing field, an
+ * expression that errors, an evidence list that fails or is not served).
+ */
+import * as assert from 'uvu/assert';
+import { MINUTE as MIN } from '../../shared/contract/index.ts';
+import type { KubeHttpClient } from '../../shared/kube/client.ts';
+import { EVENTS, type KubeObject, PODS } from '../../shared/kube/resources.ts';
+import { packageRoot } from '../../shared/paths.ts';
+import { ruleFunction } from '../../shared/rules/function.ts';
+import { compileRule, loadRuleFile, type RuleFile } from '../../shared/rules/rule.ts';
+import { EXIT } from '../../shared/runtime/errors.ts';
+import {
+  adoptEndpoint,
+  CILIUM,
+  createEndpoint,
+  createIdentity,
+  createSlice,
+  identityId,
+} from '../../shared/sandbox/scenarios/cilium.ts';
+import {
+  createEndpoint as createDanmEp,
+  createNetwork,
+  createPodObject,
+  R,
+} from '../../shared/sandbox/scenarios/danm.ts';
+import type { KubeTarget } from '../helpers/kube-target.ts';
+import { runner } from '../helpers/runner.ts';
+import { targetSuite } from '../helpers/target-suite.ts';
+
+export const pack = (name: string) => loadRuleFile(`${packageRoot()}/functions/rules/${name}/rule.yaml`)[0]!;
+const fnOf = (name: string) => ruleFunction(pack(name));
+/** A pack with some fields replaced (a broken variant). */
+const variant = (name: string, change: Partial<RuleFile>) =>
+  ruleFunction(compileRule({ ...pack(name).file, ...change }, 'test variant'));
+
+export function ruleScenarios(label: string, getTarget: () => Promise<KubeTarget | undefined>): void {
+  const { it, run } = targetSuite(`rule packs (${label})`, getTarget);
+
+  const exists = async (
+    kube: KubeHttpClient,
+    ref: typeof CILIUM.endpoints | typeof CILIUM.identities,
+    o: KubeObject,
+  ) => (await kube.get(ref, o.metadata.namespace, o.metadata.name))?.metadata.uid === o.metadata.uid;
+  const pod = (kube: KubeHttpClient, ns: string, name: string) => createPodObject(kube, ns, name);
+  const gone = (kube: KubeHttpClient, p: KubeObject) =>
+    kube.deleteWithPreconditions(PODS, p.metadata.namespace, p.metadata.name, {
+      uid: p.metadata.uid,
+      resourceVersion: p.metadata.resourceVersion,
+    });
+
+  it('cilium-endpoints: the endpoint of a gone Pod goes after two observations; a live one stays', async (t, kube) => {
+    const ns = await t.namespace();
+    const live = await pod(kube, ns, 'live-0');
+    const dead = await pod(kube, ns, 'dead-0');
+    const liveEp = await createEndpoint(kube, live, 1001);
+    const deadEp = await createEndpoint(kube, dead, 1002);
+    await gone(kube, dead);
+    const r = runner(fnOf('cilium-endpoints'), t.options, [ns], Date.now());
+    const first = await r.run();
+    assert.is(first.exitCode, EXIT.ok);
+    assert.equal(first.deleted, []);
+    assert.equal(
+      r.events('candidate.new').map((e) => e.name),
+      [`${ns}/dead-0`],
+      'the first observation only records the endpoint',
+    );
+    r.now += 11 * MIN;
+    const second = await r.run();
+    assert.equal(second.deleted, [deadEp.metadata.uid]);
+    assert.not.ok(await exists(kube, CILIUM.endpoints, deadEp), 'the orphan endpoint is deleted');
+    assert.ok(await exists(kube, CILIUM.endpoints, liveEp), 'the live endpoint stays');
+    const events = (await kube.listAll(EVENTS, { namespace: ns })).items;
+    assert.ok(
+      events.some(
+        (e) =>
+          e.reason === 'TwopassRuleReclaimed' &&
+          (e.involvedObject as { uid?: string }).uid === deadEp.metadata.uid,
+      ),
+      'an Event says what was deleted',
+    );
+  });
+
+  it('cilium-endpoints: a Pod re-created under the same name keeps its endpoint (judged by UID, never by name)', async (t, kube) => {
+    const ns = await t.namespace();
+    const old = await pod(kube, ns, 'web-0');
+    const ep = await createEndpoint(kube, old, 2001);
+    const r = runner(fnOf('cilium-endpoints'), t.options, [ns], Date.now());
+    assert.equal((await r.run()).deleted, []);
+    // the StatefulSet pod is re-created; the agent has not yet caught up: the endpoint names the old UID
+    await gone(kube, old);
+    const fresh = await pod(kube, ns, 'web-0');
+    r.now += MIN;
+    assert.equal((await r.run()).deleted, [], 'first unused observation');
+    assert.is(r.events('candidate.new').length, 1);
+    // the agent adopts the endpoint for the new pod before the grace ends
+    await adoptEndpoint(kube, (await kube.get(CILIUM.endpoints, ns, 'web-0'))!, fresh);
+    r.now += 11 * MIN;
+    const after = await r.run();
+    assert.equal(after.deleted, [], 'the adopted endpoint is in use');
+    assert.ok(r.events('candidate.rescued').length >= 1, 'the candidate is rescued');
+    assert.ok(
+      (await kube.get(CILIUM.endpoints, ns, 'web-0'))?.metadata.uid === ep.metadata.uid,
+      'the endpoint of the re-created pod survives',
+    );
+  });
+
+  it('cilium-endpoints: an endpoint changed between the decision and the delete is re-checked and kept', async (t, kube) => {
+    const ns = await t.namespace();
+    const old = await pod(kube, ns, 'db-0');
+    await createEndpoint(kube, old, 2002);
+    await gone(kube, old);
+    const fn = fnOf('cilium-endpoints');
+    const r = runner(fn, t.options, [ns], Date.now());
+    await r.run();
+    r.now += 11 * MIN;
+    // the decision is taken on a snapshot; the fresh pod appears after it, before the delete
+    const reader = t.client();
+    const snap = await fn.observe(reader, {
+      now: r.now,
+      signal: new AbortController().signal,
+      settings: { namespaces: [ns] },
+      note: () => {},
+    });
+    const target = snap.targets.find((x) => x.name === `${ns}/db-0`)!;
+    assert.ok(target && !snap.used.includes(target.key), 'unused in the snapshot');
+    const fresh = await pod(kube, ns, 'db-0');
+    await adoptEndpoint(kube, (await kube.get(CILIUM.endpoints, ns, 'db-0'))!, fresh);
+    const ctx = {
+      now: r.now,
+      signal: new AbortController().signal,
+      settings: { namespaces: [ns] },
+      note: () => {},
+    };
+    const re = await fn.recheck(reader, target, ctx);
+    assert.equal(re, { ok: false, reason: 'CiliumEndpoint changed since the snapshot' });
+    // and the delete itself carries the snapshot's resourceVersion: 409, nothing deleted
+    const out = await fn.remove(reader, target, ctx);
+    assert.is(out.outcome, 'skipped');
+    assert.ok(await kube.get(CILIUM.endpoints, ns, 'db-0'), 'the endpoint is still there');
+    await reader.close();
+  });
+
+  it('cilium-endpoints: an endpoint without an owner reference is indeterminate, never deleted', async (t, kube) => {
+    const ns = await t.namespace();
+    const p = await pod(kube, ns, 'orphan-0');
+    const ep = await createEndpoint(kube, p, 2003, 'none');
+    const r = runner(fnOf('cilium-endpoints'), t.options, [ns], Date.now());
+    await r.run();
+    r.now += 30 * MIN;
+    assert.equal((await r.run()).deleted, []);
+    const ind = r.events('target.indeterminate').filter((e) => e.name === `${ns}/orphan-0`);
+    assert.ok(
+      ind.length >= 1 && String(ind[0]!.reason).includes('no owner reference to a Pod'),
+      JSON.stringify(ind),
+    );
+    assert.ok(await exists(kube, CILIUM.endpoints, ep));
+  });
+
+  it('a rule whose expression reads a missing field: its targets are indeterminate with the error', async (t, kube) => {
+    const ns = await t.namespace();
+    const p = await pod(kube, ns, 'gone-0');
+    const ep = await createEndpoint(kube, p, 2004);
+    await gone(kube, p);
+    const fn = variant('cilium-endpoints', {
+      indeterminate: undefined,
+      inUse:
+        'object.metadata.ownerReferences.exists(r, r.uid in evidence.pods) || object.spec.nodeName == ""',
+    });
+    const r = runner(fn, t.options, [ns], Date.now());
+    await r.run();
+    r.now += 30 * MIN;
+    assert.equal((await r.run()).deleted, []);
+    const ind = r.events('target.indeterminate').find((e) => e.name === `${ns}/gone-0`);
+    assert.ok(ind && /inUse: .*(No such key|spec)/.test(String(ind.reason)), JSON.stringify(ind));
+    assert.ok(await exists(kube, CILIUM.endpoints, ep));
+  });
+
+  it('a rule whose evidence is not served: nothing is decided', async (t, kube) => {
+    const ns = await t.namespace();
+    const p = await pod(kube, ns, 'gone-1');
+    const ep = await createEndpoint(kube, p, 2005);
+    await gone(kube, p);
+    const fn = variant('cilium-endpoints', {
+      evidence: {
+        pods: {
+          group: 'example.invalid',
+          version: 'v1',
+          resource: 'pods',
+          namespaced: true,
+          key: 'object.metadata.uid',
+        },
+      },
+    });
+    const r = runner(fn, t.options, [ns], Date.now());
+    await r.run();
+    r.now += 30 * MIN;
+    const second = await r.run();
+    assert.equal(second.deleted, []);
+    assert.equal(second.confirmed, []);
+    assert.ok(await exists(kube, CILIUM.endpoints, ep));
+  });
+
+  it('cilium-identities: only the identity no endpoint and no slice references goes', async (t, kube) => {
+    const ns = await t.namespace();
+    const [a, b, c] = [identityId(), identityId(), identityId()];
+    const p = await pod(kube, ns, 'app-0');
+    await createEndpoint(kube, p, a);
+    await createSlice(kube, `ces-${ns}`, ns, [b]);
+    const ids = [
+      await createIdentity(kube, a, ns),
+      await createIdentity(kube, b, ns),
+      await createIdentity(kube, c, ns),
+    ];
+    const r = runner(fnOf('cilium-identities'), t.options, [ns], Date.now());
+    const mine = new Set(ids.map((i) => i.metadata.uid));
+    const first = await r.run();
+    assert.is(first.exitCode, EXIT.ok);
+    assert.ok(
+      r.events('candidate.new').some((e) => e.name === String(c)),
+      'the unreferenced identity is a candidate',
+    );
+    r.now += 16 * MIN;
+    const second = await r.run();
+    assert.equal(
+      second.deleted.filter((k) => mine.has(k)),
+      [ids[2]!.metadata.uid],
+    );
+    assert.ok(await exists(kube, CILIUM.identities, ids[0]!), 'referenced by an endpoint');
+    assert.ok(await exists(kube, CILIUM.identities, ids[1]!), 'referenced by a slice');
+    assert.not.ok(await exists(kube, CILIUM.identities, ids[2]!));
+  });
+
+  it('danm-eps: the DanmEp of a gone Pod goes; the one of a live Pod stays', async (t, kube) => {
+    const ns = await t.namespace();
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', []);
+    const live = await pod(kube, ns, 'live-0');
+    const dead = await pod(kube, ns, 'dead-0');
+    const liveEp = await createDanmEp(kube, live, 'test-net1', '10.10.10.5/24');
+    const deadEp = await createDanmEp(kube, dead, 'test-net1', '10.10.10.6/24');
+    await gone(kube, dead);
+    const r = runner(fnOf('danm-eps'), t.options, [ns], Date.now());
+    await r.run();
+    r.now += 6 * MIN;
+    const second = await r.run();
+    assert.equal(second.deleted, [deadEp.metadata.uid]);
+    assert.ok(await kube.get(R.danmeps, ns, liveEp.metadata.name));
+    assert.not.ok(await kube.get(R.danmeps, ns, deadEp.metadata.name));
+  });
+
+  run();
+}
