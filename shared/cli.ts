@@ -32,6 +32,8 @@ const OPTIONS = {
   pushgateway: { type: 'string' },
   'metrics-textfile': { type: 'string' },
   listen: { type: 'string' },
+  namespace: { type: 'string' },
+  image: { type: 'string' },
 } as const;
 
 /** The options each command takes (besides --help): any other is a usage error that names it. */
@@ -45,6 +47,7 @@ const TAKES: Readonly<Record<string, readonly string[]>> = {
   explain: CONNECT,
   diff: ['output'],
   demo: ['output'],
+  rules: ['output', 'namespace', 'image'],
 };
 
 export async function main(
@@ -106,6 +109,11 @@ export async function main(
       }
       case 'diff':
         return (await import('./cli/diff.ts')).diffCommand(rest, output, io);
+      case 'rules':
+        return await (await import('./cli/rules.ts')).rulesCommand(rest, output, io, {
+          namespace: v.namespace,
+          image: v.image,
+        });
       default:
         break;
     }

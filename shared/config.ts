@@ -4,6 +4,7 @@
  * what was expected and what was found.
  */
 import { readFileSync } from 'node:fs';
+import { resolve as resolvePath } from 'node:path';
 import { validate as validCron } from 'node-cron';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
@@ -170,6 +171,8 @@ export type Overrides = Readonly<{
   deadline?: string;
   pageSize?: number;
   eventNamespace?: string;
+  /** Rule files added to the config's rules (TWOPASS_RULES). */
+  rules?: readonly string[];
 }>;
 
 export type Approval = Readonly<{ requiredAbove?: number; maxReportAgeMs: number; reportDir?: string }>;
@@ -263,6 +266,11 @@ export function envOverrides(env: Readonly<Record<string, string | undefined>>):
   if (env.TWOPASS_GRACE) out.grace = env.TWOPASS_GRACE;
   if (env.TWOPASS_EVENT_NAMESPACE) out.eventNamespace = env.TWOPASS_EVENT_NAMESPACE;
   if (env.KUBECONFIG && !env.KUBECONFIG.includes(':')) out.kubeconfig = env.KUBECONFIG;
+  // Rule files, `:`-separated, relative to the working directory (a rule's CronJob mounts its own).
+  if (env.TWOPASS_RULES)
+    out.rules = env.TWOPASS_RULES.split(':')
+      .filter(Boolean)
+      .map((f) => resolvePath(f));
   return out as Overrides;
 }
 
@@ -310,7 +318,7 @@ export function resolveConfig(raw: FileConfig, source: string, ...layers: Overri
       : {}),
     ...(raw.notify !== undefined ? { notify: raw.notify } : {}),
     functions: grace !== undefined ? withGrace(functions, parseDuration(grace)!) : functions,
-    rules: raw.rules ?? [],
+    rules: [...(raw.rules ?? []), ...((o.rules as string[] | undefined) ?? []).map((file) => ({ file }))],
     source,
   };
   return Object.freeze(cfg);

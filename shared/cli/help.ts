@@ -30,6 +30,9 @@ Commands:
                            why a target is pending, rescued, indeterminate or confirmed
   diff A B                 compare two saved snapshots (--save-snapshot)
   schedule                 run every enabled function on its cron schedule; serve /healthz, /metrics
+  rules check|test|rbac|manifests FILE
+                           user-defined functions in CEL: compile and explain, decide on a
+                           world file, print the RBAC or the CronJob manifests
   demo                     the sandbox: a fake cluster with the DANM incident (npm start)
 
 Run \`twopass <command> --help\` for a command's options. --version prints the version.
@@ -76,7 +79,33 @@ overlaps the previous one of the same function) and serves /healthz and /metrics
 SIGTERM/SIGINT: no new runs start, a running run abandons the deletions it has not
 started, and the process exits 0 when it is done.
 ${COMMON}`,
-  functions: `Usage: twopass functions [--config FILE]\n\nLists the functions, what they delete and their effective defaults.\n${COMMON}`,
+  functions: `Usage: twopass functions [--config FILE]\n\nLists the functions (built in, and the config's rules), what they delete and their effective defaults.\n${COMMON}`,
+  rules: `Usage: twopass rules <subcommand> FILE [options]
+
+A rule file defines a function in CEL (see README, "Write your own rule"). Every
+expression is compiled and type-checked when the file loads; an error names the rule,
+the field and the position (exit 2).
+
+Subcommands:
+  check FILE               compile, and explain what each rule lists, reads and decides
+  test FILE WORLD.yaml     decide each target against the objects of WORLD.yaml (YAML
+                           documents or a List; no cluster, nothing written). An object
+                           annotated twopass.io/expect: in-use|unused|indeterminate|kept
+                           is checked: a different decision exits 1
+  rbac FILE                the ClusterRole the rule needs (list on targets and evidence,
+                           get and delete on targets) and its binding
+  manifests FILE           everything to run the rule as its own CronJob beside the base
+                           install: ServiceAccount, the RBAC above, the state Role, the
+                           Events ClusterRole, the rule's ConfigMap, the CronJob
+
+Run a rule with the other functions: list it under \`rules:\` in the config (inline or
+\`{ file: PATH }\`), or name its file in TWOPASS_RULES; then \`twopass run NAME\`.
+
+Options:
+  --namespace NS           where the ServiceAccount and CronJob live (default twopass-system)
+  --image IMAGE            the image of the CronJob (default twopass:${VERSION})
+  --output json|table      check and test: one JSON object per rule or target
+  -h, --help               this help`,
   state: `Usage: twopass state show|reset|accept-evidence <function> [options]
 
 show             prints the stored candidates (first/last unused observation, count)

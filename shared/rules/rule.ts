@@ -38,10 +38,7 @@ const resource = z
     resource: z
       .string()
       .regex(dnsLabel, { error: 'expected the plural resource name, lower case (like `pods`)' }),
-    kind: z
-      .string()
-      .regex(/^[A-Z][A-Za-z0-9]*$/, { error: 'expected a Kind like `Pod`' })
-      .optional(),
+    kind: z.string().regex(/^[A-Z][A-Za-z0-9]*$/, { error: 'expected a Kind like `Pod`' }),
     namespaced: z.boolean({ error: 'expected true or false (is the resource namespaced?)' }),
     namespaces: namespacesSetting.optional(),
     labelSelector: z.string().optional(),
@@ -154,7 +151,7 @@ const refOf = (r: z.output<typeof resource>): ResourceRef => ({
   group: r.group,
   version: r.version,
   plural: r.resource,
-  kind: r.kind ?? r.resource,
+  kind: r.kind,
   namespaced: r.namespaced,
 });
 

@@ -189,6 +189,7 @@ export function ruleScenarios(label: string, getTarget: () => Promise<KubeTarget
           group: 'example.invalid',
           version: 'v1',
           resource: 'pods',
+          kind: 'Pod',
           namespaced: true,
           key: 'object.metadata.uid',
         },

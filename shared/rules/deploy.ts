@@ -1,0 +1,192 @@
+/**
+ * What a rule needs in a cluster: its RBAC (list on targets and evidence, get and delete
+ * on targets, nothing else), and the manifests that run it as its own CronJob beside
+ * the base install (ServiceAccount, the state Role every function has, the Events
+ * ClusterRole, the rule in a ConfigMap, the CronJob).
+ */
+import { stringify } from 'yaml';
+import { stateConfigMapNames } from '../state/configmap.ts';
+import type { Rule } from './rule.ts';
+
+export type PolicyRule = { apiGroups: string[]; resources: string[]; verbs: string[] };
+type Manifest = Record<string, unknown>;
+
+/** The rule's own permissions: one entry per resource, targets first. */
+export function ruleRbacRules(rule: Rule): PolicyRule[] {
+  const out: PolicyRule[] = [];
+  const at = new Map<string, PolicyRule>();
+  const add = (group: string, resource: string, verbs: readonly string[]) => {
+    const k = `${group}/${resource}`;
+    const have = at.get(k);
+    if (have) {
+      for (const v of verbs) if (!have.verbs.includes(v)) have.verbs.push(v);
+      return;
+    }
+    const r = { apiGroups: [group], resources: [resource], verbs: [...verbs] };
+    at.set(k, r);
+    out.push(r);
+  };
+  add(rule.target.ref.group, rule.target.ref.plural, ['list', 'get', 'delete']);
+  for (const e of rule.evidence) add(e.ref.group, e.ref.plural, ['list']);
+  return out;
+}
+
+const labels = (rule: Rule) => ({ 'app.kubernetes.io/name': 'twopass', 'twopass.io/function': rule.name });
+
+/** The ClusterRole the rule needs and its binding to the rule's ServiceAccount. */
+export function ruleRbac(rule: Rule, namespace: string): Manifest[] {
+  const name = `twopass-${rule.name}`;
+  return [
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name, labels: labels(rule) },
+      rules: ruleRbacRules(rule),
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name, labels: labels(rule) },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
+      subjects: [{ kind: 'ServiceAccount', name, namespace }],
+    },
+  ];
+}
+
+/** Every manifest that runs the rule as its own CronJob in `namespace` (beside the base install). */
+export function ruleManifests(rule: Rule, namespace: string, image: string): Manifest[] {
+  const name = `twopass-${rule.name}`;
+  const sa = [{ kind: 'ServiceAccount', name, namespace }];
+  const bind = (kind: string, role: string) => ({ apiGroup: 'rbac.authorization.k8s.io', kind, name: role });
+  const schedule = rule.defaults.schedule ?? '*/10 * * * *';
+  return [
+    {
+      apiVersion: 'v1',
+      kind: 'ServiceAccount',
+      metadata: { name, namespace, labels: labels(rule) },
+      automountServiceAccountToken: true,
+    },
+    ...ruleRbac(rule, namespace),
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: `${name}-events`, labels: labels(rule) },
+      // the runtime's, not the rule's: the Event each deletion leaves on the deleted object
+      rules: [{ apiGroups: [''], resources: ['events'], verbs: ['create'] }],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: `${name}-events`, labels: labels(rule) },
+      roleRef: bind('ClusterRole', `${name}-events`),
+      subjects: sa,
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: { name: `${name}-state`, namespace, labels: labels(rule) },
+      rules: [
+        {
+          apiGroups: [''],
+          resources: ['configmaps'],
+          resourceNames: stateConfigMapNames(rule.name),
+          verbs: ['get', 'update', 'delete'],
+        },
+        { apiGroups: [''], resources: ['configmaps'], verbs: ['create'] },
+        {
+          apiGroups: ['coordination.k8s.io'],
+          resources: ['leases'],
+          resourceNames: [name],
+          verbs: ['get', 'update'],
+        },
+        { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+        { apiGroups: ['batch'], resources: ['cronjobs'], resourceNames: [name], verbs: ['get'] },
+        { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get'] },
+      ],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { name: `${name}-state`, namespace, labels: labels(rule) },
+      roleRef: bind('Role', `${name}-state`),
+      subjects: sa,
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: `${name}-rule`, namespace, labels: labels(rule) },
+      data: { 'rule.yaml': stringify(rule.file) },
+    },
+    {
+      apiVersion: 'batch/v1',
+      kind: 'CronJob',
+      metadata: { name, namespace, labels: labels(rule) },
+      spec: {
+        schedule,
+        concurrencyPolicy: 'Forbid',
+        startingDeadlineSeconds: 300,
+        successfulJobsHistoryLimit: 3,
+        failedJobsHistoryLimit: 5,
+        jobTemplate: {
+          spec: {
+            backoffLimit: 0,
+            activeDeadlineSeconds: 900,
+            template: {
+              metadata: { labels: labels(rule) },
+              spec: {
+                serviceAccountName: name,
+                restartPolicy: 'Never',
+                securityContext: {
+                  runAsNonRoot: true,
+                  runAsUser: 65532,
+                  runAsGroup: 65532,
+                  seccompProfile: { type: 'RuntimeDefault' },
+                },
+                containers: [
+                  {
+                    name: 'twopass',
+                    image,
+                    args: ['run', rule.name, '--config', '/etc/twopass/config.yaml', '--output', 'json'],
+                    env: [
+                      { name: 'TWOPASS_RULES', value: '/etc/twopass-rule/rule.yaml' },
+                      {
+                        name: 'TWOPASS_EVENT_NAMESPACE',
+                        valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } },
+                      },
+                      {
+                        name: 'TWOPASS_JOB_NAME',
+                        valueFrom: {
+                          fieldRef: { fieldPath: "metadata.labels['batch.kubernetes.io/job-name']" },
+                        },
+                      },
+                    ],
+                    resources: { requests: { cpu: '50m', memory: '128Mi' }, limits: { memory: '512Mi' } },
+                    securityContext: {
+                      allowPrivilegeEscalation: false,
+                      readOnlyRootFilesystem: true,
+                      capabilities: { drop: ['ALL'] },
+                    },
+                    volumeMounts: [
+                      { name: 'config', mountPath: '/etc/twopass', readOnly: true },
+                      { name: 'rule', mountPath: '/etc/twopass-rule', readOnly: true },
+                      { name: 'tmp', mountPath: '/tmp' },
+                    ],
+                  },
+                ],
+                volumes: [
+                  { name: 'config', configMap: { name: 'twopass-config' } },
+                  { name: 'rule', configMap: { name: `${name}-rule` } },
+                  { name: 'tmp', emptyDir: { sizeLimit: '64Mi' } },
+                ],
+              },
+            },
+          },
+        },
+      },
+    },
+  ];
+}
+
+export function toYamlDocs(docs: readonly Manifest[]): string {
+  return docs.map((d) => `---\n${stringify(d)}`).join('');
+}
