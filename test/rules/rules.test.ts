@@ -31,7 +31,14 @@ const base = (): Record<string, unknown> => ({
   target: { group: 'example.com', version: 'v1', resource: 'widgets', kind: 'Widget', namespaced: true },
   owner: { group: 'example.com' },
   evidence: {
-    pods: { group: '', version: 'v1', resource: 'pods', kind: 'Pod', namespaced: true, key: 'object.metadata.uid' },
+    pods: {
+      group: '',
+      version: 'v1',
+      resource: 'pods',
+      kind: 'Pod',
+      namespaced: true,
+      key: 'object.metadata.uid',
+    },
   },
   inUse: 'object.spec.podUID in evidence.pods',
 });
@@ -42,7 +49,8 @@ const refused = (doc: unknown, ...parts: (string | RegExp)[]) => {
   } catch (err) {
     assert.instance(err, ConfigError);
     for (const p of parts)
-      if (typeof p === 'string') assert.ok((err as Error).message.includes(p), `${(err as Error).message} ∌ ${p}`);
+      if (typeof p === 'string')
+        assert.ok((err as Error).message.includes(p), `${(err as Error).message} ∌ ${p}`);
       else assert.match((err as Error).message, p);
     return (err as Error).message;
   }
@@ -53,7 +61,12 @@ const refused = (doc: unknown, ...parts: (string | RegExp)[]) => {
 const compileErrors = suite('rules: compile errors name the rule, the field and the position');
 
 compileErrors('a syntax error: rule, field, line and column', () => {
-  refused(withRule({ inUse: 'object.spec.podUID in\n  evidence.pods &&' }), 'rule widgets', '`inUse`', /line 2, column \d+/);
+  refused(
+    withRule({ inUse: 'object.spec.podUID in\n  evidence.pods &&' }),
+    'rule widgets',
+    '`inUse`',
+    /line 2, column \d+/,
+  );
 });
 compileErrors('a type error and an unknown variable', () => {
   refused(withRule({ inUse: '1 + "a" == 2' }), 'rule widgets: `inUse`', 'overload');
@@ -72,7 +85,11 @@ compileErrors('a result of the wrong type', () => {
   refused(withRule({ indeterminate: 'true' }), '`indeterminate`', 'expected string or null');
 });
 compileErrors('evidence read but not declared', () => {
-  refused(withRule({ inUse: 'object.metadata.uid in evidence.nodes' }), 'reads evidence.nodes', 'declared: pods');
+  refused(
+    withRule({ inUse: 'object.metadata.uid in evidence.nodes' }),
+    'reads evidence.nodes',
+    'declared: pods',
+  );
 });
 compileErrors('schema: unknown keys, missing fields, bad names', () => {
   refused(withRule({ inuse: 'true' }), '`inuse`', 'unknown key');
@@ -111,13 +128,20 @@ ownership('other built-in kinds need allowBuiltIn and a label, annotation or own
   refused(withRule({ target: svc, owner: { group: '' }, allowBuiltIn: true }), '`owner.group`');
   const ok = compileRule(withRule({ target: svc, owner: { label: 'team=net' }, allowBuiltIn: true }), 't');
   assert.is(ok.target.labelSelector, 'team=net', 'a label mark is also the list selector');
-  const meta = (labels: Record<string, string>) => ({ metadata: { name: 'a', uid: 'u', resourceVersion: '1', labels } });
+  const meta = (labels: Record<string, string>) => ({
+    metadata: { name: 'a', uid: 'u', resourceVersion: '1', labels },
+  });
   assert.ok(ok.owner.owns(meta({ team: 'net' })));
   assert.not.ok(ok.owner.owns(meta({ team: 'db' })), 'the mark is checked on each object too');
-  const byOwner = compileRule(withRule({ target: svc, owner: { ownerKind: 'Gateway' }, allowBuiltIn: true }), 't');
+  const byOwner = compileRule(
+    withRule({ target: svc, owner: { ownerKind: 'Gateway' }, allowBuiltIn: true }),
+    't',
+  );
   assert.not.ok(byOwner.owner.owns(meta({})));
   assert.ok(
-    byOwner.owner.owns({ metadata: { name: 'a', uid: 'u', resourceVersion: '1', ownerReferences: [{ kind: 'Gateway' }] } }),
+    byOwner.owner.owns({
+      metadata: { name: 'a', uid: 'u', resourceVersion: '1', ownerReferences: [{ kind: 'Gateway' }] },
+    }),
   );
 });
 ownership('the owner group must be the target group; built-in groups are known by name', () => {
@@ -135,7 +159,10 @@ behaviour('an expression that errors or reads a missing field makes the target i
   assert.equal(judge(r, { spec: { podUID: 'p1' } }, { pods }), { used: true });
   assert.equal(judge(r, { spec: { podUID: 'p2' } }, { pods }), { unused: true });
   const missing = judge(r, { spec: {} }, { pods });
-  assert.ok('indeterminate' in missing && missing.indeterminate.includes('No such key: podUID'), JSON.stringify(missing));
+  assert.ok(
+    'indeterminate' in missing && missing.indeterminate.includes('No such key: podUID'),
+    JSON.stringify(missing),
+  );
   const dyn = compileRule(withRule({ inUse: 'object.spec.flag' }), 't');
   const notBool = judge(dyn, { spec: { flag: 'yes' } }, { pods });
   assert.ok('indeterminate' in notBool && notBool.indeterminate.includes('not true or false'));
@@ -148,11 +175,20 @@ behaviour('metadata-only lists when the expressions read only metadata', () => {
   assert.ok(readsOnlyMetadata(['object.metadata.uid in evidence.pods', 'has(object.metadata.labels)']));
   assert.not.ok(readsOnlyMetadata(['object.spec.x']));
   assert.not.ok(readsOnlyMetadata(['object["spec"]']));
-  assert.ok(readsOnlyMetadata(['x.object.spec == "object.spec"']), 'a field named object and strings are not the variable');
+  assert.ok(
+    readsOnlyMetadata(['x.object.spec == "object.spec"']),
+    'a field named object and strings are not the variable',
+  );
   const r = compileRule(base(), 't');
   assert.not.ok(r.target.metadataOnly, 'inUse reads object.spec');
-  assert.ok(r.evidence[0]!.metadataOnly, 'the pods key reads metadata only, and no condition reads pod objects');
-  const reads = compileRule(withRule({ inUse: 'evidence.pods[object.metadata.uid][0].spec.nodeName != ""' }), 't');
+  assert.ok(
+    r.evidence[0]!.metadataOnly,
+    'the pods key reads metadata only, and no condition reads pod objects',
+  );
+  const reads = compileRule(
+    withRule({ inUse: 'evidence.pods[object.metadata.uid][0].spec.nodeName != ""' }),
+    't',
+  );
   assert.not.ok(reads.evidence[0]!.metadataOnly, 'a condition reads the pod objects');
 });
 
@@ -161,11 +197,21 @@ const packs = suite('rules: the packs shipped');
 packs('each pack compiles, has a README and a world whose expectations hold', () => {
   for (const p of PACKS) {
     assert.ok(existsSync(join(ROOT, 'functions/rules', p, 'README.md')), `${p} has a README`);
-    const r = twopass(['rules', 'test', packFile(p), join(ROOT, 'functions/rules', p, 'world.yaml'), '--output', 'json']);
+    const r = twopass([
+      'rules',
+      'test',
+      packFile(p),
+      join(ROOT, 'functions/rules', p, 'world.yaml'),
+      '--output',
+      'json',
+    ]);
     assert.is(r.code, 0, `${p}: ${r.err}`);
     const rows = r.json();
     assert.ok(rows.length >= 3, `${p}: ${r.out}`);
-    assert.ok(rows.every((x) => x.ok === true), `${p}: ${r.out}`);
+    assert.ok(
+      rows.every((x) => x.ok === true),
+      `${p}: ${r.out}`,
+    );
     assert.ok(new Set(rows.map((x) => x.decision)).size >= 2, `${p}: the world shows more than one decision`);
     const check = twopass(['rules', 'check', packFile(p)]);
     assert.is(check.code, 0, check.err);
@@ -203,18 +249,21 @@ cli('rules test: a decision that differs from twopass.io/expect exits 1 and says
   assert.match(r.out, /MISMATCH in-use +CiliumEndpoint a\/p .*\(expected unused\)/);
   assert.match(r.err, /1 decision\(s\) differ/);
 });
-cli('rules check: a broken rule file exits 2 with one line naming the rule, the field and the position', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'twopass-rules-'));
-  const f = join(dir, 'bad.yaml');
-  writeFileSync(f, stringify(withRule({ inUse: 'object.spec.podUID in evidence.pods &&' })));
-  const r = twopass(['rules', 'check', f]);
-  assert.is(r.code, 2);
-  assert.match(r.err, /rule widgets: `inUse`: line 1, column \d+: /);
-  assert.not.match(r.err, /\n\s+at /, 'no stack trace');
-  assert.is(twopass(['rules', 'check']).code, 2, 'usage');
-  assert.is(twopass(['rules', 'check', join(dir, 'missing.yaml')]).code, 2);
-  assert.is(twopass(['rules', 'frobnicate', f]).code, 2);
-});
+cli(
+  'rules check: a broken rule file exits 2 with one line naming the rule, the field and the position',
+  () => {
+    const dir = mkdtempSync(join(tmpdir(), 'twopass-rules-'));
+    const f = join(dir, 'bad.yaml');
+    writeFileSync(f, stringify(withRule({ inUse: 'object.spec.podUID in evidence.pods &&' })));
+    const r = twopass(['rules', 'check', f]);
+    assert.is(r.code, 2);
+    assert.match(r.err, /rule widgets: `inUse`: line 1, column \d+: /);
+    assert.not.match(r.err, /\n\s+at /, 'no stack trace');
+    assert.is(twopass(['rules', 'check']).code, 2, 'usage');
+    assert.is(twopass(['rules', 'check', join(dir, 'missing.yaml')]).code, 2);
+    assert.is(twopass(['rules', 'frobnicate', f]).code, 2);
+  },
+);
 cli('rules rbac: list on targets and evidence, get and delete on targets, nothing else', () => {
   const r = twopass(['rules', 'rbac', packFile('cilium-identities')]);
   assert.is(r.code, 0, r.err);
@@ -232,21 +281,51 @@ cli('rules rbac: list on targets and evidence, get and delete on targets, nothin
   const self = compileRule(
     withRule({
       evidence: {
-        same: { group: 'example.com', version: 'v1', resource: 'widgets', kind: 'Widget', namespaced: true, key: 'object.metadata.name' },
+        same: {
+          group: 'example.com',
+          version: 'v1',
+          resource: 'widgets',
+          kind: 'Widget',
+          namespaced: true,
+          key: 'object.metadata.name',
+        },
       },
       inUse: 'object.metadata.name in evidence.same',
     }),
     't',
   );
-  assert.equal(ruleRbacRules(self), [{ apiGroups: ['example.com'], resources: ['widgets'], verbs: ['list', 'get', 'delete'] }]);
+  assert.equal(ruleRbacRules(self), [
+    { apiGroups: ['example.com'], resources: ['widgets'], verbs: ['list', 'get', 'delete'] },
+  ]);
 });
 cli('rules manifests: its own CronJob runs the rule from its ConfigMap, with the RBAC above', () => {
-  const r = twopass(['rules', 'manifests', packFile('cilium-endpoints'), '--namespace', 'ops', '--image', 'reg/twopass:1']);
+  const r = twopass([
+    'rules',
+    'manifests',
+    packFile('cilium-endpoints'),
+    '--namespace',
+    'ops',
+    '--image',
+    'reg/twopass:1',
+  ]);
   assert.is(r.code, 0, r.err);
-  const docs = parseAllDocuments(r.out).map((d) => d.toJS() as { kind: string; metadata: { name: string }; [k: string]: unknown });
+  const docs = parseAllDocuments(r.out).map(
+    (d) => d.toJS() as { kind: string; metadata: { name: string }; [k: string]: unknown },
+  );
   const job = docs.find((d) => d.kind === 'CronJob') as unknown as {
     metadata: { namespace: string };
-    spec: { schedule: string; jobTemplate: { spec: { template: { spec: { containers: { image: string; args: string[]; env: { name: string; value?: string }[] }[] } } } } };
+    spec: {
+      schedule: string;
+      jobTemplate: {
+        spec: {
+          template: {
+            spec: {
+              containers: { image: string; args: string[]; env: { name: string; value?: string }[] }[];
+            };
+          };
+        };
+      };
+    };
   };
   assert.is(job.metadata.namespace, 'ops');
   assert.is(job.spec.schedule, '*/5 * * * *', "the rule's schedule");
@@ -279,7 +358,11 @@ registry('rules load from the config inline and by file, and appear in `twopass 
     ['danm-endpoints', 'whereabouts-ips', 'lbaas-ports', 'widgets', 'gadgets'],
   );
   const w = fns.find((f) => f.name === 'widgets')!;
-  assert.is((w.policy as { graceMs: number }).graceMs, 30 * 60_000, 'functions.<rule> configures it like any function');
+  assert.is(
+    (w.policy as { graceMs: number }).graceMs,
+    30 * 60_000,
+    'functions.<rule> configures it like any function',
+  );
   assert.is(w.schedule, '*/10 * * * *');
 });
 registry('a rule that does not compile, or takes a taken name, stops the config (exit 2)', () => {
@@ -299,13 +382,20 @@ registry('a rule that does not compile, or takes a taken name, stops the config 
 registry('TWOPASS_RULES adds rule files to the config', () => {
   const cfg = resolveConfig({}, 'defaults', { rules: PACKS.map(packFile) });
   assert.equal(
-    functionsOf(cfg).map((f) => f.name).slice(3),
+    functionsOf(cfg)
+      .map((f) => f.name)
+      .slice(3),
     PACKS,
   );
-  const r = twopass(['functions', '--output', 'json'], { TWOPASS_RULES: `${packFile('danm-eps')}:${packFile('cilium-endpoints')}` });
+  const r = twopass(['functions', '--output', 'json'], {
+    TWOPASS_RULES: `${packFile('danm-eps')}:${packFile('cilium-endpoints')}`,
+  });
   assert.is(r.code, 0, r.err);
   assert.equal(
-    r.json().map((f) => f.name).slice(3),
+    r
+      .json()
+      .map((f) => f.name)
+      .slice(3),
     ['danm-eps', 'cilium-endpoints'],
   );
 });
