@@ -13,10 +13,12 @@ import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { parse, parseAllDocuments, stringify } from 'yaml';
-import { FUNCTIONS } from '../../functions/index.ts';
+import { functionsOf } from '../../functions/index.ts';
 import { fileSchema, resolveConfig } from '../../shared/config.ts';
 import { NAMESPACES } from '../../shared/kube/resources.ts';
 import { checkFunctionsConfig } from '../../shared/runtime/settings.ts';
+import { ruleRbacRules } from '../../shared/rules/deploy.ts';
+import { loadRuleFile } from '../../shared/rules/rule.ts';
 import { binDir } from '../cluster/cluster.ts';
 import { realTarget } from '../helpers/kube-target.ts';
 import { sarMatrix } from '../infra/sar-matrix.ts';
@@ -40,6 +42,16 @@ type Obj = {
   subjects?: unknown[];
 };
 
+/** Values that deploy two rule packs (`@rules` in a value set below). */
+const PACK_RULES = ['cilium-endpoints', 'cilium-identities'].map(
+  (p) => loadRuleFile(join(ROOT, 'functions/rules', p, 'rule.yaml'))[0]!,
+);
+const RULES_VALUES = join(mkdtempSync(join(tmpdir(), 'twopass-helm-rules-')), 'rules.yaml');
+writeFileSync(
+  RULES_VALUES,
+  stringify({ rules: PACK_RULES.map((r) => ({ rule: r.file, apply: false, record: true })) }),
+);
+
 const MATRIX: Record<string, string[]> = {
   default: [],
   'danm-endpoints deleting': ['functions.danm-endpoints.apply=true'],
@@ -57,12 +69,21 @@ const MATRIX: Record<string, string[]> = {
     'config.notify.webhook.format=slack',
     'functions.whereabouts-ips.approval.requiredAbove=50',
   ],
+  'two rule packs, each its own CronJob': ['@rules'],
+  'two rule packs under the scheduler': ['@rules', 'scheduler.enabled=true'],
 };
 
 function helmTemplate(sets: string[], ns = 'twopass-system'): { yaml: string; objs: Obj[] } {
   const yaml = execFileSync(
     HELM,
-    ['template', 'twopass', CHART, '-n', ns, ...sets.flatMap((s) => ['--set', s])],
+    [
+      'template',
+      'twopass',
+      CHART,
+      '-n',
+      ns,
+      ...sets.flatMap((s) => (s === '@rules' ? ['-f', RULES_VALUES] : ['--set', s])),
+    ],
     {
       encoding: 'utf8',
     },
@@ -97,7 +118,13 @@ for (const [name, sets] of Object.entries(MATRIX))
     const cm = objs.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'twopass-config')!;
     const raw = fileSchema.parse(parse(cm.data!['config.yaml']!));
     const cfg = resolveConfig(raw, 'chart');
-    checkFunctionsConfig(cfg.functions, FUNCTIONS, 'chart');
+    checkFunctionsConfig(cfg.functions, functionsOf(cfg), 'chart');
+    if (sets.includes('@rules'))
+      assert.equal(
+        functionsOf(cfg).map((f) => f.name).slice(3),
+        PACK_RULES.map((r) => r.name),
+        'the rules are in the config',
+      );
     const pods = objs.flatMap((o) => {
       if (o.kind === 'CronJob') {
         const s = o.spec as {
@@ -135,6 +162,32 @@ for (const [name, sets] of Object.entries(MATRIX))
         'the scheduler replaces the CronJobs',
       );
   });
+
+it("a rule's ClusterRole is what `twopass rules rbac` says, plus the Events of its deletions; its CronJob runs it", () => {
+  const { objs } = helmTemplate(['@rules']);
+  const key = (r: unknown) => JSON.stringify(r);
+  for (const rule of PACK_RULES) {
+    const role = objs.find((o) => o.kind === 'ClusterRole' && o.metadata.name === `twopass-${rule.name}`)!;
+    assert.equal(
+      (role.rules ?? []).map(key).sort(),
+      [...ruleRbacRules(rule), { apiGroups: [''], resources: ['events'], verbs: ['create'] }].map(key).sort(),
+      rule.name,
+    );
+    const job = objs.find((o) => o.kind === 'CronJob' && o.metadata.name === `twopass-${rule.name}`)!;
+    const spec = job.spec as {
+      schedule: string;
+      jobTemplate: { spec: { template: { spec: { containers: { args: string[] }[] } } } };
+    };
+    assert.is(spec.schedule, rule.defaults.schedule, "the rule's own schedule");
+    assert.equal(spec.jobTemplate.spec.template.spec.containers[0]!.args.slice(0, 2), ['run', rule.name]);
+  }
+  const sched = helmTemplate(['@rules', 'scheduler.enabled=true']).objs;
+  for (const rule of PACK_RULES)
+    assert.ok(
+      sched.some((o) => o.kind === 'ClusterRoleBinding' && o.metadata.name === `twopass-scheduler-${rule.name}`),
+      'the scheduler is bound to each rule\'s ClusterRole',
+    );
+});
 
 it('the default install is a dry run that records, for every enabled function', () => {
   const { objs } = helmTemplate([]);

@@ -46,6 +46,26 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
   verbs: [create]
 {{- end -}}
 
+{{/* A rule's ClusterRole: list, get, delete on its targets; list on its evidence; events create. */}}
+{{- define "twopass.ruleRules" -}}
+{{- $seen := dict (printf "%s/%s" .target.group .target.resource) true }}
+- apiGroups: [{{ .target.group | quote }}]
+  resources: [{{ .target.resource }}]
+  verbs: [list, get, delete]
+{{- range $n, $e := .evidence }}
+{{- $k := printf "%s/%s" $e.group $e.resource }}
+{{- if not (hasKey $seen $k) }}
+{{- $_ := set $seen $k true }}
+- apiGroups: [{{ $e.group | quote }}]
+  resources: [{{ $e.resource }}]
+  verbs: [list]
+{{- end }}
+{{- end }}
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+{{- end -}}
+
 {{/* The state Role: only this function's ConfigMaps (head + two slots of 8 shards) and Lease, and its CronJob and Jobs for Events. */}}
 {{- define "twopass.stateRules" -}}
 - apiGroups: [""]
