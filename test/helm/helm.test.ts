@@ -16,9 +16,9 @@ import { parse, parseAllDocuments, stringify } from 'yaml';
 import { functionsOf } from '../../functions/index.ts';
 import { fileSchema, resolveConfig } from '../../shared/config.ts';
 import { NAMESPACES } from '../../shared/kube/resources.ts';
-import { checkFunctionsConfig } from '../../shared/runtime/settings.ts';
 import { ruleRbacRules } from '../../shared/rules/deploy.ts';
 import { loadRuleFile } from '../../shared/rules/rule.ts';
+import { checkFunctionsConfig } from '../../shared/runtime/settings.ts';
 import { binDir } from '../cluster/cluster.ts';
 import { realTarget } from '../helpers/kube-target.ts';
 import { sarMatrix } from '../infra/sar-matrix.ts';
@@ -121,7 +121,9 @@ for (const [name, sets] of Object.entries(MATRIX))
     checkFunctionsConfig(cfg.functions, functionsOf(cfg), 'chart');
     if (sets.includes('@rules'))
       assert.equal(
-        functionsOf(cfg).map((f) => f.name).slice(3),
+        functionsOf(cfg)
+          .map((f) => f.name)
+          .slice(3),
         PACK_RULES.map((r) => r.name),
         'the rules are in the config',
       );
@@ -184,8 +186,10 @@ it("a rule's ClusterRole is what `twopass rules rbac` says, plus the Events of i
   const sched = helmTemplate(['@rules', 'scheduler.enabled=true']).objs;
   for (const rule of PACK_RULES)
     assert.ok(
-      sched.some((o) => o.kind === 'ClusterRoleBinding' && o.metadata.name === `twopass-scheduler-${rule.name}`),
-      'the scheduler is bound to each rule\'s ClusterRole',
+      sched.some(
+        (o) => o.kind === 'ClusterRoleBinding' && o.metadata.name === `twopass-scheduler-${rule.name}`,
+      ),
+      "the scheduler is bound to each rule's ClusterRole",
     );
 });
 

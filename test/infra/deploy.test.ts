@@ -56,7 +56,14 @@ offline(
   'every overlay renders; CronJobs are hardened; configs parse; the dry-run overlay does not delete',
   () => {
     assert.ok(existsSync(KUBECTL), `kubectl is built by test/cluster/build.sh into ${KUBECTL}`);
-    assert.equal(OVERLAYS, ['danm-endpoints', 'dry-run', 'lbaas-ports', 'scheduler', 'whereabouts-ips']);
+    assert.equal(OVERLAYS, [
+      'cilium-rules',
+      'danm-endpoints',
+      'dry-run',
+      'lbaas-ports',
+      'scheduler',
+      'whereabouts-ips',
+    ]);
     for (const o of OVERLAYS) {
       const objs = render(o);
       const jobs = objs.filter((x) => x.kind === 'CronJob');
@@ -101,8 +108,28 @@ offline(
       }
       const cm = objs.find((x) => x.kind === 'ConfigMap' && x.metadata.name.startsWith('twopass-config'))!;
       const cfg = fileSchema.parse(parseAllDocuments(cm.data!['config.yaml']!)[0]!.toJS());
-      if (o === 'dry-run' || o === 'scheduler') assert.is(cfg.apply, false, 'the first rollout is a dry run');
+      if (o === 'dry-run' || o === 'scheduler' || o === 'cilium-rules')
+        assert.is(cfg.apply, false, 'the first rollout is a dry run');
       else assert.is(cfg.apply, true);
+    }
+  },
+);
+
+offline(
+  'the cilium-rules overlay holds what `twopass rules manifests` prints for each pack (no drift)',
+  () => {
+    for (const p of ['cilium-endpoints', 'cilium-identities']) {
+      const r = twopass(['rules', 'manifests', join(ROOT, 'functions/rules', p, 'rule.yaml')]);
+      assert.is(r.code, 0, r.err);
+      const committed = readFileSync(
+        join(ROOT, 'infra/kustomize/overlays/cilium-rules', `${p}.yaml`),
+        'utf8',
+      );
+      assert.equal(
+        parseAllDocuments(committed).map((d) => d.toJS()),
+        parseAllDocuments(r.out).map((d) => d.toJS()),
+        `${p}: regenerate with \`twopass rules manifests functions/rules/${p}/rule.yaml\``,
+      );
     }
   },
 );

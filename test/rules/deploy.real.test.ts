@@ -13,10 +13,22 @@ import { realTarget } from '../helpers/kube-target.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
 
 const REFS: Record<string, ResourceRef> = {
-  ServiceAccount: { group: '', version: 'v1', plural: 'serviceaccounts', kind: 'ServiceAccount', namespaced: true },
+  ServiceAccount: {
+    group: '',
+    version: 'v1',
+    plural: 'serviceaccounts',
+    kind: 'ServiceAccount',
+    namespaced: true,
+  },
   ConfigMap: { group: '', version: 'v1', plural: 'configmaps', kind: 'ConfigMap', namespaced: true },
   CronJob: { group: 'batch', version: 'v1', plural: 'cronjobs', kind: 'CronJob', namespaced: true },
-  Role: { group: 'rbac.authorization.k8s.io', version: 'v1', plural: 'roles', kind: 'Role', namespaced: true },
+  Role: {
+    group: 'rbac.authorization.k8s.io',
+    version: 'v1',
+    plural: 'roles',
+    kind: 'Role',
+    namespaced: true,
+  },
   RoleBinding: {
     group: 'rbac.authorization.k8s.io',
     version: 'v1',
@@ -112,7 +124,9 @@ it('`rules manifests` is accepted; its identity may do what the rule needs and n
   const table = ['| verb | resource | namespace | allowed | expected |', '|---|---|---|---|---|'];
   for (const [verb, group, resource, namespace, want] of rows) {
     const got = await allowed(kube, user, verb, group, resource, namespace);
-    table.push(`| ${verb} | ${group ? `${resource}.${group}` : resource} | ${namespace ?? '*'} | ${got} | ${want} |`);
+    table.push(
+      `| ${verb} | ${group ? `${resource}.${group}` : resource} | ${namespace ?? '*'} | ${got} | ${want} |`,
+    );
     assert.is(got, want, `${verb} ${resource}.${group} ${namespace ?? ''}`);
   }
   console.log(`\n(cilium-identities, deployed by \`twopass rules manifests\`)\n${table.join('\n')}\n`);
