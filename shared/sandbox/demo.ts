@@ -20,6 +20,7 @@ import { FakeKubeServer } from './kube/server.ts';
 import { passes } from './pass.ts';
 import { allocated, R, seedIncident } from './scenarios/danm.ts';
 import { lbaasScene } from './scenes/lbaas.ts';
+import { ruleScene } from './scenes/rule.ts';
 import { whereaboutsScene } from './scenes/whereabouts.ts';
 
 export type DemoResult = Readonly<{ ok: boolean; runs: RunResult[]; problems: string[] }>;
@@ -118,6 +119,11 @@ export async function demo(opts: {
     runs.push(...lb.runs);
     problems.push(...lb.problems);
 
+    // A rule in CEL: CiliumEndpoints of gone pods, by UID.
+    const rl = await ruleScene(kube, cfg, clock, (ms) => (now += ms), log, fake.url, say);
+    runs.push(...rl.runs);
+    problems.push(...rl.problems);
+
     say('');
     say(`── summary ${'─'.repeat(81)}`);
     say(
@@ -135,6 +141,9 @@ export async function demo(opts: {
     );
     say(
       `whereabouts: the re-created db-0 kept 192.168.2.11; the old allocation 192.168.2.10 was reclaimed (${wb.reclaimed})`,
+    );
+    say(
+      `rule cilium-endpoints: the re-created web-0 kept its endpoint; the endpoint of the gone cache-0 was reclaimed (${rl.reclaimed})`,
     );
     say(problems.length === 0 ? 'sandbox: OK' : `sandbox: PROBLEMS: ${problems.join('; ')}`);
     return { ok: problems.length === 0, runs, problems };

@@ -178,7 +178,12 @@ const CASES: Case[] = [
     exit: 2,
     says: /x\.json: not a saved snapshot/,
   },
-  { what: 'rules without a subcommand', args: () => ['rules'], exit: 2, says: /usage: twopass rules check FILE/ },
+  {
+    what: 'rules without a subcommand',
+    args: () => ['rules'],
+    exit: 2,
+    says: /usage: twopass rules check FILE/,
+  },
   {
     what: 'rules test without a world',
     args: () => ['rules', 'test', file('r.yaml', 'name: x')],

@@ -3,7 +3,7 @@
  * the position, the ownership laws, the registry (config inline, by file, TWOPASS_RULES),
  * and the `twopass rules` commands as a user runs them.
  */
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
@@ -336,6 +336,36 @@ cli('rules manifests: its own CronJob runs the rule from its ConfigMap, with the
   const cm = docs.find((d) => d.kind === 'ConfigMap') as unknown as { data: Record<string, string> };
   assert.is(compileRule(parseAllDocuments(cm.data['rule.yaml']!)[0]!.toJS(), 'cm').name, 'cilium-endpoints');
 });
+
+cli(
+  'README "Write your own rule": its example is the pack the sandbox runs, and its error is the one printed',
+  () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('## Write your own rule'));
+    const example = /```yaml\n([\s\S]*?)```/.exec(section)![1]!;
+    assert.is(example, readFileSync(packFile('cilium-endpoints'), 'utf8'));
+    const dir = mkdtempSync(join(tmpdir(), 'twopass-rules-'));
+    const bad = join(dir, 'bad.yaml');
+    writeFileSync(
+      bad,
+      stringify({
+        name: 'widgets',
+        description: 'w',
+        target: {
+          group: 'example.com',
+          version: 'v1',
+          resource: 'widgets',
+          kind: 'Widget',
+          namespaced: true,
+        },
+        owner: { group: 'example.com' },
+        inUse: 'object.metadata.name in',
+      }),
+    );
+    const printed = /\$ twopass rules check bad.yaml\n(.*)\n/.exec(section)![1]!;
+    assert.is(twopass(['rules', 'check', bad]).err.trim(), printed);
+  },
+);
 
 const registry = suite('rules: in the registry');
 
