@@ -43,11 +43,12 @@ test('--help, --version and per-command help', () => {
     'explain',
     'diff',
     'demo',
+    'rules check|test|rbac|manifests',
     'Exit codes',
   ])
     assert.ok(h.out.includes(word), word);
   assert.match(twopass(['--version']).out, /^twopass \d+\.\d+\.\d+/);
-  for (const c of ['run', 'apply', 'schedule', 'functions', 'state', 'explain', 'diff', 'demo']) {
+  for (const c of ['run', 'apply', 'schedule', 'functions', 'state', 'explain', 'diff', 'demo', 'rules']) {
     const r = twopass([c, '--help']);
     assert.is(r.code, 0, c);
     assert.match(r.out, /Usage: twopass/);
@@ -164,6 +165,8 @@ test('demo (npm start) shows the incident and ends OK', () => {
     /target\.indeterminate +DanmBit +DanmNet default\/test-net1 10\.10\.10\.15 +pod default\/ss-cinfo-0 is being set up/,
   );
   assert.match(r.out, /resource\.deleted +DanmEp +default\/ss-cinfo-0/);
+  assert.match(r.out, /candidate\.rescued +CiliumEndpoint +shop\/web-0/, 'the rule scene rescues the re-created pod');
+  assert.match(r.out, /resource\.deleted +CiliumEndpoint +shop\/cache-0/);
   assert.match(r.out, /sandbox: OK/);
   const j = twopass(['demo', '--output', 'json']);
   const events = j.json().map((e) => e.event);
