@@ -78,19 +78,37 @@ export function compile(where: string, source: string, scope: Scope, accepts: re
   };
 }
 
-/**
- * A JSON value as CEL sees a Kubernetes object: whole numbers become `int` (bigint),
- * as in Kubernetes' own CEL; everything else is kept.
- */
-export function toCel(v: unknown): unknown {
+/** True when a JSON value holds a whole number anywhere (CEL needs it as an int). */
+function holdsInt(v: unknown): boolean {
+  if (typeof v === 'number') return Number.isInteger(v);
+  if (Array.isArray(v)) {
+    for (const x of v) if (holdsInt(x)) return true;
+    return false;
+  }
+  if (v !== null && typeof v === 'object') {
+    for (const k in v) if (holdsInt((v as Record<string, unknown>)[k])) return true;
+  }
+  return false;
+}
+
+function convert(v: unknown): unknown {
   if (typeof v === 'number') return Number.isInteger(v) ? BigInt(v) : v;
-  if (Array.isArray(v)) return v.map(toCel);
+  if (Array.isArray(v)) return v.map(convert);
   if (v !== null && typeof v === 'object') {
     const out: Record<string, unknown> = {};
-    for (const [k, x] of Object.entries(v)) out[k] = toCel(x);
+    for (const [k, x] of Object.entries(v)) out[k] = convert(x);
     return out;
   }
   return v;
+}
+
+/**
+ * A JSON value as CEL sees a Kubernetes object: whole numbers become `int` (bigint),
+ * as in Kubernetes' own CEL; everything else is kept. A value without whole numbers
+ * (most metadata) is passed as it is, not copied; CEL only reads it.
+ */
+export function toCel(v: unknown): unknown {
+  return holdsInt(v) ? convert(v) : v;
 }
 
 /** Text of an expression with its string literals blanked (for reading which fields it names). */

@@ -121,6 +121,8 @@ export async function readEvidence(
   return { indexes, blockers, counts };
 }
 
+const NO_OBJECTS: unknown[] = [];
+
 /** Adds each object under its key(s); returns why the keys of some objects cannot be read. */
 function indexEvidence(
   e: EvidenceSpec,
@@ -131,22 +133,26 @@ function indexEvidence(
   for (const o of items) {
     const object = toCel(o);
     const r = e.key.evaluate({ object });
-    const where = `${o.metadata?.namespace ? `${o.metadata.namespace}/` : ''}${o.metadata?.name}`;
+    const where = () => `${o.metadata?.namespace ? `${o.metadata.namespace}/` : ''}${o.metadata?.name}`;
     if (!r.ok) {
-      bad.push(`${where}: ${r.error}`);
+      bad.push(`${where()}: ${r.error}`);
       continue;
     }
     const keys = Array.isArray(r.value) ? r.value : [r.value];
     for (const k of keys) {
       if (k === null || k === undefined) continue;
       if (typeof k !== 'string' && typeof k !== 'bigint') {
-        bad.push(`${where}: the key is ${typeof k}, not a string or an int`);
+        bad.push(`${where()}: the key is ${typeof k}, not a string or an int`);
         continue;
       }
       const key = String(k);
-      const at = index.get(key);
-      if (at) at.push(object);
-      else index.set(key, [object]);
+      // only the keys matter unless a condition reads the objects: one shared empty list
+      if (!e.readsValues) index.set(key, NO_OBJECTS);
+      else {
+        const at = index.get(key);
+        if (at) at.push(object);
+        else index.set(key, [object]);
+      }
     }
   }
   return bad;

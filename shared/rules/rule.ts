@@ -115,7 +115,14 @@ export type ListSpec = Readonly<{
   metadataOnly: boolean;
 }>;
 
-export type EvidenceSpec = ListSpec & Readonly<{ name: string; key: Compiled; optional: boolean }>;
+export type EvidenceSpec = ListSpec &
+  Readonly<{
+    name: string;
+    key: Compiled;
+    optional: boolean;
+    /** A condition reads the evidence objects (`evidence.NAME[KEY]`), not only their keys. */
+    readsValues: boolean;
+  }>;
 
 /** A rule, checked and compiled: what the rule function runs. */
 export type Rule = Readonly<{
@@ -190,17 +197,17 @@ export function compileRule(doc: unknown, source: string): Rule {
 
   const evidence = Object.entries(f.evidence ?? {}).map(([name, e]): EvidenceSpec => {
     const key = c(`evidence.${name}.key`, e.key, 'object', ['string', 'int', 'list', 'null']);
+    const readsValues = conditions.some((s) => readsEvidenceValues(s, name));
     return {
       name,
       ref: refOf(e),
       namespaces: e.namespaces,
       labelSelector: e.labelSelector,
       fieldSelector: e.fieldSelector,
-      metadataOnly:
-        e.metadataOnly ??
-        (readsOnlyMetadata([e.key]) && !conditions.some((s) => readsEvidenceValues(s, name))),
+      metadataOnly: e.metadataOnly ?? (readsOnlyMetadata([e.key]) && !readsValues),
       key,
       optional: e.optional ?? false,
+      readsValues,
     };
   });
   const owner = checkOwnership(where, f.target, f.owner as Owner, f.allowBuiltIn ?? false);

@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark, each printing a markdown table; the tables are
  * also written to test/bench/RESULTS.md. Benchmarks are not tests: no verdicts.
- *   npm run bench -- engine|e2e|http|batch|real   one of them
+ *   npm run bench -- engine|e2e|http|rules|batch|real   one of them
  *   npm run bench -- --quick                smaller sizes
  */
 import { spawnSync } from 'node:child_process';
@@ -11,6 +11,7 @@ import { e2eBench } from './e2e.ts';
 import { engineBench } from './engine.ts';
 import { httpBench } from './http.ts';
 import { realBench } from './real.ts';
+import { rulesBench } from './rules.ts';
 
 const quick = process.argv.includes('--quick');
 const only = process.argv.slice(2).filter((a) => !a.startsWith('--'));
@@ -23,6 +24,7 @@ const out = (s: string) => {
 if (want('engine')) out(engineBench(quick ? [10_000, 100_000] : [10_000, 100_000, 1_000_000]));
 if (want('e2e')) out(await e2eBench(quick ? [10_000] : [10_000, 100_000]));
 if (want('http')) out(await httpBench());
+if (want('rules')) out(rulesBench(quick ? [10_000] : [10_000, 150_000]));
 if (want('batch')) out(await batchBench(quick ? [6, 50] : [6, 50, 300]));
 if (want('real')) {
   if (process.env.TWOPASS_NO_REAL_CLUSTER === '1')

@@ -165,7 +165,11 @@ test('demo (npm start) shows the incident and ends OK', () => {
     /target\.indeterminate +DanmBit +DanmNet default\/test-net1 10\.10\.10\.15 +pod default\/ss-cinfo-0 is being set up/,
   );
   assert.match(r.out, /resource\.deleted +DanmEp +default\/ss-cinfo-0/);
-  assert.match(r.out, /candidate\.rescued +CiliumEndpoint +shop\/web-0/, 'the rule scene rescues the re-created pod');
+  assert.match(
+    r.out,
+    /candidate\.rescued +CiliumEndpoint +shop\/web-0/,
+    'the rule scene rescues the re-created pod',
+  );
   assert.match(r.out, /resource\.deleted +CiliumEndpoint +shop\/cache-0/);
   assert.match(r.out, /sandbox: OK/);
   const j = twopass(['demo', '--output', 'json']);
