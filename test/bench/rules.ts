@@ -11,7 +11,8 @@ export function rulesBench(sizes = [10_000, 150_000], rounds = 3): string {
     for (let r = 0; r < rounds; r++)
       for (const what of ['rule', 'floor', 'cel']) {
         const m = measure('./rules-one.ts', ['--n', String(n), '--what', what]);
-        const g = (got[what] ??= { ms: [], rss: [], us: [], result: '' });
+        got[what] ??= { ms: [], rss: [], us: [], result: '' };
+        const g = got[what];
         g.ms.push(Number(m.ms));
         g.rss.push(Number(m.peakRssMiB));
         if (m.perTargetUs !== undefined) g.us.push(Number(m.perTargetUs));
