@@ -1,11 +1,12 @@
 /** `twopass explain`: what the engine decides for one target now, next to the stored state. */
-import { findFunction } from '../../functions/index.ts';
+
 import { type Config, describePolicy, functionConfig } from '../config.ts';
 import { decide } from '../engine/decide.ts';
 import { formatDuration } from '../engine/duration.ts';
 import type { Candidate, Snapshot, Target } from '../engine/types.ts';
 import { ConfigError } from '../errors.ts';
 import { createLogger, type OutputMode } from '../log/logger.ts';
+import { findFunction } from '../rules/registry.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { validateSettings } from '../runtime/settings.ts';
 import { connectKube, connectPorts, stateFor } from '../runtime/wire.ts';

@@ -1,11 +1,11 @@
 /** `twopass run`, `twopass apply --from-report` and `twopass schedule`. */
 import { existsSync } from 'node:fs';
-import { findFunction, functionsOf } from '../../functions/index.ts';
 import { type Config, functionConfig } from '../config.ts';
 import type { AnyFunction } from '../contract/index.ts';
 import { ConfigError } from '../errors.ts';
 import { createLogger, type OutputMode } from '../log/logger.ts';
 import { RunMetrics } from '../metrics/metrics.ts';
+import { findFunction, functionsOf } from '../rules/registry.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { checkReport, describeReport, loadReport } from '../runtime/report.ts';
 import { startScheduler } from '../runtime/scheduler.ts';

@@ -74,6 +74,23 @@ test('the registry imports only the contract and the functions', () => {
   );
 });
 
+test('a rule is one more function on the contract: shared/rules builds on the contract and the adapters, never on the run loop', () => {
+  const scope = files('shared/rules').filter((f) => f !== 'shared/rules/registry.ts');
+  const bad = violations(
+    scope,
+    (i) =>
+      isPackage(i) ||
+      inside(i, 'shared/rules', 'shared/contract', ...ADAPTERS, ...BASE) ||
+      i === 'shared/engine/duration.ts' ||
+      i === 'shared/state/configmap.ts',
+  );
+  assert.equal(bad, []);
+  assert.ok(
+    importsOf('shared/rules/function.ts').includes('shared/contract/index.ts'),
+    'rule functions are built by defineFunction',
+  );
+});
+
 test('the engine imports nothing of the project but itself', () => {
   assert.equal(
     violations(files('shared/engine'), (i) => inside(i, 'shared/engine')),

@@ -9,14 +9,14 @@ import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { parseAllDocuments, stringify } from 'yaml';
-import { functionsOf } from '../../functions/index.ts';
 import { resolveConfig } from '../../shared/config.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import { packageRoot } from '../../shared/paths.ts';
 import { readsOnlyMetadata } from '../../shared/rules/cel.ts';
 import { ruleRbacRules } from '../../shared/rules/deploy.ts';
-import { judge } from '../../shared/rules/function.ts';
+import { identify, judge } from '../../shared/rules/function.ts';
 import { builtInGroup } from '../../shared/rules/ownership.ts';
+import { functionsOf } from '../../shared/rules/registry.ts';
 import { compileRule } from '../../shared/rules/rule.ts';
 import { twopass } from '../helpers/cli.ts';
 
@@ -167,6 +167,34 @@ behaviour('an expression that errors or reads a missing field makes the target i
   const notBool = judge(dyn, { spec: { flag: 'yes' } }, { pods });
   assert.ok('indeterminate' in notBool && notBool.indeterminate.includes('not true or false'));
 });
+behaviour(
+  'identity: the UID by default; a sticky name when the rule says so, with the UID still in the fingerprint',
+  () => {
+    const o = {
+      metadata: { name: 'web-0', namespace: 'shop', uid: 'u1', resourceVersion: '7' },
+      spec: { podUID: 'p' },
+    };
+    const byUid = identify(compileRule(base(), 't'), o, o);
+    assert.equal(byUid, { key: 'u1', fingerprint: 'u1|7' });
+    const byName = compileRule(
+      withRule({
+        identity: 'object.metadata.namespace + "/" + object.metadata.name',
+        fingerprint: ['object.spec.podUID'],
+      }),
+      't',
+    );
+    assert.equal(identify(byName, o, o), { key: 'shop/web-0', fingerprint: 'u1|7|"p"' });
+    const recreated = { ...o, metadata: { ...o.metadata, uid: 'u2' } };
+    const again = identify(byName, recreated, recreated);
+    assert.ok(
+      'key' in again && again.key === 'shop/web-0' && again.fingerprint !== 'u1|7|"p"',
+      'same key, new fingerprint',
+    );
+    const broken = compileRule(withRule({ identity: 'object.metadata.labels.owner' }), 't');
+    const e = identify(broken, o, o);
+    assert.ok('error' in e && e.error.startsWith('identity: '), JSON.stringify(e));
+  },
+);
 behaviour('whole numbers are CEL ints, as in Kubernetes', () => {
   const r = compileRule(withRule({ inUse: 'object.spec.replicas + 1 > 2' }), 't');
   assert.equal(judge(r, { spec: { replicas: 2n } }, {}), { used: true });
