@@ -10,6 +10,7 @@ import { ADMIN_TOKEN, startCluster } from '../cluster/cluster.ts';
 import { testTime } from '../helpers/time.ts';
 import { mdTable, ms } from './common.ts';
 import { child } from './e2e.ts';
+import { watchList } from './watchlist.ts';
 
 const RUNS = 3;
 const mib = (n: number) => `${Math.round(n)} MiB`;
@@ -65,7 +66,10 @@ export async function realBench(n = 20_000): Promise<string> {
     // /proc/<pid>/stat) and resident memory growth during the list, next to the client's side.
     const pids = cluster.pids;
     const cost = () => (pids ? { api: procStat(pids.apiserver), etcd: procStat(pids.etcd) } : undefined);
+    // page size 0: a streaming list (watch-list) instead of pages
     const variants = [
+      ['full objects, streaming', false, 0, true],
+      ['metadata only, streaming', true, 0, true],
       ['full objects', false, 500, true],
       ['full objects', false, 500, false],
       ['full objects', false, 1000, true],
@@ -105,7 +109,13 @@ export async function realBench(n = 20_000): Promise<string> {
         const rss0 = process.memoryUsage().rss;
         const before = cost();
         const s = performance.now();
-        const r = await c.listAll(PODS, { metadataOnly });
+        let items: number;
+        if (pageSize === 0) {
+          const w = await watchList(cluster.server, opts.headers, '/api/v1/pods', metadataOnly, gzip);
+          items = w.items;
+          bytes = w.bytes;
+          requests = 1;
+        } else items = (await c.listAll(PODS, { metadataOnly })).items.length;
         const el = performance.now() - s;
         const after = cost();
         samples[v]!.push({
@@ -116,7 +126,7 @@ export async function realBench(n = 20_000): Promise<string> {
           rss: (process.memoryUsage().rss - rss0) / 2 ** 20,
           bytes,
           requests,
-          items: r.items.length,
+          items,
         });
         await c.close();
       }
@@ -128,7 +138,7 @@ export async function realBench(n = 20_000): Promise<string> {
       };
       rows.push([
         label,
-        pageSize,
+        pageSize || 'stream',
         gzip ? 'yes' : 'no',
         xs[0]!.items,
         xs[0]!.requests,
