@@ -7,65 +7,18 @@ import fc from 'fast-check';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { MINUTE as MIN } from '../../shared/contract/index.ts';
-import { emptyState, type State } from '../../shared/engine/types.ts';
 import { ConfigError, ListIncompleteError } from '../../shared/errors.ts';
-import type { KubeObject, ResourceRef } from '../../shared/kube/resources.ts';
+import type { KubeObject } from '../../shared/kube/resources.ts';
 import { PODS } from '../../shared/kube/resources.ts';
-import { createLogger } from '../../shared/log/logger.ts';
 import { ruleFunction } from '../../shared/rules/function.ts';
 import { compileRule } from '../../shared/rules/rule.ts';
 import { run } from '../../shared/runtime/run.ts';
-import type { Lock, StateStore } from '../../shared/state/store.ts';
 import { instantTime } from '../../shared/time.ts';
+import { MemStore, noLock, silent } from '../sim/harness.ts';
 import { SimKube } from '../sim/simkube.ts';
+import { WIDGETS, widgetsRule } from './widgets.ts';
 
-const WIDGETS: ResourceRef = {
-  group: 'example.com',
-  version: 'v1',
-  plural: 'widgets',
-  kind: 'Widget',
-  namespaced: true,
-};
-
-const RULE = {
-  name: 'widgets',
-  description: 'widgets whose pod (by UID) is gone',
-  target: { group: 'example.com', version: 'v1', resource: 'widgets', kind: 'Widget', namespaced: true },
-  owner: { group: 'example.com' },
-  evidence: {
-    pods: {
-      group: '',
-      version: 'v1',
-      resource: 'pods',
-      kind: 'Pod',
-      namespaced: true,
-      key: 'object.metadata.uid',
-    },
-  },
-  // reads spec.podUID: a widget without it makes the expression error
-  inUse: 'object.spec.podUID in evidence.pods',
-};
-
-class MemStore implements StateStore {
-  readonly description = 'memory';
-  private state: State | undefined;
-  async load(fn: string) {
-    return this.state ? { state: this.state, version: '1' } : { state: emptyState(fn) };
-  }
-  async save(_fn: string, s: State) {
-    this.state = s;
-    return '1';
-  }
-  async reset() {
-    this.state = undefined;
-    return true;
-  }
-}
-const noLock: Lock = {
-  description: 'none',
-  acquire: async () => ({ lost: new AbortController().signal, release: async () => {} }),
-};
-const silent = createLogger({ output: 'json', level: 'silent' });
+const RULE = widgetsRule();
 
 type WidgetSpec = { pod: number | null; live: boolean };
 const worldArb = fc.array(fc.record({ pod: fc.option(fc.nat(20), { nil: null }), live: fc.boolean() }), {

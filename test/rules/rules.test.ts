@@ -19,29 +19,13 @@ import { builtInGroup } from '../../shared/rules/ownership.ts';
 import { functionsOf } from '../../shared/rules/registry.ts';
 import { compileRule } from '../../shared/rules/rule.ts';
 import { twopass } from '../helpers/cli.ts';
+import { widgetsRule } from './widgets.ts';
 
 const ROOT = packageRoot();
 const PACKS = ['cilium-endpoints', 'cilium-identities', 'danm-eps'];
 const packFile = (p: string) => join(ROOT, 'functions/rules', p, 'rule.yaml');
 
-/** A small valid rule: widgets of example.com whose Pod (by UID) is gone. */
-const base = (): Record<string, unknown> => ({
-  name: 'widgets',
-  description: 'widgets whose pod is gone',
-  target: { group: 'example.com', version: 'v1', resource: 'widgets', kind: 'Widget', namespaced: true },
-  owner: { group: 'example.com' },
-  evidence: {
-    pods: {
-      group: '',
-      version: 'v1',
-      resource: 'pods',
-      kind: 'Pod',
-      namespaced: true,
-      key: 'object.metadata.uid',
-    },
-  },
-  inUse: 'object.spec.podUID in evidence.pods',
-});
+const base = widgetsRule;
 const withRule = (change: Record<string, unknown>) => ({ ...base(), ...change });
 const refused = (doc: unknown, ...parts: (string | RegExp)[]) => {
   try {
@@ -102,26 +86,7 @@ compileErrors('schema: unknown keys, missing fields, bad names', () => {
 
 const ownership = suite('rules: ownership stays narrow');
 
-ownership('forbidden kinds are never targets, even with allowBuiltIn', () => {
-  for (const [group, resource] of [
-    ['', 'namespaces'],
-    ['', 'nodes'],
-    ['apiextensions.k8s.io', 'customresourcedefinitions'],
-    ['apiregistration.k8s.io', 'apiservices'],
-    ['admissionregistration.k8s.io', 'validatingwebhookconfigurations'],
-    ['admissionregistration.k8s.io', 'mutatingwebhookconfigurations'],
-    ['rbac.authorization.k8s.io', 'clusterroles'],
-    ['rbac.authorization.k8s.io', 'rolebindings'],
-  ])
-    refused(
-      withRule({
-        target: { group, version: 'v1', resource, kind: 'X', namespaced: false },
-        owner: { label: 'app=x' },
-        allowBuiltIn: true,
-      }),
-      'is never a target',
-    );
-});
+// Forbidden kinds: a property in properties.test.ts (every mark, opt-in and scope).
 ownership('other built-in kinds need allowBuiltIn and a label, annotation or ownerKind mark', () => {
   const svc = { group: '', version: 'v1', resource: 'services', kind: 'Service', namespaced: true };
   refused(withRule({ target: svc, owner: { label: 'app=x' } }), 'allowBuiltIn: true');

@@ -62,7 +62,8 @@ export type ScheduleResult = {
   worstLatencyMs: number;
 };
 
-class MemStore implements StateStore {
+/** State in memory (the simulator's and the rule properties' store). */
+export class MemStore implements StateStore {
   readonly description = 'memory';
   private state: State | undefined;
   private v = 0;
@@ -80,11 +81,11 @@ class MemStore implements StateStore {
   }
 }
 
-const noLock: Lock = {
+export const noLock: Lock = {
   description: 'none',
   acquire: async () => ({ lost: new AbortController().signal, release: async () => {} }),
 };
-const silent = createLogger({ output: 'json', level: 'silent' });
+export const silent = createLogger({ output: 'json', level: 'silent' });
 
 /** twopass itself: the real run() with the real function, on the simulated clock. */
 export function twopassCleaner<R, W>(
