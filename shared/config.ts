@@ -9,6 +9,7 @@ import { validate as validCron } from 'node-cron';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import type { FunctionDefaults } from './contract/index.ts';
+import { describeIssues } from './contract/settings.ts';
 import { formatDuration, parseDuration } from './engine/duration.ts';
 import type { Policy } from './engine/types.ts';
 import { ConfigError } from './errors.ts';
@@ -214,16 +215,7 @@ export type Config = Readonly<{
   source: string;
 }>;
 
-function issuesToMessage(where: string, error: z.ZodError): string {
-  return error.issues
-    .map((i) => {
-      const key = i.path.join('.') || '(root)';
-      let msg = i.message;
-      if (i.code === 'unrecognized_keys') msg = `unknown key(s) ${i.keys.map((k) => `\`${k}\``).join(', ')}`;
-      return `${where}: \`${key}\`: ${msg}`;
-    })
-    .join('\n');
-}
+const issuesToMessage = (where: string, error: z.ZodError) => describeIssues(where, error, '(root)');
 
 export function loadConfigFile(path: string | undefined): { raw: FileConfig; source: string } {
   if (path === undefined) return { raw: {}, source: 'defaults' };

@@ -12,6 +12,23 @@ export function describeValue(v: unknown): string {
   return `\`${String(v)}\` (${typeof v})`;
 }
 
+/**
+ * Zod issues as one line each: `WHERE: \`key.path\`: message` (an unknown key named as
+ * such); `root` names the document when the issue has no path.
+ */
+export function describeIssues(where: string, error: z.ZodError, root: string): string {
+  return error.issues
+    .map((i) => {
+      const key = i.path.join('.') || root;
+      const msg =
+        i.code === 'unrecognized_keys'
+          ? `unknown key(s) ${i.keys.map((k) => `\`${k}\``).join(', ')}`
+          : i.message;
+      return `${where}: \`${key}\`: ${msg}`;
+    })
+    .join('\n');
+}
+
 /** A list of namespace names (DNS-1123 labels). */
 export const namespacesSetting = z.array(
   z

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { parseAllDocuments } from 'yaml';
 import { z } from 'zod';
-import { describeValue, namespacesSetting } from '../contract/settings.ts';
+import { describeIssues, describeValue, namespacesSetting } from '../contract/settings.ts';
 import { parseDuration } from '../engine/duration.ts';
 import { ConfigError } from '../errors.ts';
 import type { ResourceRef } from '../kube/resources.ts';
@@ -141,19 +141,6 @@ export type Rule = Readonly<{
   file: RuleFile;
 }>;
 
-function issueText(where: string, e: z.ZodError): string {
-  return e.issues
-    .map((i) => {
-      const key = i.path.join('.') || '(rule)';
-      const msg =
-        i.code === 'unrecognized_keys'
-          ? `unknown key(s) ${i.keys.map((k) => `\`${k}\``).join(', ')}`
-          : i.message;
-      return `${where}: \`${key}\`: ${msg}`;
-    })
-    .join('\n');
-}
-
 const refOf = (r: z.output<typeof resource>): ResourceRef => ({
   group: r.group,
   version: r.version,
@@ -169,7 +156,7 @@ export function compileRule(doc: unknown, source: string): Rule {
       ? `rule ${(doc as { name: string }).name}`
       : `rule in ${source}`;
   const parsed = ruleSchema.safeParse(doc);
-  if (!parsed.success) throw new ConfigError(issueText(named, parsed.error));
+  if (!parsed.success) throw new ConfigError(describeIssues(named, parsed.error, '(rule)'));
   const f = parsed.data;
   const where = `rule ${f.name}`;
   const c = (field: string, src: string, scope: Scope, accepts: readonly string[]) =>

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { envOverrides, type FileConfig, fileSchema, resolveConfig } from '../config.ts';
 import type { AnyFunction } from '../contract/index.ts';
-import { describeValue } from '../contract/settings.ts';
+import { describeIssues, describeValue } from '../contract/settings.ts';
 import { ConfigError } from '../errors.ts';
 import { createLogger } from '../log/logger.ts';
 import { systemTime, type Time } from '../time.ts';
@@ -64,19 +64,7 @@ export function makeHandler(
   return async function handler(event: HandlerEvent | null | undefined): Promise<HandlerResult> {
     // Strict: anything malformed is an error before any I/O; only the boolean `true` deletes.
     const e = eventSchema.safeParse(event ?? {});
-    if (!e.success)
-      throw new ConfigError(
-        e.error.issues
-          .map((i) => {
-            const key = i.path.join('.') || '(event)';
-            const msg =
-              i.code === 'unrecognized_keys'
-                ? `unknown key(s) ${i.keys.map((k) => `\`${k}\``).join(', ')}`
-                : i.message;
-            return `${fn.name} handler: \`${key}\`: ${msg}`;
-          })
-          .join('\n'),
-      );
+    if (!e.success) throw new ConfigError(describeIssues(`${fn.name} handler`, e.error, '(event)'));
     const ev = e.data;
     if (ev.apply === true && ev.dryRun === true)
       throw new ConfigError(`${fn.name} handler: \`apply\` and \`dryRun\` contradict each other`);
