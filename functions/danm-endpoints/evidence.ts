@@ -30,8 +30,6 @@ export const NETWORK_TYPES: readonly NetworkType[] = ['DanmNet', 'TenantNetwork'
 
 export type BitVerdict = { used: string } | { indeterminate: string } | undefined;
 
-const holderKey = (net: string, family: 4 | 6, index: number) => `${net}|${family}|${index}`;
-
 export class BitEvidence {
   /** DanmEps that parse, and those that do not (which may hold bits: `unparsableMayHold`). */
   readonly parsed: Endpoint[] = [];
@@ -44,7 +42,8 @@ export class BitEvidence {
     resourceVersion: string;
     reason: string;
   }[] = [];
-  private readonly holders = new Map<string, { uid: string; name: string }[]>();
+  /** Per network and family, the DanmEps that hold each bit (by index: no string per bit). */
+  private readonly holders = new Map<string, Map<number, Endpoint[]>>();
   private readonly settingUp: SetUpCheck;
 
   /**
@@ -52,19 +51,18 @@ export class BitEvidence {
    * `existing`: ids of the networks that exist, for resolving a pod's default network.
    */
   constructor(
-    eps: readonly KubeObject[],
+    eps: readonly EndpointView[],
     pods: readonly KubeObject[],
     networks: ReadonlyMap<string, Network>,
     existing?: ReadonlySet<string>,
   ) {
-    for (const o of eps) {
-      const p = parseEndpoint(o);
-      if (!p.ok) {
-        this.unparsable.push(o);
-        this.failures.push({ ...p, resourceVersion: String(o.metadata?.resourceVersion ?? '') });
+    for (const v of eps) {
+      if ('failure' in v) {
+        this.unparsable.push(v.raw);
+        this.failures.push(v.failure);
         continue;
       }
-      const ep = p.ep;
+      const ep = v.ep;
       this.parsed.push(ep);
       const net = networks.get(networkId(ep.networkType, ep.namespace, ep.network));
       if (!net) continue;
@@ -75,11 +73,15 @@ export class BitEvidence {
         const pool = family === 4 ? net.v4 : net.v6;
         const idx = addr && pool ? bitIndex(pool, addr) : undefined;
         if (idx === undefined) continue;
-        const k = holderKey(net.id, family, idx);
-        this.holders.set(k, [
-          ...(this.holders.get(k) ?? []),
-          { uid: ep.uid, name: `${ep.namespace}/${ep.name}` },
-        ]);
+        const k = `${net.id}|${family}`;
+        let bits = this.holders.get(k);
+        if (!bits) {
+          bits = new Map();
+          this.holders.set(k, bits);
+        }
+        const held = bits.get(idx);
+        if (held) held.push(ep);
+        else bits.set(idx, [ep]);
       }
     }
     this.settingUp = networksBeingSetUp(pods, this.parsed, existing);
@@ -87,8 +89,11 @@ export class BitEvidence {
 
   /** Whether address `index` of `net` is held (other than by DanmEp `except`), may be, or is free. */
   verdict(net: Network, family: 4 | 6, index: number, except?: string): BitVerdict {
-    const holder = this.holders.get(holderKey(net.id, family, index))?.find((h) => h.uid !== except);
-    if (holder) return { used: `held by DanmEp ${holder.name}` };
+    const holder = this.holders
+      .get(`${net.id}|${family}`)
+      ?.get(index)
+      ?.find((h) => h.uid !== except);
+    if (holder) return { used: `held by DanmEp ${holder.namespace}/${holder.name}` };
     const inflight = this.settingUp(net.id);
     if (inflight !== undefined) return { indeterminate: `${inflight}: its CNI ADD may hold this address` };
     const odd = this.unparsable.find((o) => unparsableMayHold(o, net));
@@ -98,6 +103,21 @@ export class BitEvidence {
       };
     return undefined;
   }
+}
+
+/**
+ * What a DanmEp list keeps of each item, page by page: the parsed endpoint, or, for one
+ * that does not parse, why and the raw object (it may hold bits: `unparsableMayHold`).
+ */
+export type EndpointView =
+  | Readonly<{ ep: Endpoint }>
+  | Readonly<{ failure: BitEvidence['failures'][number]; raw: KubeObject }>;
+
+export function endpointView(o: KubeObject): EndpointView {
+  const p = parseEndpoint(o);
+  if (p.ok) return { ep: p.ep };
+  const { ok: _, ...why } = p;
+  return { failure: { ...why, resourceVersion: String(o.metadata?.resourceVersion ?? '') }, raw: o };
 }
 
 export async function detectGroup(
@@ -176,7 +196,7 @@ export async function freshEvidence(
 ): Promise<(family: 4 | 6, index: number, except?: string) => string | undefined> {
   // Networks first (as in a snapshot): a default network created after can only widen what is protected.
   const existing = net.name === DEFAULT_NETWORK ? await existingDefaults(kube, group, signal) : undefined;
-  const eps = await kube.listAll(danmResources(group).danmeps, { signal });
+  const eps = await kube.listAll(danmResources(group).danmeps, { signal, view: endpointView });
   const pods = await kube.listAll(PODS, { metadataOnly: true, signal, view: danmPodView });
   const ev = new BitEvidence(eps.items, pods.items, new Map([[net.id, net]]), existing);
   return (family, index, except) => {

@@ -17,7 +17,7 @@ import { PODS } from '../../shared/kube/resources.ts';
 import { formatAddress } from '../../shared/net/ip.ts';
 import { type BitData, bitKind } from './bits.ts';
 import { type EpData, endpointKind, type Settings } from './endpoint.ts';
-import { BitEvidence, danmPodView, detectGroup, NETWORK_TYPES } from './evidence.ts';
+import { BitEvidence, danmPodView, detectGroup, endpointView, NETWORK_TYPES } from './evidence.ts';
 import {
   bitIndex,
   clearable,
@@ -88,13 +88,15 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
       'warn',
     );
   // 2. DanmEps: targets, and the holders of bits.
-  const eps = await kube.listAll(R.danmeps, { pageSize, signal });
+  // Each page is parsed as it arrives (the raw DanmEps are dropped): memory holds endpoints.
+  const eps = await kube.listAll(R.danmeps, { pageSize, signal, view: endpointView });
   ctx.source('danmeps', 'target+evidence', eps);
   // 3. Pods last, metadata only: the evidence of use.
   const pods = await kube.listAll(PODS, { metadataOnly: true, pageSize, signal, view: danmPodView });
   ctx.source('pods', 'evidence', pods);
-  const livePods = new Set<string>();
-  for (const p of pods.items) if (p.metadata?.uid) livePods.add(`${p.metadata.namespace}/${p.metadata.uid}`);
+  // pod UID -> namespace (no string built per pod)
+  const livePods = new Map<string, string | undefined>();
+  for (const p of pods.items) if (p.metadata?.uid) livePods.set(p.metadata.uid, p.metadata.namespace);
   // The default network of a pod is resolved against this snapshot's complete network lists.
   const evidence = new BitEvidence(eps.items, pods.items, networks, new Set(networks.keys()));
 
@@ -110,7 +112,8 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
     const net = networks.get(networkId(ep.networkType, ep.namespace, ep.network));
     const v = ctx.target('DanmEp', {
       key: ep.uid,
-      fingerprint: [ep.uid, ep.resourceVersion, ep.podUID, ep.v4?.text ?? '-', ep.v6?.text ?? '-'].join('|'),
+      // Any change of the DanmEp (its pod UID, its addresses) changes its resourceVersion.
+      fingerprint: ep.resourceVersion,
       name: `${ep.namespace}/${ep.pod} ${ep.iface || ep.name}`,
       marks: [ep],
       createdAt: ep.createdAt,
@@ -128,7 +131,7 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
         ...(ep.v6 ? { v6: ep.v6.text } : {}),
       },
     });
-    if (livePods.has(`${ep.namespace}/${ep.podUID}`)) {
+    if (livePods.has(ep.podUID) && livePods.get(ep.podUID) === ep.namespace) {
       v.used();
       continue;
     }
@@ -154,15 +157,20 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
       [6, net.v6],
     ] as const) {
       if (!pool) continue;
-      const alloc = pool.bitmap.encode(); // one string shared by every bit target of the pool
+      // Strings shared by every bit target of the pool (at 150,000 bits, one each per bit
+      // would be most of the snapshot's memory).
+      const alloc = pool.bitmap.encode();
+      // The network's resourceVersion is the fingerprint: a bit freed and set again in between changes it.
+      const fingerprint = `${net.uid}@${net.resourceVersion}`;
+      const keyPrefix = `${net.uid}/${family}/`;
+      const namePrefix = `${net.type} ${net.namespace ? `${net.namespace}/` : ''}${net.name} `;
       for (const index of pool.bitmap.setBits()) {
         if (!clearable(pool, index)) continue;
         const address = formatAddress(pool.cidr.family, pool.cidr.network + BigInt(index));
         const v = ctx.target('DanmBit', {
-          key: `${net.uid}/${family}/${address}`,
-          // The network's resourceVersion is the fingerprint: a bit freed and set again in between changes it.
-          fingerprint: `${net.uid}@${net.resourceVersion}`,
-          name: `${net.type} ${net.namespace ? `${net.namespace}/` : ''}${net.name} ${address}`,
+          key: keyPrefix + address,
+          fingerprint,
+          name: namePrefix + address,
           marks: [net],
           data: {
             group,

@@ -369,9 +369,9 @@ export function networksBeingSetUp(
   for (const p of pods) {
     const req = requestedNetworks(p, existing);
     const ns = p.metadata.namespace ?? '';
-    const who = `pod ${ns}/${p.metadata.name}`;
+    const who = () => `pod ${ns}/${p.metadata.name}`;
     if (req.kind === 'unreadable') {
-      const why = `${who} may be set up on any network it can reach (${req.reason})`;
+      const why = `${who()} may be set up on any network it can reach (${req.reason})`;
       if (!namespaces.has(ns)) namespaces.set(ns, why);
       cluster ??= why;
       continue;
@@ -379,13 +379,14 @@ export function networksBeingSetUp(
     if (req.kind === 'default') {
       if (defaultCandidates(ns).some((id) => has.has(`${p.metadata.uid}|${id}`))) continue;
       for (const n of req.ids)
-        if (!ids.has(n)) ids.set(n, `${who} is being set up on its default network (no DanmEp yet)`);
+        if (!ids.has(n)) ids.set(n, `${who()} is being set up on its default network (no DanmEp yet)`);
       continue;
     }
     for (const n of req.ids)
       if (!has.has(`${p.metadata.uid}|${n}`) && !ids.has(n))
-        ids.set(n, `${who} is being set up on it (no DanmEp yet)`);
+        ids.set(n, `${who()} is being set up on it (no DanmEp yet)`);
   }
+  has.clear(); // the check below closes over this scope: drop what it does not read
   return (netId) => {
     const direct = ids.get(netId);
     if (direct !== undefined) return direct;

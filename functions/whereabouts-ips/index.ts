@@ -82,7 +82,11 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
   const parsedPools = pools.items.map(parsePool);
   for (const pool of parsedPools)
     for (const a of pool.allocations)
-      if (a.ip && !a.problem) byIp.set(a.ip, [...(byIp.get(a.ip) ?? []), { id: a.id, podref: a.podref }]);
+      if (a.ip && !a.problem) {
+        const held = byIp.get(a.ip);
+        if (held) held.push(a);
+        else byIp.set(a.ip, [a]);
+      }
   const resvByIp = new Map<string, { containerid: string; podref: string }>();
   const parsedResvs = (resvs?.items ?? []).map(parseReservation);
   for (const r of parsedResvs)

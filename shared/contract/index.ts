@@ -295,6 +295,10 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
       const ctx = typedCtx(raw);
       const sources: SourceMeta[] = [];
       const targets: Target[] = [];
+      // A target's data is attached at the end, and only to targets not in use: only those
+      // can be removed (or reported), and at 150,000 targets the data of the rest would be
+      // a third of the snapshot's memory.
+      const data: unknown[] = [];
       const used: string[] = [];
       const indeterminate: Indeterminate[] = [];
       const blockers: string[] = [];
@@ -329,9 +333,13 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
           const r = kind.data.safeParse(init.data);
           // A bug, not bad input: the function built data its own kind does not accept.
           if (!r.success) throw new Error(`${spec.name}: ${kindName} ${init.key}: ${issueText(r.error)}`);
-          targets.push(build(kindName, init, r.data));
+          const i = targets.push(build(kindName, init, undefined)) - 1;
+          data[i] = r.data;
           return {
-            used: () => void used.push(init.key),
+            used: () => {
+              used.push(init.key);
+              data[i] = undefined;
+            },
             indeterminate: (reason) => void indeterminate.push({ key: init.key, reason }),
           };
         },
@@ -342,6 +350,7 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
         blocker: (reason) => void blockers.push(reason),
       };
       await spec.observe(reader, octx);
+      for (const [i, d] of data.entries()) if (d !== undefined) targets[i] = { ...targets[i]!, data: d };
       return { sources, targets, used, indeterminate, ...(blockers.length ? { blockers } : {}) };
     },
 

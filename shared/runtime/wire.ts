@@ -21,6 +21,7 @@ import { FileLock, FileStateStore } from '../state/file.ts';
 import { LeaseLock } from '../state/lease.ts';
 import type { Lock, StateStore } from '../state/store.ts';
 import type { Time } from '../time.ts';
+import { VERSION } from '../version.ts';
 import { type Report, writeReport } from './report.ts';
 import { type RunHooks, type RunRequest, type RunResult, run } from './run.ts';
 import { validateSettings } from './settings.ts';
@@ -56,6 +57,7 @@ export async function connectKube(cfg: Config, env: Environment): Promise<KubeHt
     }
   }
   return new KubeHttpClient({
+    userAgent: `twopass/${VERSION}`,
     ...opts,
     time: env.time,
     callTimeoutMs: cfg.callTimeoutMs,

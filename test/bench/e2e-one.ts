@@ -1,17 +1,14 @@
-/** One end-to-end measurement against a running fake: twopass, the naive cleaner, or the listing floor. */
+/**
+ * One end-to-end measurement against a running fake: twopass, the naive cleaner, or the
+ * listing floor. Each variant imports only what it uses (dynamic imports), so that a variant's peak RSS
+ * is its own: the floor does not pay for the functions' modules.
+ */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { Pool } from 'undici';
-import { FUNCTIONS } from '../../functions/index.ts';
-import { IPPOOLS } from '../../functions/whereabouts-ips/model.ts';
-import { resolveConfig } from '../../shared/config.ts';
-import { KubeHttpClient } from '../../shared/kube/client.ts';
-import { type KubeObject, PODS, SERVICES } from '../../shared/kube/resources.ts';
-import { createLogger } from '../../shared/log/logger.ts';
-import { runFunction } from '../../shared/runtime/wire.ts';
-import { R } from '../../shared/sandbox/scenarios/danm.ts';
+import type { KubeObject } from '../../shared/kube/resources.ts';
 import { testTime } from '../helpers/time.ts';
 import { arg, peakRssMiB } from './common.ts';
 
@@ -22,6 +19,10 @@ const pageSize = Number(arg('page-size', '500'));
 const env = JSON.parse(arg('env', '{}')) as Record<string, string>;
 const headers = JSON.parse(arg('headers', '{}')) as Record<string, string>;
 const insecure = arg('insecure', 'false') === 'true';
+// a run that deletes: --apply true, with the state of an earlier run (--state DIR) and --grace-ms
+const apply = arg('apply', 'false') === 'true';
+const stateDir = arg('state', '');
+const graceMs = arg('grace-ms', '');
 const opts = { server, headers, ...(insecure ? { tls: { rejectUnauthorized: false } } : {}) };
 
 async function floor(paths: string[], accept: string[]): Promise<number> {
@@ -58,8 +59,12 @@ const META = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';
 const t = performance.now();
 let detail: unknown;
 if (variant === 'twopass') {
+  const { FUNCTIONS } = await import('../../functions/index.ts');
+  const { resolveConfig } = await import('../../shared/config.ts');
+  const { createLogger } = await import('../../shared/log/logger.ts');
+  const { runFunction } = await import('../../shared/runtime/wire.ts');
   const entry = FUNCTIONS.find((f) => f.name === fn)!;
-  const dir = mkdtempSync(join(tmpdir(), 'twopass-bench-'));
+  const dir = stateDir || mkdtempSync(join(tmpdir(), 'twopass-bench-'));
   const cfg = resolveConfig(
     {
       pageSize,
@@ -67,6 +72,7 @@ if (variant === 'twopass') {
         [fn]: {
           enabled: true,
           maxEvidenceDropPercent: 100,
+          ...(graceMs ? { grace: Number(graceMs), minAge: Number(graceMs) } : {}),
           settings: fn === 'lbaas-ports' ? { projectId: 'project-a' } : {},
         },
       },
@@ -83,11 +89,20 @@ if (variant === 'twopass') {
       kubeOptions: opts,
       processEnv: env,
     },
-    { apply: false, record: true },
+    { apply, record: true },
   );
-  detail = { exit: r.exitCode, targets: r.summary?.targets, newCandidates: r.summary?.newCandidates };
+  detail = {
+    exit: r.exitCode,
+    targets: r.summary?.targets,
+    newCandidates: r.summary?.newCandidates,
+    deleted: r.deleted.length,
+  };
 } else if (variant === 'naive') {
   // what the DANM cleaner does: list the targets, then GET each one's pod by name
+  const { KubeHttpClient } = await import('../../shared/kube/client.ts');
+  const { IPPOOLS } = await import('../../functions/whereabouts-ips/model.ts');
+  const { PODS, SERVICES } = await import('../../shared/kube/resources.ts');
+  const { R } = await import('../../shared/sandbox/scenarios/danm.ts');
   const kube = new KubeHttpClient({ ...opts, pageSize, time: testTime() });
   let gets = 0;
   if (fn === 'danm-endpoints') {

@@ -19,9 +19,15 @@ import { danmWorld, lbaasWorld, NS, whereaboutsWorld } from './worlds.ts';
 /** Runs e2e-one.ts in its own process (a clean peak RSS) and returns its JSON line. */
 export function child(args: string[]): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
-    const c = spawn(process.execPath, [new URL('./e2e-one.ts', import.meta.url).pathname, ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    // TWOPASS_BENCH_NODE_ARGS: flags for the measured process, e.g. --cpu-prof (profiling a gap)
+    const flags = process.env.TWOPASS_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+    const c = spawn(
+      process.execPath,
+      [...flags, new URL('./e2e-one.ts', import.meta.url).pathname, ...args],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let out = '';
     let err = '';
     c.stdout.on('data', (d: Buffer) => (out += d));

@@ -147,7 +147,11 @@ export function lbaasWorld(fake: FakeKubeServer, os: FakeOpenStack, n: number): 
         },
       },
       spec: { type: i % 100 === 0 ? 'ClusterIP' : 'LoadBalancer', ports: [{ port: 80 }] },
-      status: { loadBalancer: { ingress: [{ ip: `203.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}` }] } },
+      // The orphans' Services were changed to ClusterIP: no ingress names their port's address.
+      status:
+        i % 100 === 0
+          ? {}
+          : { loadBalancer: { ingress: [{ ip: `203.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}` }] } },
     })),
   );
 }

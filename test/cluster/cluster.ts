@@ -50,6 +50,8 @@ export type Cluster = Readonly<{
   kubeconfig: (token?: string) => string;
   /** The server processes, when this process started them (benchmarks read /proc for their cost). */
   pids?: Readonly<{ apiserver: number; etcd: number }>;
+  /** The audit log (JSON lines, one per request), when asked for: benchmarks count requests by user agent. */
+  auditLog?: string;
   stop: () => Promise<void>;
 }>;
 
@@ -86,7 +88,7 @@ async function waitFor(
   }
 }
 
-export async function startCluster(opts: { crdDir?: string } = {}): Promise<Cluster> {
+export async function startCluster(opts: { crdDir?: string; audit?: boolean } = {}): Promise<Cluster> {
   const bin = binDir();
   const dir = mkdtempSync(join(tmpdir(), 'twopass-cluster-'));
   const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort()];
@@ -146,7 +148,20 @@ export async function startCluster(opts: { crdDir?: string } = {}): Promise<Clus
   try {
     await waitFor('etcd', 30_000, async () => (await fetch(`http://127.0.0.1:${etcdPort}/health`)).ok, died);
     mkdirSync(join(dir, 'certs'));
+    const auditLog = join(dir, 'audit.log');
+    if (opts.audit)
+      writeFileSync(
+        join(dir, 'audit-policy.yaml'),
+        'apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n  - level: Metadata\n',
+      );
     api = launch('kube-apiserver', [
+      ...(opts.audit
+        ? [
+            `--audit-policy-file=${join(dir, 'audit-policy.yaml')}`,
+            `--audit-log-path=${auditLog}`,
+            '--audit-log-mode=blocking',
+          ]
+        : []),
       `--etcd-servers=http://127.0.0.1:${etcdPort}`,
       '--bind-address=127.0.0.1',
       '--advertise-address=127.0.0.1',
@@ -191,6 +206,7 @@ export async function startCluster(opts: { crdDir?: string } = {}): Promise<Clus
         server,
         etcd: `http://127.0.0.1:${etcdPort}`,
         ...(api?.pid && etcd.pid ? { pids: { apiserver: api.pid, etcd: etcd.pid } } : {}),
+        ...(opts.audit ? { auditLog } : {}),
         version,
         dir,
         kubeconfigPath,

@@ -191,8 +191,32 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
           ...ctxFor(r.now.t),
           settings: { namespaces: [ns] },
         });
-        const target = obs.targets.find((x: Target) => x.key === w.live[0]!.metadata.uid)!;
-        assert.ok(target, 'the live DanmEp is a target');
+        const seen = obs.targets.find((x: Target) => x.key === w.live[0]!.metadata.uid)!;
+        assert.ok(seen, 'the live DanmEp is a target');
+        assert.is(seen.data, undefined, 'a target in use carries no removal data');
+        // The removal data a snapshot that missed the pod would have given it.
+        const ep = w.live[0]!;
+        const spec = ep.spec as {
+          Pod: string;
+          PodUID: string;
+          NetworkName: string;
+          Interface: { Address: string };
+        };
+        const target: Target = {
+          ...seen,
+          data: {
+            group: 'danm.k8s.io',
+            namespace: ns,
+            name: ep.metadata.name,
+            uid: ep.metadata.uid,
+            rv: ep.metadata.resourceVersion,
+            pod: spec.Pod,
+            podUID: spec.PodUID,
+            networkType: 'DanmNet',
+            network: spec.NetworkName,
+            v4: spec.Interface.Address,
+          },
+        };
         const podName = (w.live[0]!.spec as { Pod: string }).Pod;
         proxy.add({
           kind,

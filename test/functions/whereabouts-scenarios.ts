@@ -138,7 +138,7 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
     // observe and decide as the run does, then race the patch
     const ctx = observeAt(r.now, ns);
     const obs = await whereaboutsIps.observe(kube, ctx);
-    const target = obs.targets.find((x) => (x.data as { ip: string }).ip === '192.168.2.50')!;
+    const target = obs.targets.find((x) => (x.data as { ip?: string } | undefined)?.ip === '192.168.2.50')!;
     assert.ok((await whereaboutsIps.recheck(kube, target, ctx)).ok);
     let raced = false;
     const racing: KubeClient = Object.assign(Object.create(Object.getPrototypeOf(kube)), kube, {
@@ -160,7 +160,7 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
     // and when the racing writer re-uses the very offset, nothing is removed
     await allocate(kube, ns, 'pool', RANGE, '192.168.2.52', { id: 'old', podref: `${ns}/gone-1` });
     const obs2 = await whereaboutsIps.observe(kube, ctx);
-    const t2 = obs2.targets.find((x) => (x.data as { ip: string }).ip === '192.168.2.52')!;
+    const t2 = obs2.targets.find((x) => (x.data as { ip?: string } | undefined)?.ip === '192.168.2.52')!;
     const reuse: KubeClient = Object.assign(Object.create(Object.getPrototypeOf(kube)), kube, {
       jsonPatch: async (...args: Parameters<KubeClient['jsonPatch']>) => {
         await allocate(kube, ns, 'pool', RANGE, '192.168.2.52', { id: 'new', podref: `${ns}/new-1` });
@@ -248,7 +248,8 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
     const ctx = observeAt(r.now, ns);
     const obs = await whereaboutsIps.observe(kube, ctx);
     const batch = obs.targets.filter((x) =>
-      ['192.168.2.130', '192.168.2.131'].includes((x.data as { ip: string }).ip),
+      // (targets in use carry no removal data)
+      ['192.168.2.130', '192.168.2.131'].includes(String((x.data as { ip?: string } | undefined)?.ip)),
     );
     let raced = false;
     const racing: KubeClient = Object.assign(Object.create(Object.getPrototypeOf(kube)), kube, {
