@@ -48,3 +48,11 @@ export function arg(name: string, def?: string): string {
 }
 
 export const ms = (n: number) => `${n.toFixed(n < 10 ? 2 : 0)} ms`;
+
+export const min = (xs: readonly number[]) => Math.min(...xs);
+export const max = (xs: readonly number[]) => Math.max(...xs);
+export function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}

@@ -52,7 +52,12 @@ function poolObjects(n: number) {
         ifname: 'net1',
       };
     }
-    out.push({ metadata: { name: `pool-${p}`, namespace: NS }, spec: { range: poolRange(p), allocations } });
+    out.push({
+      apiVersion: 'whereabouts.cni.cncf.io/v1alpha1',
+      kind: 'IPPool',
+      metadata: { name: `pool-${p}`, namespace: NS },
+      spec: { range: poolRange(p), allocations },
+    });
   }
   return out;
 }

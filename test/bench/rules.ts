@@ -1,7 +1,5 @@
 /** The rules benchmark: a CEL rule's observation against its hand-written floor, and the CEL evaluation cost per target. */
-import { mdTable, measure, ms } from './common.ts';
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+import { mdTable, measure, median, ms } from './common.ts';
 
 export function rulesBench(sizes = [10_000, 150_000], rounds = 3): string {
   const rows: (string | number)[][] = [];

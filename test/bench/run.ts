@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark, each printing a markdown table; the tables are
  * also written to test/bench/RESULTS.md. Benchmarks are not tests: no verdicts.
- *   npm run bench -- engine|e2e|http|rules|batch|real   one of them
+ *   npm run bench -- engine|e2e|http|rules|batch|real|peer   one of them
  *   npm run bench -- --quick                smaller sizes
  */
 import { spawnSync } from 'node:child_process';
@@ -10,6 +10,7 @@ import { batchBench } from './batch.ts';
 import { e2eBench } from './e2e.ts';
 import { engineBench } from './engine.ts';
 import { httpBench } from './http.ts';
+import { peerBench } from './peer.ts';
 import { realBench } from './real.ts';
 import { rulesBench } from './rules.ts';
 
@@ -36,8 +37,13 @@ if (want('real')) {
     });
     if (b.status !== 0)
       throw new Error('test/cluster/build.sh failed: cannot run the real-cluster benchmark');
-    out(await realBench(quick ? 5_000 : 20_000));
+    out(await realBench(quick ? 5_000 : 50_000));
   }
+}
+if (want('peer')) {
+  if (process.env.TWOPASS_NO_REAL_CLUSTER === '1')
+    out('### The peer\n\nskipped: TWOPASS_NO_REAL_CLUSTER=1\n');
+  else out(await peerBench(quick ? [5_000] : [5_000, 30_000]));
 }
 if (!quick && only.length === 0) {
   const path = new URL('./RESULTS.md', import.meta.url);

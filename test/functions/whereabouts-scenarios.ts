@@ -270,6 +270,33 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
     assert.is((await allocations(kube, ns, 'pool'))[offsetOf(RANGE, '192.168.2.131')]?.id, 'new-b');
   });
 
+  it('a pod of the podref that comes back between the decision and the batch removal keeps its allocation; the others of the pool go', async (t, kube) => {
+    const ns = await t.namespace();
+    await createPool(kube, ns, 'pool', RANGE, {
+      '192.168.2.140': { id: containerId(), podref: `${ns}/web-0` },
+      '192.168.2.141': { id: containerId(), podref: `${ns}/gone-1` },
+    });
+    const ctx = observeAt(Date.now(), ns);
+    const obs = await whereaboutsIps.observe(kube, ctx);
+    const batch = obs.targets.filter((x) => x.data !== undefined);
+    assert.is(batch.length, 2, 'both allocations are unused: no pod of either name');
+    // web-0 is re-created (a StatefulSet's sticky name) and CNI ADD hands it its old address
+    await createPodWithStatus(kube, ns, 'web-0', ['192.168.2.140']);
+    const out = await whereaboutsIps.removeBatch!(kube, kube, batch, ctx);
+    const by = new Map(out.map((o) => [(batch.find((b) => b.key === o.key)!.data as { ip: string }).ip, o]));
+    assert.is(
+      by.get('192.168.2.140')?.outcome,
+      'skipped',
+      'the fresh read of web-0 finds it using the address',
+    );
+    assert.match(
+      String((by.get('192.168.2.140') as { reason?: string }).reason),
+      /web-0 uses 192\.168\.2\.140/,
+    );
+    assert.is(by.get('192.168.2.141')?.outcome, 'deleted');
+    assert.equal(Object.keys(await allocations(kube, ns, 'pool')), [offsetOf(RANGE, '192.168.2.140')]);
+  });
+
   it('a running pod whose network-status still lists an older address keeps its real allocation past the 5 min grace', async (t, kube) => {
     const ns = await t.namespace();
     await createPool(kube, ns, 'pool', RANGE, {
