@@ -113,6 +113,17 @@ export type EndpointView =
   | Readonly<{ ep: Endpoint }>
   | Readonly<{ failure: BitEvidence['failures'][number]; raw: KubeObject }>;
 
+/** The DanmEp view of one list (its repeated strings shared). */
+export function endpointViewer(): (o: KubeObject) => EndpointView {
+  const same = interner();
+  return (o) => {
+    const v = endpointView(o);
+    if (!('ep' in v)) return v;
+    const { ep } = v;
+    return { ep: { ...ep, namespace: same(ep.namespace), network: same(ep.network), iface: same(ep.iface) } };
+  };
+}
+
 export function endpointView(o: KubeObject): EndpointView {
   const p = parseEndpoint(o);
   if (p.ok) return { ep: p.ep };
@@ -169,21 +180,45 @@ async function existingDefaults(kube: KubeReader, group: string, signal: AbortSi
   return out;
 }
 
+/** One copy of each repeated string (namespaces, network names, annotation values) of one list. */
+function interner(): (s: string) => string {
+  const seen = new Map<string, string>();
+  return (s) => {
+    const had = seen.get(s);
+    if (had !== undefined) return had;
+    seen.set(s, s);
+    return s;
+  };
+}
+
 /**
  * What danm-endpoints reads of a pod: its identity and the networks it asks for. Kept
- * page by page instead of the whole object (labels, owners and other annotations dropped).
+ * page by page instead of the whole object (labels, owners and other annotations dropped;
+ * pods asking for the same networks share one annotations object).
  */
-export function danmPodView(p: KubeObject): KubeObject {
-  const { name, namespace, uid, resourceVersion } = p.metadata;
-  const asked = p.metadata.annotations?.[INTERFACES_ANNOTATION];
-  return {
-    metadata: {
-      name,
-      ...(namespace !== undefined ? { namespace } : {}),
-      uid,
-      resourceVersion,
-      ...(asked !== undefined ? { annotations: { [INTERFACES_ANNOTATION]: asked } } : {}),
-    },
+export function danmPodViewer(): (p: KubeObject) => KubeObject {
+  const same = interner();
+  const asking = new Map<string, Record<string, string>>();
+  return (p) => {
+    const { name, namespace, uid } = p.metadata;
+    const asked = p.metadata.annotations?.[INTERFACES_ANNOTATION];
+    let annotations: Record<string, string> | undefined;
+    if (asked !== undefined) {
+      annotations = asking.get(asked);
+      if (!annotations) {
+        annotations = { [INTERFACES_ANNOTATION]: asked };
+        asking.set(asked, annotations);
+      }
+    }
+    return {
+      metadata: {
+        name,
+        ...(namespace !== undefined ? { namespace: same(namespace) } : {}),
+        uid,
+        resourceVersion: '',
+        ...(annotations !== undefined ? { annotations } : {}),
+      },
+    };
   };
 }
 
@@ -196,8 +231,8 @@ export async function freshEvidence(
 ): Promise<(family: 4 | 6, index: number, except?: string) => string | undefined> {
   // Networks first (as in a snapshot): a default network created after can only widen what is protected.
   const existing = net.name === DEFAULT_NETWORK ? await existingDefaults(kube, group, signal) : undefined;
-  const eps = await kube.listAll(danmResources(group).danmeps, { signal, view: endpointView });
-  const pods = await kube.listAll(PODS, { metadataOnly: true, signal, view: danmPodView });
+  const eps = await kube.listAll(danmResources(group).danmeps, { signal, view: endpointViewer() });
+  const pods = await kube.listAll(PODS, { metadataOnly: true, signal, view: danmPodViewer() });
   const ev = new BitEvidence(eps.items, pods.items, new Map([[net.id, net]]), existing);
   return (family, index, except) => {
     const v = ev.verdict(net, family, index, except);

@@ -17,7 +17,7 @@ import { PODS } from '../../shared/kube/resources.ts';
 import { formatAddress } from '../../shared/net/ip.ts';
 import { type BitData, bitKind } from './bits.ts';
 import { type EpData, endpointKind, type Settings } from './endpoint.ts';
-import { BitEvidence, danmPodView, detectGroup, endpointView, NETWORK_TYPES } from './evidence.ts';
+import { BitEvidence, danmPodViewer, detectGroup, endpointViewer, NETWORK_TYPES } from './evidence.ts';
 import {
   bitIndex,
   clearable,
@@ -89,10 +89,10 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
     );
   // 2. DanmEps: targets, and the holders of bits.
   // Each page is parsed as it arrives (the raw DanmEps are dropped): memory holds endpoints.
-  const eps = await kube.listAll(R.danmeps, { pageSize, signal, view: endpointView });
+  const eps = await kube.listAll(R.danmeps, { pageSize, signal, view: endpointViewer() });
   ctx.source('danmeps', 'target+evidence', eps);
   // 3. Pods last, metadata only: the evidence of use.
-  const pods = await kube.listAll(PODS, { metadataOnly: true, pageSize, signal, view: danmPodView });
+  const pods = await kube.listAll(PODS, { metadataOnly: true, pageSize, signal, view: danmPodViewer() });
   ctx.source('pods', 'evidence', pods);
   // pod UID -> namespace (no string built per pod)
   const livePods = new Map<string, string | undefined>();

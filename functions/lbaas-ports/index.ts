@@ -70,7 +70,39 @@ function projectOf(s: Settings): string {
   return s.projectId;
 }
 
+const PORT_FIELDS = ['id', 'name', 'revision_number', 'device_id', 'fixed_ips', 'tags', 'created_at'];
+const FIP_FIELDS = ['id', 'floating_ip_address', 'port_id', 'revision_number', 'tags'];
+
 type ServiceEvidence = { portIds: Set<string>; ips: Set<string>; placing: string[]; count: number };
+
+/**
+ * What lbaas-ports reads of a Service, kept page by page instead of the whole object: its
+ * name, the two annotations, its type and its load-balancer ingress addresses.
+ */
+export function serviceView(svc: KubeObject): KubeObject {
+  const ann = svc.metadata.annotations;
+  const kept: Record<string, string> = {};
+  for (const k of [PORT_ANNOTATION, MANAGED_ANNOTATION]) if (ann?.[k] !== undefined) kept[k] = ann[k];
+  const type = (svc.spec as { type?: unknown } | undefined)?.type;
+  const ingress = (svc.status as { loadBalancer?: { ingress?: unknown } } | undefined)?.loadBalancer?.ingress;
+  return {
+    metadata: {
+      name: svc.metadata.name,
+      ...(svc.metadata.namespace !== undefined ? { namespace: svc.metadata.namespace } : {}),
+      uid: svc.metadata.uid,
+      resourceVersion: svc.metadata.resourceVersion,
+      annotations: kept,
+    },
+    spec: { type },
+    status: {
+      loadBalancer: {
+        ingress: Array.isArray(ingress)
+          ? ingress.map((i) => ({ ip: (i as { ip?: unknown } | null)?.ip }))
+          : [],
+      },
+    },
+  };
+}
 
 export function serviceEvidence(services: readonly KubeObject[]): ServiceEvidence {
   const ev: ServiceEvidence = { portIds: new Set(), ips: new Set(), placing: [], count: services.length };
@@ -102,10 +134,18 @@ async function observe(r: LbaasReader, ctx: ObserveContext<Settings, { Port: Por
   // Targets first: tagged ports and floating IPs of the project; Services (the evidence) after.
   // A wrong project lists nothing: say so rather than see nothing to clean.
   await r.neutron.checkProject?.(s.projectId, ctx.signal);
-  const ports = await r.neutron.listPorts({ tags, project_id: s.projectId }, ctx.signal);
-  const fips = await r.neutron.listFloatingIps({ tags: [MANAGED_TAG], project_id: s.projectId }, ctx.signal);
-  const all = await r.neutron.listPorts({ project_id: s.projectId }, ctx.signal);
-  const services = await r.kube.listAll(SERVICES, { signal: ctx.signal });
+  // Only the fields a decision reads (Neutron's `fields`): a port has some 25 others.
+  const ports = await r.neutron.listPorts({ tags, project_id: s.projectId, fields: PORT_FIELDS }, ctx.signal);
+  const fips = await r.neutron.listFloatingIps(
+    { tags: [MANAGED_TAG], project_id: s.projectId, fields: FIP_FIELDS },
+    ctx.signal,
+  );
+  // All ports of the project, for the two checks below: only the fields they read.
+  const all = await r.neutron.listPorts(
+    { project_id: s.projectId, fields: ['id', 'name', 'tags', 'description'] },
+    ctx.signal,
+  );
+  const services = await r.kube.listAll(SERVICES, { signal: ctx.signal, view: serviceView });
   ctx.source('ports', 'target', ports);
   ctx.source('floatingips', 'target', fips);
   ctx.source('project-ports', 'target', all);
@@ -203,7 +243,7 @@ const portKind: KindSpec<PortData, LbaasReader, LbaasWriter, Settings> = {
       if (f && (f.port_id !== d.portId || f.revision_number !== d.fip.revision))
         return { ok: false, reason: 'its floating IP changed' };
     }
-    const services = await r.kube.listAll(SERVICES, { signal: ctx.signal });
+    const services = await r.kube.listAll(SERVICES, { signal: ctx.signal, view: serviceView });
     const ev = serviceEvidence(services.items);
     const use = usedBy(ev, d);
     if (use) return { ok: false, reason: use };

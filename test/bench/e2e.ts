@@ -4,7 +4,7 @@
  * in its own process (peak RSS); requests and bytes are counted by the servers.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeHttpClient } from '../../shared/kube/client.ts';
@@ -16,15 +16,23 @@ import { testTime } from '../helpers/time.ts';
 import { max, mdTable, median, min, ms } from './common.ts';
 
 const RUNS = 3;
+/** The V8 flags the image runs with (its NODE_OPTIONS). */
+export const IMAGE_NODE_OPTIONS = (
+  /^ENV NODE_OPTIONS="([^"]*)"/m.exec(
+    readFileSync(new URL('../../infra/Dockerfile', import.meta.url), 'utf8'),
+  )?.[1] ?? ''
+)
+  .split(' ')
+  .filter(Boolean);
 const QPS = [20, 50];
 
 import { danmWorld, lbaasWorld, NS, whereaboutsWorld } from './worlds.ts';
 
 /** Runs e2e-one.ts in its own process (a clean peak RSS) and returns its JSON line. */
-export function child(args: string[]): Promise<Record<string, unknown>> {
+export function child(args: string[], nodeFlags: string[] = []): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
     // TWOPASS_BENCH_NODE_ARGS: flags for the measured process, e.g. --cpu-prof (profiling a gap)
-    const flags = process.env.TWOPASS_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+    const flags = [...nodeFlags, ...(process.env.TWOPASS_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
     const c = spawn(
       process.execPath,
       [...flags, new URL('./e2e-one.ts', import.meta.url).pathname, ...args],
@@ -71,13 +79,26 @@ export async function e2eBench(
       const env = JSON.stringify({ OS_CLOUD: 'fake', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') });
       type Cell = { ms: number[]; rss: number[]; req: number; bytes: number };
       const res: Record<string, Cell> = {};
-      const variants = ['floor', 'twopass', ...(fn === 'lbaas-ports' ? [] : ['naive'])];
+      const variants = ['floor', 'twopass', 'capped', ...(fn === 'lbaas-ports' ? [] : ['naive'])];
       // Rounds interleave the variants: a noisy minute lands on one sample of each, not on one variant.
       for (let round = 0; round < RUNS; round++)
         for (const variant of variants) {
           const k0 = fake.requests.length;
           const o0 = os.requests.length;
-          const r = await child(['--fn', fn, '--variant', variant, '--server', fake.url, '--env', env]);
+          // capped: twopass with the heap cap the image sets (NODE_OPTIONS in infra/Dockerfile)
+          const r = await child(
+            [
+              '--fn',
+              fn,
+              '--variant',
+              variant === 'capped' ? 'twopass' : variant,
+              '--server',
+              fake.url,
+              '--env',
+              env,
+            ],
+            variant === 'capped' ? IMAGE_NODE_OPTIONS : [],
+          );
           const kreq = fake.requests.slice(k0);
           const oreq = os.requests.slice(o0);
           res[variant] ??= {
@@ -91,6 +112,7 @@ export async function e2eBench(
           c.rss.push(Number(r.peakRssMiB));
         }
       const tp = res.twopass!;
+      const cp = res.capped!;
       const fl = res.floor!;
       const nv = res.naive;
       const mib = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`;
@@ -105,6 +127,7 @@ export async function e2eBench(
         `${ms(seedMs)}`,
         cell(fl),
         cell(tp),
+        cell(cp),
         nv ? cell(nv) : 'n/a',
         `${(median(tp.ms) / median(fl.ms)).toFixed(2)}x`,
         nv
@@ -124,6 +147,7 @@ export async function e2eBench(
       'bulk seed',
       'listing floor',
       'twopass run (observe + decide + state save)',
+      'twopass, heap capped as in the image',
       'naive: list, then GET each pod',
       'twopass / floor (medians)',
       'naive / twopass',

@@ -9,7 +9,7 @@ import { NAMESPACES, PODS } from '../../shared/kube/resources.ts';
 import { ADMIN_TOKEN, startCluster } from '../cluster/cluster.ts';
 import { testTime } from '../helpers/time.ts';
 import { max, mdTable, median, min, ms } from './common.ts';
-import { child } from './e2e.ts';
+import { child, IMAGE_NODE_OPTIONS } from './e2e.ts';
 import { watchList } from './watchlist.ts';
 
 const RUNS = 3;
@@ -179,13 +179,17 @@ export async function realBench(n = 20_000): Promise<string> {
       '--insecure',
       'true',
     ];
-    const runs: Record<'floor' | 'twopass', { ms: number[]; rss: number[] }> = {
+    const runs: Record<'floor' | 'twopass' | 'capped', { ms: number[]; rss: number[] }> = {
       floor: { ms: [], rss: [] },
       twopass: { ms: [], rss: [] },
+      capped: { ms: [], rss: [] },
     };
     for (let round = 0; round < RUNS; round++)
-      for (const variant of ['floor', 'twopass'] as const) {
-        const r = await child(['--fn', 'danm-endpoints', '--variant', variant, ...args]);
+      for (const variant of ['floor', 'twopass', 'capped'] as const) {
+        const r = await child(
+          ['--fn', 'danm-endpoints', '--variant', variant === 'capped' ? 'twopass' : variant, ...args],
+          variant === 'capped' ? IMAGE_NODE_OPTIONS : [],
+        );
         runs[variant].ms.push(Number(r.ms));
         runs[variant].rss.push(Number(r.peakRssMiB));
       }
@@ -201,6 +205,7 @@ export async function realBench(n = 20_000): Promise<string> {
         [
           row('listing floor (same lists, one connection, JSON.parse)', runs.floor),
           row('twopass run (observe + decide + state save)', runs.twopass),
+          row('twopass, heap capped as in the image (infra/Dockerfile NODE_OPTIONS)', runs.capped),
           ['ratio (medians)', `${(median(runs.twopass.ms) / median(runs.floor.ms)).toFixed(2)}x`, ''],
         ],
         `${RUNS} rounds, each variant a fresh process, interleaved. Goals: within 1.2x of the floor; peak RSS under 160 MiB at 50,000 pods.`,

@@ -229,6 +229,34 @@ offline(
   },
 );
 
+offline("the image caps V8's heap below every memory limit the manifests set", () => {
+  const docker = readFileSync(join(ROOT, 'infra/Dockerfile'), 'utf8');
+  const opts = /^ENV NODE_OPTIONS="([^"]*)"/m.exec(docker)?.[1] ?? '';
+  const flag = (name: string) => Number(new RegExp(`--${name}=(\\d+)`).exec(opts)?.[1] ?? Number.NaN);
+  const heap = flag('max-old-space-size');
+  const semi = flag('max-semi-space-size');
+  assert.ok(Number.isFinite(heap) && Number.isFinite(semi), `a heap cap in NODE_OPTIONS (${opts})`);
+  // the old space, three semi-spaces of young generation, and Node's own ~100 MiB besides the heap
+  const needs = heap + 3 * semi + 100;
+  const limits: string[] = [];
+  const walk = (dir: string): void => {
+    for (const e of readdirSync(dir, { withFileTypes: true })) {
+      const p = join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (/\.ya?ml$/.test(e.name))
+        for (const m of readFileSync(p, 'utf8').matchAll(/limits:\s*\{?\s*memory:\s*(\d+)(Mi|Gi)/g))
+          limits.push(`${p.slice(ROOT.length + 1)} ${m[1]}${m[2]}`);
+    }
+  };
+  walk(join(ROOT, 'infra'));
+  assert.ok(limits.length >= 5, `memory limits found: ${limits.length}`);
+  for (const l of limits) {
+    const [, n, unit] = /(\d+)(Mi|Gi)$/.exec(l)!;
+    const mib = Number(n) * (unit === 'Gi' ? 1024 : 1);
+    assert.ok(needs <= mib, `${l}: the image's heap cap needs ${needs} MiB`);
+  }
+});
+
 const real = suite<{ t?: KubeTarget; dir: string }>('infra on the real test cluster', { dir: '' });
 real.before(async (ctx) => {
   const t = await realTarget();
