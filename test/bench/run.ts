@@ -22,11 +22,22 @@ const out = (s: string) => {
   console.log(s);
   sections.push(s);
 };
-if (want('engine')) out(engineBench(quick ? [10_000, 100_000] : [10_000, 100_000, 1_000_000]));
-if (want('e2e')) out(await e2eBench(quick ? [10_000] : [10_000, 100_000]));
-if (want('http')) out(await httpBench());
-if (want('rules')) out(rulesBench(quick ? [10_000] : [10_000, 150_000]));
-if (want('batch')) out(await batchBench(quick ? [6, 50] : [6, 50, 300]));
+let failed = 0;
+/** One benchmark; a failure is printed as its section (and the exit code), never losing the others. */
+async function section(name: string, bench: () => string | Promise<string>): Promise<void> {
+  if (!want(name)) return;
+  try {
+    out(await bench());
+  } catch (err) {
+    failed++;
+    out(`### ${name}\n\nfailed: ${(err as Error).message.slice(0, 2000)}\n`);
+  }
+}
+await section('engine', () => engineBench(quick ? [10_000, 100_000] : [10_000, 100_000, 1_000_000]));
+await section('e2e', () => e2eBench(quick ? [10_000] : [10_000, 150_000]));
+await section('http', () => httpBench());
+await section('rules', () => rulesBench(quick ? [10_000] : [10_000, 150_000]));
+await section('batch', () => batchBench(quick ? [6, 50] : [6, 50, 300]));
 if (want('real')) {
   if (process.env.TWOPASS_NO_REAL_CLUSTER === '1')
     out('### Real kube-apiserver\n\nskipped: TWOPASS_NO_REAL_CLUSTER=1\n');
@@ -37,13 +48,13 @@ if (want('real')) {
     });
     if (b.status !== 0)
       throw new Error('test/cluster/build.sh failed: cannot run the real-cluster benchmark');
-    out(await realBench(quick ? 5_000 : 50_000));
+    await section('real', () => realBench(quick ? 5_000 : 50_000));
   }
 }
 if (want('peer')) {
   if (process.env.TWOPASS_NO_REAL_CLUSTER === '1')
     out('### The peer\n\nskipped: TWOPASS_NO_REAL_CLUSTER=1\n');
-  else out(await peerBench(quick ? [5_000] : [5_000, 30_000]));
+  else await section('peer', () => peerBench(quick ? [5_000] : [5_000, 30_000]));
 }
 if (!quick && only.length === 0) {
   const path = new URL('./RESULTS.md', import.meta.url);
@@ -58,3 +69,4 @@ if (!quick && only.length === 0) {
     `# Benchmark results\n\nWritten by \`npm run bench\`; the latest run replaces the tables.\n\n${sections.join('\n')}\n## What changed${history || '\n'}`,
   );
 }
+if (failed) process.exitCode = 1;
