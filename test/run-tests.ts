@@ -106,7 +106,10 @@ const num = (label: string) => Number(new RegExp(`${label}:\\s+(\\d+)`).exec(pla
 const total = num('Total');
 const passed = num('Passed');
 const skipped = num('Skipped');
-let failed = Math.max(0, total - passed - skipped);
+// Each failing test prints one `FAIL  <suite>  "<test>"` block; Total - Passed - Skipped can
+// under-count (uvu's Skipped also counts tests of suites that failed around them).
+const failLines = plain.match(/^\s*FAIL\s/gm)?.length ?? 0;
+let failed = Math.max(failLines, total - passed - skipped);
 if (code !== 0 && failed === 0) failed = 1; // a file that crashed before uvu could count it
 console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
 process.exit(code !== 0 || failed > 0 ? 1 : 0);

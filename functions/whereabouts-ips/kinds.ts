@@ -115,6 +115,38 @@ const reclaimed = (
 const removedText = (d: AllocData) =>
   `allocation ${d.ip} (offset ${d.offset}, container ${d.id.slice(0, 12)}) removed from IPPool ${d.namespace}/${d.pool}`;
 
+/** Up to this many pods a batch names are read one by one; more, and their namespaces are listed. */
+export const POD_READS_PER_BATCH = 50;
+
+/**
+ * The evidence of a batch, fresh: a read of each pod it names (a GET by name answers for
+ * exactly the podref the judgement looks up, law 6's narrow evidence; a list of a
+ * namespace of 30,000 pods for every pool touched cost the apiserver far more). A batch
+ * that names more pods than POD_READS_PER_BATCH (a node lost with its 110 pods) lists
+ * their namespaces once instead, complete, metadata only.
+ */
+async function freshPods(
+  reader: KubeReader,
+  podrefs: readonly string[],
+  signal: AbortSignal,
+): Promise<Map<string, PodView>> {
+  const pods = new Map<string, PodView>();
+  if (podrefs.length <= POD_READS_PER_BATCH) {
+    for (const ref of podrefs) {
+      const [ns, name] = ref.split('/') as [string, string];
+      const pod = await reader.get(PODS, ns, name, signal);
+      if (pod) pods.set(ref, podView(pod));
+    }
+    return pods;
+  }
+  for (const ns of [...new Set(podrefs.map((r) => r.split('/')[0]!))].sort())
+    for (const [ref, view] of (
+      await reader.listAll(PODS, { namespace: ns, metadataOnly: true, signal, view: namedPodView })
+    ).items)
+      pods.set(ref, view);
+  return pods;
+}
+
 /**
  * The confirmed allocations of one IPPool, together: one fresh read of the pool and a
  * fresh read of each pod they name re-check every allocation; one JSON Patch that tests
@@ -137,15 +169,7 @@ async function removeAllocations(
       results.rest((key) => ({ key, outcome: 'gone', detail: 'pool is gone' }));
       break;
     }
-    // The evidence, fresh and narrow: a read of each pod the allocations name (a GET by
-    // name answers for exactly the podref the judgement looks up; a list of a namespace of
-    // 30,000 pods per pool cost the apiserver far more, and was older by the time of the patch).
-    const pods = new Map<string, PodView>();
-    for (const ref of podrefs) {
-      const [ns, name] = ref.split('/') as [string, string];
-      const pod = await reader.get(PODS, ns, name, ctx.signal);
-      if (pod) pods.set(ref, podView(pod));
-    }
+    const pods = await freshPods(reader, podrefs, ctx.signal);
     const removing: Typed<AllocData>[] = [];
     for (const t of targets) {
       const d = t.data;

@@ -1,6 +1,7 @@
 /** whereabouts-ips end to end, against the real API server and the fake. */
 import * as assert from 'uvu/assert';
 import { whereaboutsIps } from '../../functions/whereabouts-ips/index.ts';
+import { POD_READS_PER_BATCH } from '../../functions/whereabouts-ips/kinds.ts';
 import { IPPOOLS, RESERVATIONS } from '../../functions/whereabouts-ips/model.ts';
 import { MINUTE as MIN } from '../../shared/contract/index.ts';
 import type { KubeClient } from '../../shared/kube/ports.ts';
@@ -270,32 +271,38 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
     assert.is((await allocations(kube, ns, 'pool'))[offsetOf(RANGE, '192.168.2.131')]?.id, 'new-b');
   });
 
-  it('a pod of the podref that comes back between the decision and the batch removal keeps its allocation; the others of the pool go', async (t, kube) => {
-    const ns = await t.namespace();
-    await createPool(kube, ns, 'pool', RANGE, {
-      '192.168.2.140': { id: containerId(), podref: `${ns}/web-0` },
-      '192.168.2.141': { id: containerId(), podref: `${ns}/gone-1` },
+  // Both ways a batch re-checks its pods: a read of each (few), a list of their namespace (many).
+  for (const gone of [1, POD_READS_PER_BATCH + 1])
+    it(`a pod of the podref that comes back between the decision and the batch removal keeps its allocation; the other ${gone} of the pool go`, async (t, kube) => {
+      const ns = await t.namespace();
+      const allocs: Record<string, { id: string; podref: string }> = {
+        '192.168.2.140': { id: containerId(), podref: `${ns}/web-0` },
+      };
+      for (let i = 0; i < gone; i++)
+        allocs[`192.168.2.${141 + i}`] = { id: containerId(), podref: `${ns}/gone-${i}` };
+      await createPool(kube, ns, 'pool', RANGE, allocs);
+      const ctx = observeAt(Date.now(), ns);
+      const obs = await whereaboutsIps.observe(kube, ctx);
+      const batch = obs.targets.filter((x) => x.data !== undefined);
+      assert.is(batch.length, gone + 1, 'every allocation is unused: no pod of any of the names');
+      // web-0 is re-created (a StatefulSet's sticky name) and CNI ADD hands it its old address
+      await createPodWithStatus(kube, ns, 'web-0', ['192.168.2.140']);
+      const out = await whereaboutsIps.removeBatch!(kube, kube, batch, ctx);
+      const by = new Map(
+        out.map((o) => [(batch.find((b) => b.key === o.key)!.data as { ip: string }).ip, o]),
+      );
+      assert.is(
+        by.get('192.168.2.140')?.outcome,
+        'skipped',
+        'the fresh evidence finds web-0 using the address',
+      );
+      assert.match(
+        String((by.get('192.168.2.140') as { reason?: string }).reason),
+        /web-0 uses 192\.168\.2\.140/,
+      );
+      assert.is(out.filter((o) => o.outcome === 'deleted').length, gone);
+      assert.equal(Object.keys(await allocations(kube, ns, 'pool')), [offsetOf(RANGE, '192.168.2.140')]);
     });
-    const ctx = observeAt(Date.now(), ns);
-    const obs = await whereaboutsIps.observe(kube, ctx);
-    const batch = obs.targets.filter((x) => x.data !== undefined);
-    assert.is(batch.length, 2, 'both allocations are unused: no pod of either name');
-    // web-0 is re-created (a StatefulSet's sticky name) and CNI ADD hands it its old address
-    await createPodWithStatus(kube, ns, 'web-0', ['192.168.2.140']);
-    const out = await whereaboutsIps.removeBatch!(kube, kube, batch, ctx);
-    const by = new Map(out.map((o) => [(batch.find((b) => b.key === o.key)!.data as { ip: string }).ip, o]));
-    assert.is(
-      by.get('192.168.2.140')?.outcome,
-      'skipped',
-      'the fresh read of web-0 finds it using the address',
-    );
-    assert.match(
-      String((by.get('192.168.2.140') as { reason?: string }).reason),
-      /web-0 uses 192\.168\.2\.140/,
-    );
-    assert.is(by.get('192.168.2.141')?.outcome, 'deleted');
-    assert.equal(Object.keys(await allocations(kube, ns, 'pool')), [offsetOf(RANGE, '192.168.2.140')]);
-  });
 
   it('a running pod whose network-status still lists an older address keeps its real allocation past the 5 min grace', async (t, kube) => {
     const ns = await t.namespace();
