@@ -68,10 +68,13 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
       { call: 'discover whereabouts' },
     );
   // Targets first: pools, then reservations; pods (the evidence) last.
-  const pools = await kube.listAll(IPPOOLS, { pageSize, signal });
+  // Each page is parsed as it arrives (the raw pools and reservations are dropped).
+  const pools = await kube.listAll(IPPOOLS, { pageSize, signal, view: parsePool });
   ctx.source('ippools', 'target', pools);
   const hasResv = await kube.serves(GROUP, 'v1alpha1', RESERVATIONS.plural, signal);
-  const resvs = hasResv ? await kube.listAll(RESERVATIONS, { pageSize, signal }) : undefined;
+  const resvs = hasResv
+    ? await kube.listAll(RESERVATIONS, { pageSize, signal, view: parseReservation })
+    : undefined;
   ctx.source('overlappingrangeipreservations', 'target', resvs ?? { notServed: true });
   // Each page of pods is kept only as its views (uid, the addresses of its network-status).
   const podList = await kube.listAll(PODS, { metadataOnly: true, pageSize, signal, view: namedPodView });
@@ -79,7 +82,7 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
   const pods = new Map<string, PodView>(podList.items);
 
   const byIp = new Map<string, { id: string; podref: string }[]>(); // allocations by IP, across pools
-  const parsedPools = pools.items.map(parsePool);
+  const parsedPools = pools.items;
   for (const pool of parsedPools)
     for (const a of pool.allocations)
       if (a.ip && !a.problem) {
@@ -88,7 +91,7 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
         else byIp.set(a.ip, [a]);
       }
   const resvByIp = new Map<string, { containerid: string; podref: string }>();
-  const parsedResvs = (resvs?.items ?? []).map(parseReservation);
+  const parsedResvs = resvs?.items ?? [];
   for (const r of parsedResvs)
     if (r.ip && !r.problem) resvByIp.set(r.ip.text, { containerid: r.containerid, podref: r.podref });
 

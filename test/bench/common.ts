@@ -1,5 +1,5 @@
 /** Shared bits of the benchmarks: machine line, child-process measurement, markdown tables. */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { cpus, totalmem } from 'node:os';
 
 export function machine(): string {
@@ -55,4 +55,33 @@ export function median(xs: readonly number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   const m = s.length >> 1;
   return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/** Runs `each(0..n-1)` on `workers` concurrent workers (seeding a real apiserver). */
+export async function inParallel(
+  n: number,
+  workers: number,
+  each: (i: number) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: workers }, async () => {
+      for (let i = next++; i < n; i = next++) await each(i);
+    }),
+  );
+}
+
+/** Runs a process to its end: exit code, stdout and stderr. */
+export function runProcess(
+  cmd: string,
+  args: string[],
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const c = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    c.stdout.on('data', (d: Buffer) => (stdout += d));
+    c.stderr.on('data', (d: Buffer) => (stderr += d));
+    c.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
 }

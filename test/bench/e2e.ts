@@ -3,7 +3,6 @@
  * 100k objects, next to the naive per-object cleaner and the listing floor, each
  * in its own process (peak RSS); requests and bytes are counted by the servers.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +12,8 @@ import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
 import { FakeKubeServer } from '../../shared/sandbox/kube/server.ts';
 import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
 import { testTime } from '../helpers/time.ts';
-import { max, mdTable, median, min, ms } from './common.ts';
+import { max, mdTable, median, min, ms, runProcess } from './common.ts';
+import { danmWorld, lbaasWorld, NS, whereaboutsWorld } from './worlds.ts';
 
 const RUNS = 3;
 /** The V8 flags the image runs with (its NODE_OPTIONS). */
@@ -26,32 +26,20 @@ export const IMAGE_NODE_OPTIONS = (
   .filter(Boolean);
 const QPS = [20, 50];
 
-import { danmWorld, lbaasWorld, NS, whereaboutsWorld } from './worlds.ts';
-
 /** Runs e2e-one.ts in its own process (a clean peak RSS) and returns its JSON line. */
-export function child(args: string[], nodeFlags: string[] = []): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
-    // TWOPASS_BENCH_NODE_ARGS: flags for the measured process, e.g. --cpu-prof (profiling a gap)
-    const flags = [...nodeFlags, ...(process.env.TWOPASS_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
-    const c = spawn(
-      process.execPath,
-      [...flags, new URL('./e2e-one.ts', import.meta.url).pathname, ...args],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    let out = '';
-    let err = '';
-    c.stdout.on('data', (d: Buffer) => (out += d));
-    c.stderr.on('data', (d: Buffer) => (err += d));
-    c.on('exit', (code) => {
-      try {
-        resolve(JSON.parse(out.trim().split('\n').pop() ?? '') as Record<string, unknown>);
-      } catch {
-        reject(new Error(`e2e-one ${args.join(' ')} exit ${code}: ${err.slice(-1500)}`));
-      }
-    });
-  });
+export async function child(args: string[], nodeFlags: string[] = []): Promise<Record<string, unknown>> {
+  // TWOPASS_BENCH_NODE_ARGS: flags for the measured process, e.g. --cpu-prof (profiling a gap)
+  const flags = [...nodeFlags, ...(process.env.TWOPASS_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
+  const r = await runProcess(process.execPath, [
+    ...flags,
+    new URL('./e2e-one.ts', import.meta.url).pathname,
+    ...args,
+  ]);
+  try {
+    return JSON.parse(r.stdout.trim().split('\n').pop() ?? '') as Record<string, unknown>;
+  } catch {
+    throw new Error(`e2e-one ${args.join(' ')} exit ${r.code}: ${r.stderr.slice(-1500)}`);
+  }
 }
 
 export async function e2eBench(

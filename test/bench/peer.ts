@@ -6,7 +6,7 @@
  * agent; bytes by a counting TCP proxy in front of the apiserver (TLS included); peak RSS
  * by /usr/bin/time. The world is restored between the peer and twopass.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -17,7 +17,7 @@ import { NAMESPACES, PODS } from '../../shared/kube/resources.ts';
 import { formatAddress, parseCidr } from '../../shared/net/ip.ts';
 import { ADMIN_TOKEN, type Cluster, startCluster } from '../cluster/cluster.ts';
 import { testTime } from '../helpers/time.ts';
-import { mdTable, ms } from './common.ts';
+import { inParallel, mdTable, ms, runProcess } from './common.ts';
 
 export const PEER_VERSION = process.env.TWOPASS_WHEREABOUTS_VERSION ?? 'v0.9.2';
 const NS = 'bench';
@@ -65,26 +65,19 @@ function poolObjects(n: number) {
 async function seed(kube: KubeHttpClient, n: number): Promise<number> {
   await kube.create(NAMESPACES, { metadata: { name: NS } });
   const t = performance.now();
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 32 }, async () => {
-      for (;;) {
-        const i = next++;
-        if (i >= n) return;
-        if (leaked(i)) continue; // its pod is gone
-        await kube.create(PODS, {
-          metadata: {
-            name: `pod-${i}`,
-            namespace: NS,
-            annotations: {
-              [NETWORK_STATUS]: JSON.stringify([{ name: `${NS}/net`, interface: 'net1', ips: [addr(i)] }]),
-            },
-          },
-          spec: { containers: [{ name: 'app', image: 'registry.local/app:1.0' }] },
-        });
-      }
-    }),
-  );
+  await inParallel(n, 32, async (i) => {
+    if (leaked(i)) return; // its pod is gone
+    await kube.create(PODS, {
+      metadata: {
+        name: `pod-${i}`,
+        namespace: NS,
+        annotations: {
+          [NETWORK_STATUS]: JSON.stringify([{ name: `${NS}/net`, interface: 'net1', ips: [addr(i)] }]),
+        },
+      },
+      spec: { containers: [{ name: 'app', image: 'registry.local/app:1.0' }] },
+    });
+  });
   await setPools(kube, n);
   return performance.now() - t;
 }
@@ -153,23 +146,13 @@ function auditRequests(cluster: Cluster, from: number, agent: string): { count: 
 }
 
 /** Runs a command under /usr/bin/time: its wall time, peak RSS and stdout. */
-function timed(cmd: string, args: string[]): Promise<{ ms: number; rssMiB: number; stdout: string }> {
-  return new Promise((resolve, reject) => {
-    const t = performance.now();
-    const c = spawn('/usr/bin/time', ['-f', 'maxrss-kib=%M', cmd, ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    c.stdout.on('data', (d: Buffer) => (out += d));
-    c.stderr.on('data', (d: Buffer) => (err += d));
-    c.on('exit', (code) => {
-      const ms = performance.now() - t;
-      const kib = /maxrss-kib=(\d+)/.exec(err)?.[1];
-      if (code !== 0 || !kib) reject(new Error(`${cmd} exit ${code}: ${err.slice(-1500)}`));
-      else resolve({ ms, rssMiB: Math.round(Number(kib) / 1024), stdout: out });
-    });
-  });
+async function timed(cmd: string, args: string[]): Promise<{ ms: number; rssMiB: number; stdout: string }> {
+  const t = performance.now();
+  const r = await runProcess('/usr/bin/time', ['-f', 'maxrss-kib=%M', cmd, ...args]);
+  const ms = performance.now() - t;
+  const kib = /maxrss-kib=(\d+)/.exec(r.stderr)?.[1];
+  if (r.code !== 0 || !kib) throw new Error(`${cmd} exit ${r.code}: ${r.stderr.slice(-1500)}`);
+  return { ms, rssMiB: Math.round(Number(kib) / 1024), stdout: r.stdout };
 }
 
 export async function peerBench(sizes = [5_000, 30_000]): Promise<string> {

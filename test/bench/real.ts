@@ -8,7 +8,7 @@ import { KubeHttpClient } from '../../shared/kube/client.ts';
 import { NAMESPACES, PODS } from '../../shared/kube/resources.ts';
 import { ADMIN_TOKEN, startCluster } from '../cluster/cluster.ts';
 import { testTime } from '../helpers/time.ts';
-import { max, mdTable, median, min, ms } from './common.ts';
+import { inParallel, max, mdTable, median, min, ms } from './common.ts';
 import { child, IMAGE_NODE_OPTIONS } from './e2e.ts';
 import { watchList } from './watchlist.ts';
 
@@ -38,28 +38,21 @@ export async function realBench(n = 20_000): Promise<string> {
     });
     await kube.create(NAMESPACES, { metadata: { name: 'bench' } });
     const t = performance.now();
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: 32 }, async () => {
-        for (;;) {
-          const i = next++;
-          if (i >= n) return;
-          await kube.create(PODS, {
-            metadata: {
-              name: `pod-${i}`,
-              namespace: 'bench',
-              labels: { app: 'bench' },
-              annotations: { 'danm.k8s.io/interfaces': '[{"network":"net"}]' },
-            },
-            spec: {
-              containers: [
-                { name: 'app', image: 'registry.local/app:1.0', resources: { requests: { cpu: '10m' } } },
-              ],
-            },
-          });
-        }
-      }),
-    );
+    await inParallel(n, 32, async (i) => {
+      await kube.create(PODS, {
+        metadata: {
+          name: `pod-${i}`,
+          namespace: 'bench',
+          labels: { app: 'bench' },
+          annotations: { 'danm.k8s.io/interfaces': '[{"network":"net"}]' },
+        },
+        spec: {
+          containers: [
+            { name: 'app', image: 'registry.local/app:1.0', resources: { requests: { cpu: '10m' } } },
+          ],
+        },
+      });
+    });
     const seedMs = performance.now() - t;
     const rows: (string | number)[][] = [];
     // What a complete snapshot costs the servers: their CPU seconds (utime + stime from
