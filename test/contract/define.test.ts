@@ -1,0 +1,82 @@
+/**
+ * What `defineFunction` does with the targets a function builds: their data is checked
+ * against the kind's schema when built and when dispatched, and only targets that may be
+ * removed keep it.
+ */
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { z } from 'zod';
+import { defineFunction, MINUTE } from '../../shared/contract/index.ts';
+import { memFunction, world } from '../helpers/memfn.ts';
+
+const ctx = { now: 0, signal: new AbortController().signal, settings: {}, note: () => {} };
+const test = suite('defineFunction: target data');
+
+test('a target in use keeps no removal data; unused and indeterminate targets keep theirs, checked', async () => {
+  const w = world(['a', 'b', 'c'], { u1: 'a' });
+  const fn = memFunction();
+  const obs = await fn.observe(w, ctx);
+  const by = new Map(obs.targets.map((t) => [t.key, t]));
+  assert.equal(obs.used, ['a']);
+  assert.is(by.get('a')?.data, undefined, 'in use: never removed in this run, so no data');
+  assert.equal(by.get('b')?.data, { id: 'b', version: 1 });
+  assert.equal(by.get('c')?.data, { id: 'c', version: 1 });
+  // the data kept is what a removal dispatches
+  assert.equal(await fn.recheck(w, by.get('b')!, ctx), { ok: true });
+});
+
+const strict = (build: { id: string; version: number }, use: 'used' | 'indeterminate' | 'none') =>
+  defineFunction<z.ZodObject, null, null, { Thing: { id: string; version: number } }>({
+    name: 'strict',
+    description: 'test-only',
+    settings: z.object({}).strict(),
+    defaults: {
+      schedule: '* * * * *',
+      graceMs: MINUTE,
+      maxDeletions: 1,
+      maxDeletionPercent: 100,
+      maxEvidenceDropPercent: 100,
+    },
+    kinds: {
+      Thing: {
+        data: z.object({ id: z.string().min(1), version: z.number().int() }),
+        unused: 'never',
+        removal: 'nothing',
+        recheck: async () => ({ ok: true }),
+        remove: async () => ({ outcome: 'deleted' }),
+        confirmGone: async () => true,
+      },
+    },
+    async observe(_r, c) {
+      c.source('things', 'target', { items: [1] });
+      const v = c.target('Thing', { key: 'k', fingerprint: 'f', name: 'n', data: build });
+      if (use === 'used') v.used();
+      if (use === 'indeterminate') v.indeterminate('why');
+    },
+  });
+
+for (const use of ['used', 'indeterminate', 'none'] as const)
+  test(`data that does not fit its kind is a bug of the function, thrown when built (target ${use})`, async () => {
+    try {
+      await strict({ id: '', version: 1.5 }, use).observe(null, ctx);
+      assert.unreachable('observe should throw');
+    } catch (err) {
+      assert.match(String((err as Error).message), /strict: Thing k: id: .*version: /);
+    }
+  });
+
+test('a target whose data does not fit its kind is never dispatched: re-check refuses, removal skips', async () => {
+  const fn = strict({ id: 'x', version: 1 }, 'none');
+  const t = { key: 'k', kind: 'Thing', fingerprint: 'f', name: 'n', keep: false, data: { id: 'x' } };
+  const r = await fn.recheck(null, t, ctx);
+  assert.is(r.ok, false);
+  assert.match((r as { reason: string }).reason, /does not fit kind Thing/);
+  const removed = await fn.remove(null, t, ctx);
+  assert.is(removed.outcome, 'skipped');
+  assert.equal(await fn.recheck(null, { ...t, data: undefined }, ctx), {
+    ok: false,
+    reason: 'target has no removal data',
+  });
+});
+
+test.run();
