@@ -17,7 +17,7 @@ import type { RunResult } from '../runtime/run.ts';
 import { instantTime } from '../time.ts';
 import { installCrdsFromDir } from './crds.ts';
 import { FakeKubeServer } from './kube/server.ts';
-import { passes } from './pass.ts';
+import { passes, type Scene } from './pass.ts';
 import { allocated, R, seedIncident } from './scenarios/danm.ts';
 import { lbaasScene } from './scenes/lbaas.ts';
 import { ruleScene } from './scenes/rule.ts';
@@ -101,26 +101,29 @@ export async function demo(opts: {
       problems.push(`a pass exited ${runs.map((r) => r.exitCode).join(',')}`);
 
     // The whereabouts scenario: a StatefulSet pod re-created under the same name.
-    const wb = await whereaboutsScene(
+    const scene: Scene = {
       kube,
       cfg,
+      stateDir: dir,
       clock,
-      () => now,
-      (ms) => (now += ms),
+      advance: (ms) => {
+        now += ms;
+      },
       log,
-      fake.url,
+      server: fake.url,
       say,
-    );
+    };
+    const wb = await whereaboutsScene(scene);
     runs.push(...wb.runs);
     problems.push(...wb.problems);
 
     // The lbaas scenario: the controller restart that lost an in-use port.
-    const lb = await lbaasScene(kube, dir, clock, (ms) => (now += ms), log, fake.url, say);
+    const lb = await lbaasScene(scene);
     runs.push(...lb.runs);
     problems.push(...lb.problems);
 
     // A rule in CEL: CiliumEndpoints of gone pods, by UID.
-    const rl = await ruleScene(kube, cfg, clock, (ms) => (now += ms), log, fake.url, say);
+    const rl = await ruleScene(scene);
     runs.push(...rl.runs);
     problems.push(...rl.problems);
 

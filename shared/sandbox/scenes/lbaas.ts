@@ -7,31 +7,20 @@ import { resolveConfig } from '../../config.ts';
 import { MINUTE as MIN } from '../../contract/index.ts';
 import type { KubeClient } from '../../kube/ports.ts';
 import { SERVICES } from '../../kube/resources.ts';
-import type { Logger } from '../../log/logger.ts';
 import type { RunResult } from '../../runtime/run.ts';
-import { instantTime } from '../../time.ts';
 import { FakeOpenStack } from '../openstack/server.ts';
-import { passes } from '../pass.ts';
+import { type Scene, startScene } from '../pass.ts';
 import { controllerPort, createService, setIngress } from '../scenarios/lbaas.ts';
 
-export async function lbaasScene(
-  kube: KubeClient,
-  stateDir: string,
-  clock: () => number,
-  advance: (ms: number) => void,
-  log: Logger,
-  server: string,
-  say: (s: string) => void,
-): Promise<{ runs: RunResult[]; problems: string[] }> {
+export async function lbaasScene(s: Scene): Promise<{ runs: RunResult[]; problems: string[] }> {
+  const { kube, stateDir, clock, advance, say } = s;
   const os = new FakeOpenStack({ now: clock });
   await os.start();
-  const runs: RunResult[] = [];
-  const problems: string[] = [];
   try {
     // beside the sandbox's state, which the demo removes when it ends
     const clouds = join(stateDir, 'clouds.yaml');
     writeFileSync(clouds, os.cloudsYaml('appcred', 'sandbox'));
-    const env = { OS_CLOUD: 'sandbox', OS_CLIENT_CONFIG_FILE: clouds };
+    const processEnv = { OS_CLOUD: 'sandbox', OS_CLIENT_CONFIG_FILE: clouds };
     const cfg = resolveConfig(
       {
         functions: {
@@ -46,13 +35,7 @@ export async function lbaasScene(
       'sandbox',
       { state: `file:${stateDir}` },
     );
-    const pass = passes(
-      lbaasPorts,
-      cfg,
-      { time: instantTime(clock), log, kubeOptions: { server }, processEnv: env },
-      say,
-      runs,
-    );
+    const { runs, problems, pass } = startScene(lbaasPorts, s, { cfg, processEnv });
     say('');
     say(`lbaas: a fake Keystone + Neutron on ${os.url} (project-a). ch-k8s-lbaas has placed two Services:`);
     const ingress = controllerPort(os, { name: 'ingress-nginx' });

@@ -3,42 +3,25 @@
  * rule), against a StatefulSet pod re-created under the same name and a pod gone with
  * its node.
  */
-import type { Config } from '../../config.ts';
 import { MINUTE as MIN } from '../../contract/index.ts';
-import type { KubeClient } from '../../kube/ports.ts';
 import { PODS } from '../../kube/resources.ts';
-import type { Logger } from '../../log/logger.ts';
 import { packageRoot } from '../../paths.ts';
 import { ruleFunction } from '../../rules/function.ts';
 import { loadRuleFile } from '../../rules/rule.ts';
 import type { RunResult } from '../../runtime/run.ts';
-import { instantTime } from '../../time.ts';
-import { passes } from '../pass.ts';
+import { type Scene, startScene } from '../pass.ts';
 import { adoptEndpoint, CILIUM, createEndpoint } from '../scenarios/cilium.ts';
 import { createPodObject } from '../scenarios/danm.ts';
 
 export const RULE_FILE = 'functions/rules/cilium-endpoints/rule.yaml';
 
 export async function ruleScene(
-  kube: KubeClient,
-  cfg: Config,
-  clock: () => number,
-  advance: (ms: number) => void,
-  log: Logger,
-  server: string,
-  say: (s: string) => void,
+  s: Scene,
 ): Promise<{ runs: RunResult[]; problems: string[]; reclaimed: number }> {
-  const runs: RunResult[] = [];
-  const problems: string[] = [];
+  const { kube, advance, say } = s;
   const ns = 'shop';
   const rule = loadRuleFile(`${packageRoot()}/${RULE_FILE}`)[0]!;
-  const pass = passes(
-    ruleFunction(rule),
-    cfg,
-    { time: instantTime(clock), log, kubeOptions: { server } },
-    say,
-    runs,
-  );
+  const { runs, problems, pass } = startScene(ruleFunction(rule), s);
   await kube.create(
     { group: '', version: 'v1', plural: 'namespaces', kind: 'Namespace', namespaced: false },
     {

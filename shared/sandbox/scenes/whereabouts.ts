@@ -1,13 +1,9 @@
 /** The sandbox's whereabouts scene: StatefulSet db-0 re-created under the same name. */
 
 import { whereaboutsIps } from '../../../functions/whereabouts-ips/index.ts';
-import type { Config } from '../../config.ts';
 import { MINUTE as MIN } from '../../contract/index.ts';
-import type { KubeClient } from '../../kube/ports.ts';
-import type { Logger } from '../../log/logger.ts';
 import type { RunResult } from '../../runtime/run.ts';
-import { instantTime } from '../../time.ts';
-import { passes } from '../pass.ts';
+import { type Scene, startScene } from '../pass.ts';
 import { forceDeletePod } from '../scenarios/danm.ts';
 import {
   allocate,
@@ -21,25 +17,11 @@ import {
 const RANGE = '192.168.2.0/24';
 
 export async function whereaboutsScene(
-  kube: KubeClient,
-  cfg: Config,
-  clock: () => number,
-  _now: () => number,
-  advance: (ms: number) => void,
-  log: Logger,
-  server: string,
-  say: (s: string) => void,
+  s: Scene,
 ): Promise<{ runs: RunResult[]; problems: string[]; reclaimed: number }> {
-  const runs: RunResult[] = [];
-  const problems: string[] = [];
+  const { kube, advance, say } = s;
   const ns = 'default';
-  const pass = passes(
-    whereaboutsIps,
-    cfg,
-    { time: instantTime(clock), log, kubeOptions: { server } },
-    say,
-    runs,
-  );
+  const { runs, problems, pass } = startScene(whereaboutsIps, s);
   say('');
   say('whereabouts: IPPool default/pool (192.168.2.0/24); StatefulSet pod db-0 holds 192.168.2.10.');
   const oldId = containerId();
