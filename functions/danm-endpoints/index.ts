@@ -131,7 +131,7 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
         ...(ep.v6 ? { v6: ep.v6.text } : {}),
       },
     });
-    if (livePods.has(ep.podUID) && livePods.get(ep.podUID) === ep.namespace) {
+    if (livePods.get(ep.podUID) === ep.namespace) {
       v.used();
       continue;
     }

@@ -7,16 +7,15 @@
  * by /usr/bin/time. The world is restored between the peer and twopass.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IPPOOLS, NETWORK_STATUS } from '../../functions/whereabouts-ips/model.ts';
-import { KubeHttpClient } from '../../shared/kube/client.ts';
+import type { KubeHttpClient } from '../../shared/kube/client.ts';
 import { NAMESPACES, PODS } from '../../shared/kube/resources.ts';
 import { formatAddress, parseCidr } from '../../shared/net/ip.ts';
-import { ADMIN_TOKEN, type Cluster, startCluster } from '../cluster/cluster.ts';
-import { testTime } from '../helpers/time.ts';
+import { ADMIN_TOKEN, adminClient, type Cluster, startCluster } from '../cluster/cluster.ts';
 import { inParallel, mdTable, ms, runProcess } from './common.ts';
 
 export const PEER_VERSION = process.env.TWOPASS_WHEREABOUTS_VERSION ?? 'v0.9.2';
@@ -134,15 +133,13 @@ async function countingProxy(target: URL): Promise<{
   };
 }
 
-/** Requests in the audit log since line `from`, by user agent prefix. */
-function auditRequests(cluster: Cluster, from: number, agent: string): { count: number; lines: number } {
-  const lines = readFileSync(cluster.auditLog!, 'utf8').split('\n').filter(Boolean);
+/** Requests in the audit log after byte `from` (its size before the run), by user agent prefix. */
+function auditRequests(cluster: Cluster, from: number, agent: string): number {
   let count = 0;
-  for (const l of lines.slice(from)) {
-    const e = JSON.parse(l) as { userAgent?: string };
-    if (e.userAgent?.startsWith(agent)) count++;
+  for (const l of readFileSync(cluster.auditLog!).subarray(from).toString('utf8').split('\n')) {
+    if (l && (JSON.parse(l) as { userAgent?: string }).userAgent?.startsWith(agent)) count++;
   }
-  return { count, lines: lines.length };
+  return count;
 }
 
 /** Runs a command under /usr/bin/time: its wall time, peak RSS and stdout. */
@@ -162,24 +159,18 @@ export async function peerBench(sizes = [5_000, 30_000]): Promise<string> {
     const cluster = await startCluster({ audit: true });
     const proxy = await countingProxy(new URL(cluster.server));
     try {
-      const kube = new KubeHttpClient({
-        server: cluster.server,
-        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
-        tls: { rejectUnauthorized: false },
-        connections: 32,
-        time: testTime(),
-      });
+      const kube = adminClient(cluster, ADMIN_TOKEN, { connections: 32 });
       const seedMs = await seed(kube, n);
       const total = await allocationCount(kube);
       const dir = mkdtempSync(join(tmpdir(), 'twopass-peer-'));
       const kubeconfig = join(dir, 'kubeconfig');
       writeFileSync(kubeconfig, cluster.kubeconfig().replaceAll(cluster.server, proxy.url));
       const measure = async (label: string, agent: string, cmd: string, args: string[]) => {
-        const from = auditRequests(cluster, 0, agent).lines;
+        const from = statSync(cluster.auditLog!).size;
         proxy.take();
         const r = await timed(cmd, args);
         const bytes = proxy.take();
-        const requests = auditRequests(cluster, from, agent).count;
+        const requests = auditRequests(cluster, from, agent);
         const left = await allocationCount(kube);
         return { label, ...r, requests, bytes, released: total - left };
       };
