@@ -8,6 +8,7 @@ import { resolve as resolvePath } from 'node:path';
 import { validate as validCron } from 'node-cron';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { EVIDENCE_MAX_AGE_MS } from './contract/fresh.ts';
 import type { FunctionDefaults } from './contract/index.ts';
 import { describeIssues } from './contract/settings.ts';
 import { formatDuration, parseDuration } from './engine/duration.ts';
@@ -111,6 +112,15 @@ export const fileSchema = z
     deadline: duration.optional(),
     callTimeout: duration.optional(),
     concurrency: z.number().int().min(1).max(64).optional(),
+    /**
+     * The act phase re-checks deletions against evidence read once for all its batches, and
+     * reads it again once it is older than this (default 30s; at most 10m).
+     */
+    evidenceMaxAge: duration
+      .refine((ms) => ms <= 10 * 60_000, {
+        message: 'expected at most `10m`: evidence older than that is not fresh',
+      })
+      .optional(),
     pageSize: z.number().int().min(1).max(10000).optional(),
     leaseDuration: duration.optional(),
     metricsPort: z.number().int().min(0).max(65535).optional(),
@@ -198,6 +208,7 @@ export type Config = Readonly<{
   deadlineMs: number;
   callTimeoutMs: number;
   concurrency: number;
+  evidenceMaxAgeMs: number;
   pageSize: number;
   leaseDurationSeconds: number;
   metricsPort: number;
@@ -301,6 +312,7 @@ export function resolveConfig(raw: FileConfig, source: string, ...layers: Overri
     deadlineMs: deadlineMs ?? 10 * 60_000,
     callTimeoutMs: raw.callTimeout ?? 30_000,
     concurrency: raw.concurrency ?? 4,
+    evidenceMaxAgeMs: raw.evidenceMaxAge ?? EVIDENCE_MAX_AGE_MS,
     pageSize: (o.pageSize as number | undefined) ?? raw.pageSize ?? 500,
     leaseDurationSeconds: Math.round((raw.leaseDuration ?? 60_000) / 1000),
     metricsPort: raw.metricsPort ?? 9464,

@@ -7,10 +7,9 @@
  */
 import { NotInstalledError } from '../../shared/contract/index.ts';
 import type { KubeReader } from '../../shared/kube/ports.ts';
-import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
+import type { KubeObject } from '../../shared/kube/resources.ts';
 import {
   bitIndex,
-  DEFAULT_NETWORK,
   danmResources,
   type Endpoint,
   GROUPS,
@@ -88,11 +87,13 @@ export class BitEvidence {
   }
 
   /** Whether address `index` of `net` is held (other than by DanmEp `except`), may be, or is free. */
-  verdict(net: Network, family: 4 | 6, index: number, except?: string): BitVerdict {
+  verdict(net: Network, family: 4 | 6, index: number, except?: string | ReadonlySet<string>): BitVerdict {
+    const excluded = (uid: string) =>
+      typeof except === 'string' ? uid === except : except?.has(uid) === true;
     const holder = this.holders
       .get(`${net.id}|${family}`)
       ?.get(index)
-      ?.find((h) => h.uid !== except);
+      ?.find((h) => !excluded(h.uid));
     if (holder) return { used: `held by DanmEp ${holder.namespace}/${holder.name}` };
     const inflight = this.settingUp(net.id);
     if (inflight !== undefined) return { indeterminate: `${inflight}: its CNI ADD may hold this address` };
@@ -161,25 +162,6 @@ export async function readNetwork(
   return o ? parseNetwork(o, type) : undefined;
 }
 
-/**
- * The `default` networks that exist now, from complete lists (field selector on the name):
- * what DANM resolves a pod's default network against. Needed only when the network being
- * re-checked is itself named `default`; a pod on its default network is on no other.
- */
-async function existingDefaults(kube: KubeReader, group: string, signal: AbortSignal): Promise<Set<string>> {
-  const R = danmResources(group);
-  const out = new Set<string>();
-  for (const type of NETWORK_TYPES) {
-    const ref = R[type];
-    if (!(await kube.serves(group, 'v1', ref.plural, signal))) continue;
-    const l = await kube.listAll(ref, { fieldSelector: `metadata.name=${DEFAULT_NETWORK}`, signal });
-    for (const o of l.items)
-      if (o.metadata.name === DEFAULT_NETWORK)
-        out.add(networkId(type, o.metadata.namespace, o.metadata.name));
-  }
-  return out;
-}
-
 /** One copy of each repeated string (namespaces, network names, annotation values) of one list. */
 function interner(): (s: string) => string {
   const seen = new Map<string, string>();
@@ -219,24 +201,6 @@ export function danmPodViewer(): (p: KubeObject) => KubeObject {
         ...(annotations !== undefined ? { annotations } : {}),
       },
     };
-  };
-}
-
-/** Fresh complete lists of DanmEps and pods (and the `default` networks when `net` is one): who may hold a bit of `net`. */
-export async function freshEvidence(
-  kube: KubeReader,
-  group: string,
-  net: Network,
-  signal: AbortSignal,
-): Promise<(family: 4 | 6, index: number, except?: string) => string | undefined> {
-  // Networks first (as in a snapshot): a default network created after can only widen what is protected.
-  const existing = net.name === DEFAULT_NETWORK ? await existingDefaults(kube, group, signal) : undefined;
-  const eps = await kube.listAll(danmResources(group).danmeps, { signal, view: endpointViewer() });
-  const pods = await kube.listAll(PODS, { metadataOnly: true, signal, view: danmPodViewer() });
-  const ev = new BitEvidence(eps.items, pods.items, new Map([[net.id, net]]), existing);
-  return (family, index, except) => {
-    const v = ev.verdict(net, family, index, except);
-    return v === undefined ? undefined : 'used' in v ? v.used : v.indeterminate;
   };
 }
 

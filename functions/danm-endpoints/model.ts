@@ -359,9 +359,13 @@ export function networksBeingSetUp(
   endpoints: readonly Endpoint[],
   existing?: ReadonlySet<string>,
 ): SetUpCheck {
-  const has = new Set(
-    endpoints.map((e) => `${e.podUID}|${networkId(e.networkType, e.namespace, e.network)}`),
-  );
+  // DanmEps per pod and network: a pod may ask for several interfaces on one network, and
+  // each is set up by its own CNI ADD (its bit set before its DanmEp is written).
+  const has = new Map<string, number>();
+  for (const e of endpoints) {
+    const k = `${e.podUID}|${networkId(e.networkType, e.namespace, e.network)}`;
+    has.set(k, (has.get(k) ?? 0) + 1);
+  }
   const ids = new Map<string, string>();
   const namespaces = new Map<string, string>();
   let cluster: string | undefined;
@@ -382,9 +386,18 @@ export function networksBeingSetUp(
         if (!ids.has(n)) ids.set(n, `${who()} is being set up on its default network (no DanmEp yet)`);
       continue;
     }
-    for (const n of req.ids)
-      if (!has.has(`${p.metadata.uid}|${n}`) && !ids.has(n))
-        ids.set(n, `${who()} is being set up on it (no DanmEp yet)`);
+    const asked = new Map<string, number>();
+    for (const n of req.ids) asked.set(n, (asked.get(n) ?? 0) + 1);
+    for (const [n, want] of asked) {
+      const got = has.get(`${p.metadata.uid}|${n}`) ?? 0;
+      if (got >= want || ids.has(n)) continue;
+      ids.set(
+        n,
+        want === 1
+          ? `${who()} is being set up on it (no DanmEp yet)`
+          : `${who()} is being set up on it (${got} of its ${want} DanmEps there so far)`,
+      );
+    }
   }
   has.clear(); // the check below closes over this scope: drop what it does not read
   return (netId) => {

@@ -6,16 +6,24 @@
 
 import { z } from 'zod';
 import {
+  type BatchItemResult,
+  BatchResults,
   ConfigError,
   type ConnectContext,
   defineFunction,
+  describeValue,
   GUARD_DEFAULTS,
   type KindSpec,
+  keepMarked,
   MINUTE,
   nonEmpty,
   type ObserveContext,
   type Ports,
   pageSizeSetting,
+  type RemovedPart,
+  type RemoveResult,
+  type RunContext,
+  type Typed,
 } from '../../shared/contract/index.ts';
 import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
 import { type KubeObject, SERVICES } from '../../shared/kube/resources.ts';
@@ -46,6 +54,23 @@ export const lbaasPortsSettings = z
       .describe('an extra tag a port must carry (narrows the ownership mark)'),
     cloud: nonEmpty('a cloud name').optional().describe('the clouds.yaml entry (default: $OS_CLOUD)'),
     pageSize: pageSizeSetting.default(500).describe('items per list page'),
+    concurrency: z
+      .number({
+        error: (i) => `expected a whole number of deletions from 1 to 32, got ${describeValue(i.input)}`,
+      })
+      .int()
+      .min(1)
+      .max(32)
+      .default(8)
+      .describe(
+        'ports deleted at once; each group of this many is re-checked against one fresh list of Services taken just before its deletes',
+      ),
+    unconditionalDeletes: z
+      .boolean()
+      .default(false)
+      .describe(
+        'RISK: where Neutron lacks the revision-if-match extension (or a port or floating IP has no revision_number), delete without a precondition; a port changed between the re-check and the delete is then deleted anyway (default: such ports are indeterminate, never deleted)',
+      ),
   })
   .strict();
 type Settings = z.output<typeof lbaasPortsSettings>;
@@ -58,6 +83,8 @@ const portData = z.object({
   fip: z
     .object({ id: z.string().min(1), address: z.string().optional(), revision: z.number().int().optional() })
     .optional(),
+  /** Deletes carry If-Match (false only where the operator accepted unconditional deletes). */
+  conditional: z.boolean(),
 });
 type PortData = z.output<typeof portData>;
 
@@ -134,6 +161,19 @@ async function observe(r: LbaasReader, ctx: ObserveContext<Settings, { Port: Por
   // Targets first: tagged ports and floating IPs of the project; Services (the evidence) after.
   // A wrong project lists nothing: say so rather than see nothing to clean.
   await r.neutron.checkProject?.(s.projectId, ctx.signal);
+  // Without revision-if-match no delete can carry its precondition: such ports are not decided
+  // unless the operator accepted unconditional deletes.
+  const conditional = await r.neutron.supports('revision-if-match', ctx.signal);
+  if (!conditional)
+    ctx.note(
+      'neutron.no-if-match',
+      {
+        reason: s.unconditionalDeletes
+          ? 'Neutron does not offer revision-if-match: deletes go WITHOUT a precondition (unconditionalDeletes: true)'
+          : 'Neutron does not offer revision-if-match: no delete could carry its precondition, so every port is indeterminate (set unconditionalDeletes: true to accept the risk)',
+      },
+      'warn',
+    );
   // Only the fields a decision reads (Neutron's `fields`): a port has some 25 others.
   const ports = await r.neutron.listPorts({ tags, project_id: s.projectId, fields: PORT_FIELDS }, ctx.signal);
   const fips = await r.neutron.listFloatingIps(
@@ -201,21 +241,36 @@ async function observe(r: LbaasReader, ctx: ObserveContext<Settings, { Port: Por
             },
           }
         : {}),
+      conditional: conditional && !s.unconditionalDeletes,
     };
     const created = p.created_at ? Date.parse(p.created_at) : Number.NaN;
     const v = ctx.target('Port', {
       key: p.id,
-      fingerprint: [p.id, p.revision_number ?? '?', d.deviceId, d.fixedIps.join(','), fip?.id ?? '-'].join(
-        '|',
-      ),
+      // The unit's fingerprint: the port's revision and its floating IP's (a FIP whose tags or
+      // description changed between the two observations resets the unit).
+      fingerprint: [
+        p.id,
+        p.revision_number ?? '?',
+        d.deviceId,
+        d.fixedIps.join(','),
+        fip ? `${fip.id}@${fip.revision_number ?? '?'}` : '-',
+      ].join('|'),
       name: `${p.name || p.id}${d.fixedIps.length ? ` ${d.fixedIps.join(',')}` : ''}${fip?.floating_ip_address ? ` (FIP ${fip.floating_ip_address})` : ''}`,
       marks: [{ tags: p.tags }, { tags: fip?.tags }],
       ...(Number.isFinite(created) ? { createdAt: created } : {}),
       data: d,
     });
-    if (p.revision_number === undefined)
+    if (p.revision_number === undefined && !s.unconditionalDeletes)
       v.indeterminate('port has no revision_number (standard-attr-revisions missing)');
     else if (usedBy(ev, d)) v.used();
+    else if (!conditional && !s.unconditionalDeletes)
+      v.indeterminate(
+        'Neutron does not offer revision-if-match: its delete could not carry a precondition (unconditionalDeletes: true accepts the risk)',
+      );
+    else if (fip && fip.revision_number === undefined && !s.unconditionalDeletes)
+      v.indeterminate(
+        `its floating IP ${fip.id} has no revision_number: its delete could not carry a precondition`,
+      );
   }
   for (const svc of ev.placing)
     ctx.blocker(
@@ -223,54 +278,158 @@ async function observe(r: LbaasReader, ctx: ObserveContext<Settings, { Port: Por
     );
 }
 
+type Ctx = RunContext<Settings>;
+
+/** Re-reads the port and its floating IP and judges them against `ev` (a fresh list of Services). */
+async function recheckPort(r: LbaasReader, d: PortData, ev: ServiceEvidence, ctx: Ctx) {
+  const scopeTag = ctx.settings.scopeTag;
+  const p = await r.neutron.getPort(d.portId, ctx.signal);
+  if (!p) return { ok: false, reason: 'port is already gone' } as const;
+  if (p.revision_number !== d.revision)
+    return { ok: false, reason: `port changed (revision ${d.revision} -> ${p.revision_number})` } as const;
+  if (!p.tags?.includes(MANAGED_TAG) || (scopeTag && !p.tags.includes(scopeTag)))
+    return { ok: false, reason: 'port lost its tags' } as const;
+  if (keepMarked([{ tags: p.tags }])) return { ok: false, reason: 'port carries the keep-mark' } as const;
+  if ((p.device_id ?? '') !== d.deviceId) return { ok: false, reason: 'port has a new device' } as const;
+  if (d.fip) {
+    const f = await r.neutron.getFloatingIp(d.fip.id, ctx.signal);
+    if (f && (f.port_id !== d.portId || f.revision_number !== d.fip.revision))
+      return { ok: false, reason: 'its floating IP changed' } as const;
+  }
+  const use = usedBy(ev, d);
+  if (use) return { ok: false, reason: use } as const;
+  if (ev.placing.length) return { ok: false, reason: `Service ${ev.placing[0]} is being placed` } as const;
+  return { ok: true } as const;
+}
+
+/**
+ * The floating IP of a deleted port: re-read, and deleted only if it is now unassociated,
+ * still managed and not keep-marked, with If-Match on the revision just read (deleting the
+ * port disassociated it, which gave it a new revision).
+ */
+async function removeFip(unit: LbaasUnit, fip: NonNullable<PortData['fip']>, ctx: Ctx): Promise<RemovedPart> {
+  const part = { kind: 'FloatingIP', key: fip.id, name: `${fip.address ?? '?'} (${fip.id})` };
+  const left = (why: string): RemovedPart => ({
+    ...part,
+    outcome: 'left',
+    detail: `floating IP left: ${why} (its port was deleted; later runs report it as unassociated)`,
+  });
+  try {
+    const f = await unit.r.neutron.getFloatingIp(fip.id, ctx.signal);
+    if (!f) return { ...part, outcome: 'gone', detail: 'floating IP was already gone' };
+    if (f.port_id) return left(`it is on port ${f.port_id} now`);
+    if (!f.tags?.includes(MANAGED_TAG)) return left('it lost the managed tag');
+    if (keepMarked([{ tags: f.tags }])) return left('it carries the keep-mark');
+    if ((f.floating_ip_address ?? undefined) !== fip.address) return left('its address changed');
+    if (unit.conditional && f.revision_number === undefined) return left('it has no revision_number');
+    const out = await unit.w.neutron.deleteFloatingIp(
+      fip.id,
+      unit.conditional ? f.revision_number : undefined,
+      ctx.signal,
+    );
+    if (out === 'conflict') return left('it changed between its read and its delete (412)');
+    if (out === 'gone') return { ...part, outcome: 'gone', detail: 'floating IP was already gone' };
+    return {
+      ...part,
+      outcome: 'deleted',
+      detail: `floating IP ${fip.address ?? fip.id} deleted (unassociated since its port was deleted)`,
+    };
+  } catch (err) {
+    return left((err as Error).message);
+  }
+}
+
+type LbaasUnit = Readonly<{ r: LbaasReader; w: LbaasWriter; conditional: boolean }>;
+
+/**
+ * One unit: the port first, under its If-Match (a port changed since the re-check is skipped
+ * and keeps its floating IP), then, once a read shows the port gone, its floating IP.
+ */
+async function removeUnit(r: LbaasReader, w: LbaasWriter, d: PortData, ctx: Ctx): Promise<RemoveResult> {
+  const unit: LbaasUnit = { r, w, conditional: d.conditional };
+  const out = await w.neutron.deletePort(d.portId, d.conditional ? d.revision : undefined, ctx.signal);
+  if (out === 'conflict')
+    return {
+      outcome: 'skipped',
+      reason: `precondition failed (412): the port changed${d.fip ? '; its floating IP was not touched' : ''}`,
+    };
+  if (out === 'gone')
+    return {
+      outcome: 'gone',
+      detail: 'port was already gone',
+      ...(d.fip
+        ? {
+            parts: [
+              {
+                kind: 'FloatingIP',
+                key: d.fip.id,
+                name: `${d.fip.address ?? '?'} (${d.fip.id})`,
+                outcome: 'left' as const,
+                detail: 'floating IP left: its port was deleted by someone else, who owns it',
+              },
+            ],
+          }
+        : {}),
+    };
+  if (await r.neutron.getPort(d.portId, ctx.signal))
+    throw new Error(
+      'the server answered deleted but a read still finds the port; its floating IP was not touched',
+    );
+  const parts = d.fip ? [await removeFip(unit, d.fip, ctx)] : [];
+  return { outcome: 'deleted', detail: `port ${d.portId} deleted`, parts };
+}
+
+/** Fresh Services, listed just before a group's deletes: the controller may hand a cached port to a new Service at any time. */
+async function freshServices(r: LbaasReader, ctx: Ctx): Promise<ServiceEvidence> {
+  return serviceEvidence((await r.kube.listAll(SERVICES, { signal: ctx.signal, view: serviceView })).items);
+}
+
+/**
+ * Every confirmed port of the run, in groups of `concurrency`: each group is re-checked
+ * against one fresh list of Services (never older than the group) and its units removed
+ * in parallel.
+ */
+async function removePorts(
+  r: LbaasReader,
+  w: LbaasWriter,
+  targets: readonly Typed<PortData>[],
+  ctx: Ctx,
+): Promise<BatchItemResult[]> {
+  const results = new BatchResults(targets);
+  const n = ctx.settings.concurrency;
+  for (let i = 0; i < targets.length && !ctx.signal.aborted; i += n) {
+    const group = targets.slice(i, i + n);
+    const ev = await freshServices(r, ctx);
+    await Promise.all(
+      group.map(async (t) => {
+        try {
+          const check = await recheckPort(r, t.data, ev, ctx);
+          if (!check.ok) return results.skip(t.key, `re-check: ${check.reason}`);
+          results.set({ key: t.key, ...(await removeUnit(r, w, t.data, ctx)) });
+        } catch (err) {
+          results.set({ key: t.key, outcome: 'failed', error: (err as Error).message });
+        }
+      }),
+    );
+  }
+  return results.all('not attempted: the run was stopped');
+}
+
 const portKind: KindSpec<PortData, LbaasReader, LbaasWriter, Settings> = {
   data: portData,
   unused:
     'no Service names it in its inbound-port annotation or has one of its addresses (fixed or floating) as load-balancer ingress, and no Service is being placed',
   removal:
-    'DELETE its floating IP, then the port, each with If-Match on the revision_number read (a changed one is skipped)',
+    'DELETE the port with If-Match on the revision_number read (a changed port is skipped and keeps its floating IP); then re-read its floating IP and DELETE it, with If-Match, only if it is unassociated and still managed',
   async recheck(r, { data: d }, ctx) {
-    const scopeTag = ctx.settings.scopeTag;
-    const p = await r.neutron.getPort(d.portId, ctx.signal);
-    if (!p) return { ok: false, reason: 'port is already gone' };
-    if (p.revision_number !== d.revision)
-      return { ok: false, reason: `port changed (revision ${d.revision} -> ${p.revision_number})` };
-    if (!p.tags?.includes(MANAGED_TAG) || (scopeTag && !p.tags.includes(scopeTag)))
-      return { ok: false, reason: 'port lost its tags' };
-    if ((p.device_id ?? '') !== d.deviceId) return { ok: false, reason: 'port has a new device' };
-    if (d.fip) {
-      const f = await r.neutron.getFloatingIp(d.fip.id, ctx.signal);
-      if (f && (f.port_id !== d.portId || f.revision_number !== d.fip.revision))
-        return { ok: false, reason: 'its floating IP changed' };
-    }
-    const services = await r.kube.listAll(SERVICES, { signal: ctx.signal, view: serviceView });
-    const ev = serviceEvidence(services.items);
-    const use = usedBy(ev, d);
-    if (use) return { ok: false, reason: use };
-    if (ev.placing.length) return { ok: false, reason: `Service ${ev.placing[0]} is being placed` };
-    return { ok: true };
+    return recheckPort(r, d, await freshServices(r, ctx), ctx);
   },
-  async remove(w, { data: d }, ctx) {
-    // The port and its floating IP are one unit: the FIP recorded in the snapshot first, then the port.
-    let fipNote = '';
-    if (d.fip) {
-      const out = await w.neutron.deleteFloatingIp(d.fip.id, d.fip.revision, ctx.signal);
-      if (out === 'conflict')
-        return { outcome: 'skipped', reason: 'precondition failed (412): the floating IP changed' };
-      fipNote =
-        out === 'gone'
-          ? `floating IP ${d.fip.id} was already gone; `
-          : `floating IP ${d.fip.address ?? d.fip.id} deleted; `;
-    }
-    const out = await w.neutron.deletePort(d.portId, d.revision, ctx.signal);
-    if (out === 'conflict')
-      return { outcome: 'skipped', reason: `${fipNote}precondition failed (412): the port changed` };
-    if (out === 'gone') return { outcome: 'gone', detail: `${fipNote}port was already gone` };
-    return { outcome: 'deleted', detail: `${fipNote}port ${d.portId} deleted` };
-  },
+  remove: (w, { data: d }, ctx) => removeUnit({ kube: w.kube, neutron: w.neutron } as LbaasReader, w, d, ctx),
   async confirmGone(r, { data: d }, ctx) {
     return (await r.neutron.getPort(d.portId, ctx.signal)) === undefined;
   },
+  // Every port of a run in one batch: it deletes them in groups, each on fresh Services.
+  batch: { key: () => 'ports', remove: removePorts },
 };
 
 async function connect(c: ConnectContext<Settings>): Promise<Ports<LbaasReader, LbaasWriter>> {
@@ -300,9 +459,6 @@ export const lbaasPorts = defineFunction<
     // a cloud's ports cost money and time to re-create: a tighter count than the cluster functions
     maxDeletions: 10,
   },
-  // One deletion at a time: each re-check lists the Services right before its own delete, so that no
-  // other deletion's work widens the window in which the controller could take the port.
-  maxConcurrency: 1,
   kinds: { Port: portKind },
   connect,
   observe,

@@ -13,12 +13,20 @@ import type { Indeterminate, Policy, Snapshot, SourceMeta, Target } from '../eng
 import { ConfigError } from '../errors.ts';
 import type { InvolvedObject } from '../kube/events.ts';
 import type { KubeClient } from '../kube/ports.ts';
+import type { FreshEvidence } from './fresh.ts';
 
 export { ConfigError, ListIncompleteError, NotInstalledError, TwopassError } from '../errors.ts';
 
 import type { Time } from '../time.ts';
 
 export { BatchResults } from './batch.ts';
+export {
+  EVIDENCE_MAX_AGE_MS,
+  EvidenceCache,
+  type FreshEvidence,
+  type FreshRead,
+  freshEvidence,
+} from './fresh.ts';
 export { deleteAsObserved, type Observed } from './kube.ts';
 export * from './settings.ts';
 
@@ -51,6 +59,10 @@ export type RunContext<S = Readonly<Record<string, unknown>>> = Readonly<{
   settings: S;
   /** A function-specific line in the run's diff log (a warning when something needs a look). */
   note: (event: string, fields: Record<string, unknown>, level?: 'info' | 'warn') => void;
+  /** The act phase's evidence, shared by its batches and re-read when older than the bound (absent: read every time). */
+  fresh?: FreshEvidence;
+  /** Writes a batch may have in flight at once (absent: one at a time). */
+  concurrency?: number;
 }>;
 
 /** The runtime's view of the context: settings as the config gave them (parsed by the function). */
@@ -61,15 +73,27 @@ export type Observation = Omit<Snapshot, 'id' | 'function' | 'takenAt'>;
 
 export type RecheckResult = Readonly<{ ok: true } | { ok: false; reason: string }>;
 
+/**
+ * A further resource a removal deleted, or had to leave, besides the target itself (the
+ * floating IP of a port): each is its own counted outcome in the logs, metrics and Events.
+ */
+export type RemovedPart = Readonly<{
+  kind: string;
+  key: string;
+  name: string;
+  outcome: 'deleted' | 'gone' | 'left';
+  detail: string;
+}>;
+
 export type RemoveResult = Readonly<
-  | { outcome: 'deleted'; detail?: string }
-  | { outcome: 'gone'; detail?: string }
-  | { outcome: 'skipped'; reason: string }
+  | { outcome: 'deleted'; detail?: string; parts?: readonly RemovedPart[] }
+  | { outcome: 'gone'; detail?: string; parts?: readonly RemovedPart[] }
+  | { outcome: 'skipped'; reason: string; parts?: readonly RemovedPart[] }
 >;
 
 /** The outcome of one target of a batch removal; a batch result is read back by the function itself. */
 export type BatchItemResult = Readonly<
-  { key: string } & (RemoveResult | { outcome: 'failed'; error: string })
+  { key: string } & (RemoveResult | { outcome: 'failed'; error: string; parts?: readonly RemovedPart[] })
 >;
 
 /** A Kubernetes Event the runtime records after a deletion (a failure to record is logged, never fatal). */

@@ -54,6 +54,7 @@ export interface NeutronReader {
   getFloatingIp(id: string, signal?: AbortSignal): Promise<FloatingIp | undefined>;
 }
 
+/** Deletes; a revision makes the delete conditional (If-Match), `undefined` makes it unconditional. */
 export interface NeutronWriter {
   deletePort(id: string, revision: number | undefined, signal?: AbortSignal): Promise<NeutronDelete>;
   deleteFloatingIp(id: string, revision: number | undefined, signal?: AbortSignal): Promise<NeutronDelete>;
@@ -259,7 +260,15 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
     signal?: AbortSignal,
   ): Promise<NeutronDelete> {
     const what = `neutron delete ${collection === 'ports' ? 'port' : 'floating IP'} ${id}`;
-    const conditional = revision !== undefined && (await this.supports('revision-if-match', signal));
+    // A revision asks for a conditional delete: where Neutron cannot make it conditional, it is
+    // refused here, never sent without its If-Match (an unconditional delete is asked by `undefined`).
+    const conditional = revision !== undefined;
+    if (conditional && !(await this.supports('revision-if-match', signal)))
+      throw new OpenStackApiError(
+        what,
+        0,
+        'Neutron does not offer the revision-if-match extension, so the delete cannot carry its precondition: not sent',
+      );
     const r = await this.call(
       what,
       'DELETE',

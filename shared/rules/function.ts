@@ -11,6 +11,7 @@ import {
   defineFunction,
   deleteAsObserved,
   type FunctionDefaults,
+  freshEvidence,
   GUARD_DEFAULTS,
   type KindSpec,
   keepMarked,
@@ -237,16 +238,12 @@ export function ruleFunction(rule: Rule): AnyFunction {
   const ref = rule.target.ref;
   const kindName = ref.kind;
   type Kinds = Record<string, ObjectData>;
-  // Fresh evidence for the re-checks of one run: listed once, after the decision, before the first delete.
-  const fresh = new WeakMap<AbortSignal, Promise<EvidenceRead>>();
-  const freshEvidence = (kube: KubeReader, ctx: RunContext<Settings>) => {
-    let p = fresh.get(ctx.signal);
-    if (!p) {
-      p = readEvidence(rule, kube, ctx.settings.pageSize, ctx.signal);
-      fresh.set(ctx.signal, p);
-    }
-    return p;
-  };
+  // Fresh evidence for the re-checks: listed after the decision, shared by the deletions of the
+  // run while younger than the run's bound (evidenceMaxAge), then listed again (law 6).
+  const freshLists = (kube: KubeReader, ctx: RunContext<Settings>) =>
+    freshEvidence(ctx, `rule:${rule.name}`, () =>
+      readEvidence(rule, kube, ctx.settings.pageSize, ctx.signal),
+    );
 
   async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): Promise<void> {
     const { pageSize } = ctx.settings;
@@ -342,7 +339,7 @@ export function ruleFunction(rule: Rule): AnyFunction {
       const object = toCel(o);
       const id = identify(rule, o, object);
       if ('error' in id || id.key !== key) return { ok: false, reason: `${kindName}'s identity changed` };
-      const ev = await freshEvidence(kube, ctx);
+      const ev = (await freshLists(kube, ctx)).value;
       if (ev.blockers.length > 0) return { ok: false, reason: `fresh evidence: ${ev.blockers.join('; ')}` };
       const verdict = judge(rule, object, ev.indexes);
       if ('used' in verdict) return { ok: false, reason: 'fresh evidence shows it in use' };

@@ -4,7 +4,12 @@
  * diff-log events, the saved state and an exit code.
  */
 
-import type { EventNote, FunctionContext, TwopassFunction } from '../contract/index.ts';
+import {
+  EVIDENCE_MAX_AGE_MS,
+  type EventNote,
+  type FunctionContext,
+  type TwopassFunction,
+} from '../contract/index.ts';
 import { decide } from '../engine/decide.ts';
 import type { DeleteAction, DiffSummary, Policy, Snapshot, State, Target } from '../engine/types.ts';
 import { ConfigError, callOf } from '../errors.ts';
@@ -12,6 +17,7 @@ import type { Logger } from '../log/logger.ts';
 import { LockHeldError, StateCorruptError } from '../state/errors.ts';
 import type { Lock, LockHandle, StateStore } from '../state/store.ts';
 import type { Time } from '../time.ts';
+import { act } from './act.ts';
 import { EXIT, type ExitCode } from './errors.ts';
 import { buildReport, type Report } from './report.ts';
 
@@ -49,6 +55,8 @@ export type RunRequest = Readonly<{
   deadlineMs: number;
   /** Deletions in flight at once. */
   concurrency: number;
+  /** The bound on the age of the evidence a deletion is re-checked against (default 30 s). */
+  evidenceMaxAgeMs?: number;
   /** Accept the current evidence counts as the new baseline (`twopass state accept-evidence`). */
   acceptEvidence?: boolean;
   /** Writes a report of the confirmed candidates (a dry run's, or one that needs approval); returns where. */
@@ -314,121 +322,30 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
     ? approvedOnly(req.approved, decision.actions, snapshot, log)
     : decision.actions;
 
-  // 5. Act: re-check, then remove with a precondition, then confirm by a read.
-  const deleted: string[] = [];
-  const deletedByKind: Record<string, number> = {};
-  const skipped: string[] = [];
-  const failed: string[] = [];
-  const drop = new Set<string>();
-  // Work units: one target, or every target of one batch (they write the same object).
-  type Unit = { targets: Target[]; batched: boolean };
-  const units: Unit[] = [];
-  const batches = new Map<string, Unit>();
-  for (const a of actions) {
-    const b = fn.batchOf(a.target);
-    if (b === undefined) {
-      units.push({ targets: [a.target], batched: false });
-      continue;
-    }
-    let unit = batches.get(b);
-    if (!unit) {
-      unit = { targets: [], batched: true };
-      batches.set(b, unit);
-      units.push(unit);
-    }
-    unit.targets.push(a.target);
-  }
-  const baseOf = (t: Target) => ({ key: t.key, kind: t.kind, name: t.name });
-  const failOne = (t: Target, error: string) => {
-    failed.push(t.key);
-    log.error({ event: 'delete.failed', ...baseOf(t), error }, 'delete.failed');
-  };
-  const skipOne = (t: Target, reason: string) => {
-    skipped.push(t.key);
-    drop.add(t.key);
-    log.warn({ event: 'delete.skipped', ...baseOf(t), reason }, 'delete.skipped');
-  };
-  const deletedOne = async (t: Target, outcome: 'deleted' | 'gone', detail: string | undefined) => {
-    deleted.push(t.key);
-    deletedByKind[t.kind] = (deletedByKind[t.kind] ?? 0) + 1;
-    drop.add(t.key);
-    log.info(
-      {
-        event: 'resource.deleted',
-        ...baseOf(t),
-        ...(detail ? { detail } : {}),
-        ...(outcome === 'gone' ? { alreadyGone: true } : {}),
-      },
-      'resource.deleted',
-    );
-    await deps.hooks?.deleted?.(t, detail);
-  };
-  const recordEvent = async (removed: { target: Target; detail?: string | undefined }[]) => {
-    const note = deps.recordEvent && removed.length > 0 ? fn.eventFor(removed) : undefined;
-    if (!note) return;
-    await deps.recordEvent!(note, x.signal).catch((err) =>
-      log.warn(
-        {
-          event: 'event.failed',
-          kind: note.involved.kind,
-          name: note.involved.name,
-          error: (err as Error).message,
-        },
-        'event.failed',
-      ),
-    );
-  };
-  const one = async (t: Target) => {
-    const check = await fn.recheck(deps.reader, t, ctx);
-    if (!check.ok) return skipOne(t, `re-check: ${check.reason}`);
-    const res = await fn.remove(deps.writer, t, ctx);
-    if (res.outcome === 'skipped') return skipOne(t, res.reason);
-    if (!(await fn.confirmGone(deps.reader, t, ctx)))
-      return failOne(t, `the server answered ${res.outcome} but a read still finds it`);
-    await deletedOne(t, res.outcome, res.detail);
-    if (res.outcome === 'deleted') await recordEvent([{ target: t, detail: res.detail }]);
-  };
-  const batch = async (ts: readonly Target[]) => {
-    const results = await fn.removeBatch(deps.reader, deps.writer, ts, ctx);
-    const byKey = new Map(results.map((r) => [r.key, r]));
-    const removed: { target: Target; detail?: string | undefined }[] = [];
-    for (const t of ts) {
-      const r = byKey.get(t.key);
-      if (!r) failOne(t, 'the batch removal returned no result for it');
-      else if (r.outcome === 'skipped') skipOne(t, r.reason);
-      else if (r.outcome === 'failed') failOne(t, r.error);
-      else {
-        await deletedOne(t, r.outcome, r.detail);
-        if (r.outcome === 'deleted') removed.push({ target: t, detail: r.detail });
-      }
-    }
-    await recordEvent(removed);
-  };
-  const queue = [...units];
-  const worker = async () => {
-    for (;;) {
-      const unit = queue.shift();
-      if (!unit) return;
-      if (x.signal.aborted) {
-        const why = `not attempted: ${String((x.signal.reason as Error)?.message ?? x.signal.reason)}`;
-        for (const t of unit.targets) failOne(t, why);
-        continue;
-      }
-      try {
-        if (unit.batched) await batch(unit.targets);
-        else await one(unit.targets[0]!);
-      } catch (err) {
-        for (const t of unit.targets)
-          if (!deleted.includes(t.key) && !skipped.includes(t.key)) failOne(t, (err as Error).message);
-      }
-    }
-  };
-  await Promise.all(
-    Array.from(
-      { length: Math.max(1, Math.min(req.concurrency, fn.maxConcurrency ?? req.concurrency, queue.length)) },
-      worker,
-    ),
+  // 5. Act: re-check on fresh evidence, then remove with a precondition, then read back.
+  const done = await act(
+    {
+      fn,
+      reader: deps.reader,
+      writer: deps.writer,
+      time: deps.time,
+      log,
+      hooks: deps.hooks,
+      recordEvent: deps.recordEvent,
+    },
+    {
+      actions,
+      ctx,
+      concurrency: req.concurrency,
+      evidenceMaxAgeMs: req.evidenceMaxAgeMs ?? EVIDENCE_MAX_AGE_MS,
+    },
   );
+  const { deleted, deletedByKind, skipped, failed, drop } = done;
+  if (actions.length > 0)
+    log.info(
+      { event: 'act.summary', units: done.units, evidenceReads: done.evidenceReads, actions: actions.length },
+      'act.summary',
+    );
 
   // 6. Save again without what was deleted or skipped (a skipped candidate starts over).
   if (drop.size > 0) {

@@ -128,6 +128,7 @@ export async function runFunction(
       settings,
       deadlineMs: cfg.deadlineMs,
       concurrency: cfg.concurrency,
+      evidenceMaxAgeMs: cfg.evidenceMaxAgeMs,
       ...(options.acceptEvidence ? { acceptEvidence: true } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
       cluster: http.server,

@@ -16,6 +16,7 @@ import { EXIT } from '../../shared/runtime/errors.ts';
 import { createService, setIngress } from '../../shared/sandbox/scenarios/lbaas.ts';
 import { cliFiles, twopassAsync } from '../helpers/cli.ts';
 import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
+import { changedBeforeDelete } from '../helpers/lbaas.ts';
 import { runner } from '../helpers/runner.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
 import { passwordToken, realOpenStack } from '../openstack/real-openstack.ts';
@@ -54,7 +55,7 @@ const mk = (t: KubeTarget, ns: string, env: Record<string, string>, settings: Re
     env,
   );
 
-it("the founding incident: after a controller restart the in-use port and FIP stay; the gone Service's go, FIP first, with If-Match", async (t, kube, env) => {
+it("the founding incident: after a controller restart the in-use port and FIP stay; the gone Service's go, the port first, with If-Match", async (t, kube, env) => {
   const ns = await t.namespace();
   const ingress = await controllerPort();
   const old = await controllerPort();
@@ -71,7 +72,8 @@ it("the founding incident: after a controller restart the in-use port and FIP st
   r.now += 16 * MIN;
   const res = await r.run();
   assert.is(res.exitCode, EXIT.ok, JSON.stringify(r.events('delete.failed')));
-  assert.equal(res.deleted, [old.port.id]);
+  assert.equal(res.deleted, [old.fip!.id, old.port.id], 'the port and its FIP, each counted');
+  assert.equal(res.deletedByKind, { FloatingIP: 1, Port: 1 });
   assert.not.ok(await exists('ports', old.port.id));
   assert.not.ok(await exists('floatingips', old.fip!.id));
   assert.ok(await exists('ports', ingress.port.id), 'the in-use port survives');
@@ -130,6 +132,10 @@ it('a FIP re-associated to a port in use between the observations: the old port 
   const res = await r.run();
   assert.equal(res.deleted, [old.port.id]);
   assert.ok(await exists('floatingips', old.fip!.id), 'the FIP is on a port in use now: kept');
+  assert.not.ok(
+    r.events('resource.deleted').some((e) => e.kind === 'FloatingIP'),
+    'no FIP deletion is counted',
+  );
   const fip = (await neutron('GET', `/floatingips/${old.fip!.id}`)).floatingip as { port_id: string };
   assert.is(fip.port_id, inUse.port.id);
   await kube.delete(SERVICES, ns, 'svc');
@@ -268,6 +274,41 @@ it('the CLI: `twopass run lbaas-ports --apply` with a password clouds.yaml, an a
   }
   void kube;
   void ns;
+});
+
+it('the unit order: a port changed (and named by a new Service) just before its DELETE keeps its FIP', async (t, kube, env) => {
+  const ns = await t.namespace();
+  const unit = await controllerPort();
+  // Just before the port's DELETE, the controller hands the port to a new Service (a write
+  // to the port: its revision moves). The DELETE's If-Match then fails; the FIP must stay.
+  const fn = changedBeforeDelete(lbaasPorts, async (portId) => {
+    await neutron('PUT', `/ports/${portId}`, { port: { name: 'taken-by-new-service' } });
+    await createService(kube, ns, 'new-service', { portId });
+  });
+  const r = runner(
+    fn,
+    t.options,
+    [ns],
+    Date.now() + MIN,
+    { enabled: true, maxEvidenceDropPercent: 100, settings: { projectId: os!.project.id } },
+    env,
+  );
+  await r.run();
+  r.now += 31 * MIN;
+  const res = await r.run();
+  assert.is(res.exitCode, EXIT.ok);
+  assert.equal(res.deleted, [], 'nothing deleted');
+  assert.ok(await exists('ports', unit.port.id), 'the port stays (412)');
+  assert.ok(
+    await exists('floatingips', unit.fip!.id),
+    'its FIP stays: the new Service still has its address',
+  );
+  assert.ok(
+    r.events('delete.skipped').some((e) => e.key === unit.port.id && String(e.reason).includes('412')),
+  );
+  await kube.delete(SERVICES, ns, 'new-service');
+  await neutron('DELETE', `/floatingips/${unit.fip!.id}`);
+  await neutron('DELETE', `/ports/${unit.port.id}`);
 });
 
 suite.run();

@@ -11,6 +11,7 @@ import { EXIT } from '../../shared/runtime/errors.ts';
 import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
 import { controllerPort, createService, setIngress } from '../../shared/sandbox/scenarios/lbaas.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
+import { changedBeforeDelete } from '../helpers/lbaas.ts';
 import { type Runner, runner } from '../helpers/runner.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
 
@@ -50,7 +51,7 @@ export function lbaasScenarios(label: string, getTarget: () => Promise<KubeTarge
       c.env,
     );
 
-  it('the founding incident: the ingress-nginx port and FIP survive every run; a port whose Service is gone goes after 30 min, FIP first', async (c) => {
+  it('the founding incident: the ingress-nginx port and FIP survive every run; a port whose Service is gone goes after 30 min, then its FIP', async (c) => {
     const { kube, os } = c;
     const ns = await c.t.namespace();
     const ingress = controllerPort(os, { name: 'ingress-nginx' });
@@ -69,14 +70,20 @@ export function lbaasScenarios(label: string, getTarget: () => Promise<KubeTarge
     r.now += 2 * MIN;
     const res = await r.run();
     assert.is(res.exitCode, EXIT.ok);
-    assert.equal(res.deleted, [old.port.id]);
+    // The port and its floating IP: each its own counted outcome.
+    assert.equal(res.deleted, [old.fip!.id, old.port.id]);
+    assert.equal(res.deletedByKind, { FloatingIP: 1, Port: 1 });
+    assert.ok(
+      r.events('resource.deleted').some((e) => e.kind === 'FloatingIP' && e.partOf === old.port.id),
+      'the FIP deletion is its own line, naming its port',
+    );
     assert.ok(
       os.ports.has(ingress.port.id) && os.fips.has(ingress.fip!.id),
       'the in-use port and FIP survive',
     );
     assert.not.ok(os.ports.has(old.port.id) || os.fips.has(old.fip!.id));
     const deletes = os.requests.filter((q) => q.method === 'DELETE').map((q) => q.path.split('/')[3]);
-    assert.equal(deletes, ['floatingips', 'ports'], 'the FIP recorded in the snapshot first, then the port');
+    assert.equal(deletes, ['ports', 'floatingips'], 'the port under its precondition first, then its FIP');
     for (let i = 0; i < 3; i++) {
       r.now += 31 * MIN;
       assert.equal((await r.run()).deleted, []);
@@ -105,7 +112,7 @@ export function lbaasScenarios(label: string, getTarget: () => Promise<KubeTarge
     await r.run();
     r.now += 31 * MIN;
     const res = await r.run();
-    assert.equal(res.deleted, [mine.port.id]);
+    assert.equal(res.deleted, [mine.fip!.id, mine.port.id]);
     assert.ok(c.os.ports.has(theirs.port.id) && c.os.ports.has(otherProject.port.id));
     assert.not.ok(
       r.events('fip.unassociated').some((e) => String(e.name).includes(theirs.fip!.id)),
@@ -149,7 +156,11 @@ export function lbaasScenarios(label: string, getTarget: () => Promise<KubeTarge
     assert.equal((await r.run()).deleted, []);
     assert.ok(r.events('candidate.reset').some((e) => e.reason === 'fingerprint changed'));
     r.now += 31 * MIN;
-    assert.equal((await r.run()).deleted, [p.port.id], 'reclaimed a grace window after the change');
+    assert.equal(
+      (await r.run()).deleted,
+      [p.fip!.id, p.port.id],
+      'reclaimed (the port, then its FIP) a grace window after the change',
+    );
   });
 
   it('412 on delete: skipped, not an error', async (c) => {
@@ -211,6 +222,68 @@ export function lbaasScenarios(label: string, getTarget: () => Promise<KubeTarge
     } catch (err) {
       assert.match((err as Error).message, /settings\.projectId` is required/);
     }
+  });
+
+  it('the unit order: a port changed just before its DELETE is skipped (412) and keeps its FIP', async (c) => {
+    const ns = await c.t.namespace();
+    const unit = controllerPort(c.os, {});
+    const fn = changedBeforeDelete(lbaasPorts, async (portId) => {
+      c.os.update(c.os.ports.get(portId)!, { name: 'taken-by-new-service' });
+      await createService(c.kube, ns, 'new-service', { portId });
+    });
+    const r = runner(
+      fn,
+      c.t.options,
+      [ns],
+      Date.now() + MIN,
+      { enabled: true, maxEvidenceDropPercent: 100, settings: { projectId: 'project-a' } },
+      c.env,
+    );
+    await r.run();
+    r.now += 31 * MIN;
+    const res = await r.run();
+    assert.is(res.exitCode, EXIT.ok);
+    assert.equal(res.deleted, []);
+    assert.ok(c.os.ports.has(unit.port.id) && c.os.fips.has(unit.fip!.id), 'port and FIP stay');
+    const deletes = c.os.requests.filter((q) => q.method === 'DELETE').map((q) => q.path.split('/')[3]);
+    assert.equal(deletes, ['ports'], 'one DELETE, of the port; the FIP was never asked');
+    await c.kube.delete(SERVICES, ns, 'new-service');
+  });
+
+  it('Neutron without revision-if-match: ports are indeterminate unless unconditionalDeletes accepts the risk', async (c) => {
+    const ns = await c.t.namespace();
+    c.os.extensions = c.os.extensions.filter((e) => e !== 'revision-if-match');
+    const p = controllerPort(c.os, {});
+    const r = mk(c, ns);
+    await r.run();
+    r.now += 31 * MIN;
+    assert.equal((await r.run()).deleted, []);
+    assert.ok(c.os.ports.has(p.port.id));
+    assert.ok(
+      r.events('target.indeterminate').some((e) => String(e.reason).includes('revision-if-match')),
+      'the reason names the missing extension',
+    );
+    assert.ok(r.events('neutron.no-if-match').length > 0);
+    const risky = mk(c, ns, { unconditionalDeletes: true });
+    risky.now = r.now;
+    await risky.run();
+    risky.now += 31 * MIN;
+    const res = await risky.run();
+    assert.equal(res.deleted, [p.fip!.id, p.port.id], 'opted in: deleted without If-Match');
+    assert.not.ok(c.os.requests.some((q) => q.method === 'DELETE' && q.status === 400));
+  });
+
+  it('lbaas-ports deletes in parallel groups: each group re-checked on one fresh Services list', async (c) => {
+    const ns = await c.t.namespace();
+    const units = Array.from({ length: 10 }, () => controllerPort(c.os, {}));
+    const r = mk(c, ns, { concurrency: 4 }, { maxDeletions: 100 });
+    await r.run();
+    r.now += 31 * MIN;
+    const res = await r.run();
+    assert.is(res.deleted.length, 20, 'ten ports and their ten FIPs');
+    assert.equal(res.deletedByKind, { FloatingIP: 10, Port: 10 });
+    for (const u of units) assert.not.ok(c.os.ports.has(u.port.id) || c.os.fips.has(u.fip!.id));
+    assert.is(r.events('act.summary').length, 1);
   });
 
   suite.run();

@@ -228,10 +228,19 @@ test('DELETE with If-Match only when revision-if-match exists; 412 is a conflict
   os.extensions = os.extensions.filter((e) => e !== 'revision-if-match');
   const c2 = client(os, dir);
   const q = os.addPort({});
+  // A conditional delete where Neutron cannot honour If-Match is refused, never sent without it.
+  const before = os.requests.filter((r) => r.method === 'DELETE').length;
+  const refused = await c2.neutron.deletePort(q.id, 7).then(
+    () => 'sent',
+    (err: Error) => err.message,
+  );
+  assert.match(refused, /revision-if-match/);
+  assert.is(os.requests.filter((r) => r.method === 'DELETE').length, before, 'nothing was sent');
+  assert.ok(os.ports.has(q.id), 'the port is still there');
   assert.is(
-    await c2.neutron.deletePort(q.id, 7),
+    await c2.neutron.deletePort(q.id, undefined),
     'deleted',
-    'no If-Match sent where the extension is absent (it would be a 400)',
+    'an unconditional delete, asked for, carries no If-Match (it would be a 400)',
   );
   assert.not.ok(os.requests.some((r) => r.method === 'DELETE' && r.status === 400));
   await c2.close();

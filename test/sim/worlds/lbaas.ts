@@ -66,6 +66,10 @@ export class SimNeutron {
     if (rev !== undefined && rev !== p.revision_number) return 'conflict';
     this.onDeletePort(p);
     this.ports.delete(id);
+    // As Neutron does: a deleted port's floating IP is disassociated (a new revision).
+    for (const f of this.fips.values())
+      if (f.port_id === id)
+        this.fips.set(f.id, { ...f, port_id: null, revision_number: (f.revision_number ?? 0) + 1 });
     return 'deleted';
   }
   async deleteFloatingIp(id: string, rev?: number): Promise<NeutronDelete> {

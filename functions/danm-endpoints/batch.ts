@@ -1,0 +1,424 @@
+/**
+ * The act phase of danm-endpoints: every confirmed target of one network (its DanmEps and
+ * its leaked bits) is removed as one batch, against evidence shared by every batch of the
+ * run and never older than the run's bound.
+ *
+ * The evidence is read as a snapshot is: the networks first, then the DanmEps, then the
+ * pods. A batch
+ *  1. re-checks each DanmEp against it (still there, unchanged, its Pod by UID still gone)
+ *     and deletes it with preconditions {uid, resourceVersion}; a read confirms it gone;
+ *  2. clears, in ONE write of the network on the resourceVersion listed before the
+ *     evidence, the addresses of the DanmEps it deleted and its leaked bits, each only if
+ *     still set, clearable, held by no other DanmEp and no pod is being set up there;
+ *  3. on a conflict, re-reads the network: when no bit was set since the network the
+ *     evidence was judged against, nothing can have been allocated, so the evidence still
+ *     holds; otherwise the evidence is read again (once for every batch waiting on it);
+ *  4. reads the network back: a bit still set is "left set", whatever the answer was.
+ * A DanmEp is deleted before its bits are cleared: a crash in between leaks an address (a
+ * later run reclaims it as a leaked bit), it never frees one twice.
+ */
+import {
+  type BatchItemResult,
+  BatchResults,
+  type BatchSpec,
+  deleteAsObserved,
+  type EventNote,
+  type FreshRead,
+  freshEvidence,
+  type Removed,
+  type RunContext,
+  type Typed,
+} from '../../shared/contract/index.ts';
+import { ConflictError } from '../../shared/kube/errors.ts';
+import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
+import { PODS } from '../../shared/kube/resources.ts';
+import { parseAddress } from '../../shared/net/ip.ts';
+import { Bitmap } from './bitmap.ts';
+import type { BitData } from './bits.ts';
+import type { EpData, Settings } from './endpoint.ts';
+import {
+  BitEvidence,
+  danmPodViewer,
+  endpointViewer,
+  NETWORK_TYPES,
+  poolOf,
+  readNetwork,
+  withBitmaps,
+} from './evidence.ts';
+import {
+  bitIndex,
+  clearable,
+  danmResources,
+  type Network,
+  networkId,
+  type Pool,
+  parseNetwork,
+} from './model.ts';
+
+export type NetData = EpData | BitData;
+type Ctx = RunContext<Settings>;
+const WRITE_ATTEMPTS = 5;
+
+/** Fresh, complete evidence of who may hold any bit of any network (read after the decision). */
+export type DanmEvidence = Readonly<{
+  /** Every network, as listed before the DanmEps and pods. */
+  networks: ReadonlyMap<string, Network>;
+  /** DanmEp UID -> resourceVersion (those that parse and those that do not). */
+  eps: ReadonlyMap<string, string>;
+  /** Pod UID -> namespace. */
+  pods: ReadonlyMap<string, string | undefined>;
+  holders: BitEvidence;
+}>;
+
+export async function readDanmEvidence(
+  kube: KubeReader,
+  group: string,
+  pageSize: number,
+  signal: AbortSignal,
+): Promise<DanmEvidence> {
+  const R = danmResources(group);
+  const networks = new Map<string, Network>();
+  for (const type of NETWORK_TYPES) {
+    const ref = R[type];
+    if (!(await kube.serves(group, 'v1', ref.plural, signal))) continue;
+    for (const o of (await kube.listAll(ref, { pageSize, signal })).items) {
+      const n = parseNetwork(o, type);
+      networks.set(n.id, n);
+    }
+  }
+  const list = await kube.listAll(R.danmeps, { pageSize, signal, view: endpointViewer() });
+  const pods = await kube.listAll(PODS, { metadataOnly: true, pageSize, signal, view: danmPodViewer() });
+  const eps = new Map<string, string>();
+  for (const v of list.items)
+    if ('ep' in v) eps.set(v.ep.uid, v.ep.resourceVersion);
+    else if (v.failure.uid) eps.set(v.failure.uid, v.failure.resourceVersion);
+  const live = new Map<string, string | undefined>();
+  for (const p of pods.items) if (p.metadata?.uid) live.set(p.metadata.uid, p.metadata.namespace);
+  return {
+    networks,
+    eps,
+    pods: live,
+    holders: new BitEvidence(list.items, pods.items, networks, new Set(networks.keys())),
+  };
+}
+
+/** The evidence of the run's act phase (shared by every batch, re-read when older than the bound). */
+export function danmEvidence(
+  kube: KubeReader,
+  group: string,
+  ctx: Ctx,
+  newerThan?: FreshRead<DanmEvidence>,
+): Promise<FreshRead<DanmEvidence>> {
+  return freshEvidence(
+    ctx,
+    `danm-endpoints:${group}`,
+    () => readDanmEvidence(kube, group, ctx.settings.pageSize, ctx.signal),
+    newerThan ? { newerThan } : {},
+  );
+}
+
+const isEp = (t: Typed<NetData>): t is Typed<EpData> => t.kind === 'DanmEp';
+const isBit = (t: Typed<NetData>): t is Typed<BitData> => t.kind === 'DanmBit';
+
+/** The network a target's removal writes. */
+export const networkOf = (d: NetData): string =>
+  'podUID' in d
+    ? networkId(d.networkType, d.namespace, d.network)
+    : networkId(d.networkType, d.namespace, d.name);
+
+const networkName = (d: NetData) =>
+  `${d.networkType} ${d.networkType === 'ClusterNetwork' || !d.namespace ? '' : `${d.namespace}/`}${'podUID' in d ? d.network : d.name}`;
+
+/** Runs `work` on every item, at most `n` at once. */
+async function eachLimited<T>(
+  items: readonly T[],
+  n: number,
+  work: (item: T) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await work(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(n, items.length)) }, worker));
+}
+
+/** A bit to clear: its family and index, for whom, and the address as text. */
+type Clear = { key: string; family: 4 | 6; index: number; address: string; bit?: BitData };
+
+/**
+ * Bits of a leaked-bit target: safe to clear on `pool` when no address was allocated since
+ * the snapshot (only clears happened, so the bit cannot have a new owner).
+ */
+function allocatedSince(pool: Pool | undefined, d: BitData): string | undefined {
+  if (!pool) return 'the address family is gone from the network';
+  if (!pool.bitmap.isSet(d.index)) return 'bit is no longer set';
+  const seen = Bitmap.decode(d.alloc, pool.cidr);
+  if (typeof seen === 'string') return `observed bitmap unreadable: ${seen}`;
+  if (newlySet(seen, pool.bitmap)) return 'an address was allocated in the network since the snapshot';
+  if (!clearable(pool, d.index)) return 'bit is no longer clearable';
+  return undefined;
+}
+
+/** True when `now` has a bit set that `before` had clear (an allocation happened in between). */
+function newlySet(before: Bitmap, now: Bitmap): boolean {
+  for (const i of now.setBits()) if (!before.isSet(i)) return true;
+  return false;
+}
+
+/** The pools of two reads of one network mean the same bits (same ranges, same reserved addresses). */
+function samePools(a: Network, b: Network): boolean {
+  for (const f of [4, 6] as const) {
+    const pa = poolOf(a, f);
+    const pb = poolOf(b, f);
+    if (!pa || !pb) {
+      if (pa !== pb) return false;
+      continue;
+    }
+    if (pa.cidr.text !== pb.cidr.text || pa.start !== pb.start || pa.end !== pb.end) return false;
+    if (pa.reserved.size !== pb.reserved.size || [...pa.reserved].some((i) => !pb.reserved.has(i)))
+      return false;
+  }
+  return true;
+}
+
+/**
+ * Removes the confirmed targets of one network. See the module comment for the order and
+ * why each step keeps law 6.
+ */
+export async function removeOnNetwork(
+  reader: KubeReader,
+  kube: KubeClient,
+  targets: readonly Typed<NetData>[],
+  ctx: Ctx,
+): Promise<BatchItemResult[]> {
+  const d0 = targets[0]!.data;
+  const { group } = d0;
+  const id = networkOf(d0);
+  const results = new BatchResults(targets);
+  const epDetail = new Map<string, string[]>();
+  let ev = await danmEvidence(reader, group, ctx);
+
+  // 1. DanmEps: re-checked on the shared evidence, deleted with preconditions, read back.
+  const gone: Typed<EpData>[] = [];
+  await eachLimited(targets.filter(isEp), ctx.concurrency ?? 1, async (t) => {
+    const d = t.data;
+    const rv = ev.value.eps.get(d.uid);
+    if (rv === undefined) return results.skip(t.key, 're-check: DanmEp is already gone');
+    if (rv !== d.rv) return results.skip(t.key, 're-check: DanmEp changed since the snapshot');
+    if (ev.value.pods.get(d.podUID) === d.namespace)
+      return results.skip(t.key, `re-check: Pod ${d.namespace}/${d.pod} with UID ${d.podUID} exists`);
+    const out = await deleteAsObserved(kube, danmResources(group).danmeps, d, 'the DanmEp', ctx.signal);
+    if (out.outcome === 'skipped') return results.skip(t.key, out.reason);
+    // Gone before us: whoever deleted it owns its bits; clearing them again could free an address twice.
+    if (out.outcome === 'gone')
+      return results.set({
+        key: t.key,
+        outcome: 'gone',
+        detail: 'DanmEp was already gone; its bits are left to the next observation',
+      });
+    const still = await reader.get(danmResources(group).danmeps, d.namespace, d.name, ctx.signal);
+    if (still && still.metadata.uid === d.uid)
+      return results.set({
+        key: t.key,
+        outcome: 'failed',
+        error: 'the server answered deleted but a read still finds the DanmEp; its addresses are left set',
+      });
+    gone.push(t);
+  });
+
+  // 2. The bits: those of the deleted DanmEps and the leaked ones, in one write of the network.
+  const wanted: Clear[] = [];
+  for (const t of gone)
+    for (const [family, text] of [
+      [4, t.data.v4],
+      [6, t.data.v6],
+    ] as const) {
+      if (!text) continue;
+      const addr = parseAddress(text.split('/')[0]!);
+      if (!addr) {
+        note(epDetail, t.key, `${text}: unparsable, left set`);
+        continue;
+      }
+      wanted.push({ key: t.key, family, index: -1, address: addr.text });
+    }
+  const bits = targets.filter(isBit);
+  const deletedEps = new Set(gone.map((t) => t.data.uid));
+  let base = ev.value.networks.get(id);
+  let net = base;
+  for (let attempt = 1; attempt <= WRITE_ATTEMPTS && (wanted.length > 0 || bits.length > 0); attempt++) {
+    if (!net || !base || (bits[0] && net.uid !== bits[0].data.uid)) {
+      for (const c of wanted) note(epDetail, c.key, `${c.address}: network gone, nothing to clear`);
+      for (const t of bits) results.skip(t.key, 'network is gone or was re-created');
+      break;
+    }
+    if (net.problem) {
+      for (const c of wanted)
+        note(epDetail, c.key, `${c.address}: network unreadable (${net.problem}), left set`);
+      for (const t of bits) results.skip(t.key, `network cannot be read: ${net.problem}`);
+      break;
+    }
+    const clearing: Clear[] = [];
+    let v4 = net.v4?.bitmap;
+    let v6 = net.v6?.bitmap;
+    const clear = (c: Clear) => {
+      if (c.family === 4) v4 = v4!.with(c.index, false);
+      else v6 = v6!.with(c.index, false);
+      clearing.push(c);
+    };
+    for (const c of wanted) {
+      const pool = poolOf(net, c.family);
+      const addr = parseAddress(c.address)!;
+      const index = pool ? bitIndex(pool, addr) : undefined;
+      if (!pool || index === undefined) {
+        note(epDetail, c.key, `${c.address}: outside the network range, left alone`);
+        continue;
+      }
+      if (!pool.bitmap.isSet(index)) {
+        note(epDetail, c.key, `${c.address}: already clear`);
+        continue;
+      }
+      if (!clearable(pool, index)) {
+        note(epDetail, c.key, `${c.address}: reserved, left set`);
+        continue;
+      }
+      const v = ev.value.holders.verdict(net, c.family, index, deletedEps);
+      if (v !== undefined) {
+        note(epDetail, c.key, `${c.address}: ${'used' in v ? v.used : v.indeterminate}, left set`);
+        continue;
+      }
+      clear({ ...c, index });
+    }
+    for (const t of bits) {
+      const d = t.data;
+      if (results.has(t.key)) continue;
+      const v = ev.value.holders.verdict(net, d.family, d.index);
+      const why = allocatedSince(poolOf(net, d.family), d) ?? (v && ('used' in v ? v.used : v.indeterminate));
+      if (why) {
+        results.skip(t.key, `re-check: ${d.address}: ${why}`);
+        continue;
+      }
+      clear({ key: t.key, family: d.family, index: d.index, address: d.address, bit: d });
+    }
+    if (clearing.length === 0) break;
+    try {
+      await kube.replace(
+        danmResources(group)[net.type],
+        withBitmaps(net, net.v4 && v4 ? v4.encode() : undefined, net.v6 && v6 ? v6.encode() : undefined),
+        ctx.signal,
+      );
+    } catch (err) {
+      const conflict = err instanceof ConflictError;
+      if (conflict && attempt < WRITE_ATTEMPTS) {
+        // Someone else wrote the network: read it again, and the evidence too when an
+        // address may have been allocated since the network the evidence was judged against.
+        const now = await readNetwork(reader, group, net.type, net.namespace, net.name, ctx.signal);
+        if (now && !now.problem && base && samePools(base, now) && !allocatedSinceBase(base, now)) {
+          net = now;
+          continue;
+        }
+        ev = await danmEvidence(reader, group, ctx, ev);
+        base = ev.value.networks.get(id);
+        net = base;
+        continue;
+      }
+      for (const c of clearing) {
+        const why = conflict
+          ? `the network kept changing (${WRITE_ATTEMPTS} conflicts), left set (a later run reclaims it as a leaked bit)`
+          : `left set: ${(err as Error).message}`;
+        if (c.bit)
+          results.set(
+            conflict
+              ? { key: c.key, outcome: 'skipped', reason: why }
+              : { key: c.key, outcome: 'failed', error: (err as Error).message },
+          );
+        else note(epDetail, c.key, `${c.address}: ${why}`);
+      }
+      break;
+    }
+    // Read back: a bit still set was not cleared, whatever the write answered.
+    const after = await readNetwork(reader, group, net.type, net.namespace, net.name, ctx.signal);
+    for (const c of clearing) {
+      const pool = after && after.uid === net.uid && !after.problem ? poolOf(after, c.family) : undefined;
+      const left = pool?.bitmap.isSet(c.index) === true;
+      if (c.bit)
+        results.set(
+          left
+            ? {
+                key: c.key,
+                outcome: 'failed',
+                error: 'the update answered success, but a read-back finds the bit still set',
+              }
+            : { key: c.key, outcome: 'deleted', detail: `cleared ${c.address} in ${networkName(c.bit)}` },
+        );
+      else
+        note(
+          epDetail,
+          c.key,
+          left
+            ? `${c.address}: left set (a read-back finds the bit still set; a later run reclaims it as a leaked bit)`
+            : `${c.address}: cleared`,
+        );
+    }
+    break;
+  }
+  for (const t of gone)
+    results.set({
+      key: t.key,
+      outcome: 'deleted',
+      detail: `DanmEp ${t.data.namespace}/${t.data.name} deleted; ${epDetail.get(t.key)?.join(', ') || 'no address'}`,
+    });
+  return results.all('not attempted');
+}
+
+/** A bit set in `now` that `base` had clear: an allocation happened since `base` was read. */
+function allocatedSinceBase(base: Network, now: Network): boolean {
+  for (const f of [4, 6] as const) {
+    const a = poolOf(base, f);
+    const b = poolOf(now, f);
+    if (a && b && newlySet(a.bitmap, b.bitmap)) return true;
+  }
+  return false;
+}
+
+function note(m: Map<string, string[]>, key: string, text: string): void {
+  const l = m.get(key);
+  if (l) l.push(text);
+  else m.set(key, [text]);
+}
+
+export const networkBatch: BatchSpec<NetData, KubeReader, KubeClient, Settings> = {
+  key: networkOf,
+  remove: removeOnNetwork,
+};
+
+/** One Event per batch, on the network: the DanmEps deleted and the addresses cleared. */
+export function networkEvent(removed: readonly Removed<NetData>[]): EventNote | undefined {
+  const d0 = removed[0]?.target.data;
+  if (!d0) return undefined;
+  const eps = removed.filter((r) => r.target.kind === 'DanmEp').map((r) => r.target.data as EpData);
+  const bits = removed.filter((r) => r.target.kind === 'DanmBit').map((r) => r.target.data as BitData);
+  const uid = bits[0]?.uid;
+  const name = 'podUID' in d0 ? d0.network : d0.name;
+  const ns = d0.networkType === 'ClusterNetwork' ? undefined : d0.namespace;
+  const parts: string[] = [];
+  if (eps.length)
+    parts.push(
+      `deleted ${eps.length} DanmEp${eps.length === 1 ? '' : 's'} of gone pods (${eps.map((e) => `${e.name} of Pod ${e.pod}, UID ${e.podUID}`).join('; ')})`,
+    );
+  if (bits.length)
+    parts.push(
+      `cleared ${bits.length} leaked address${bits.length === 1 ? '' : 'es'} held by no DanmEp (${bits.map((b) => b.address).join(', ')})`,
+    );
+  return {
+    namespace: ns ?? eps[0]?.namespace ?? 'default',
+    involved: {
+      apiVersion: `${d0.group}/v1`,
+      kind: d0.networkType,
+      name,
+      ...(ns ? { namespace: ns } : {}),
+      ...(uid ? { uid } : {}),
+    },
+    reason: eps.length ? 'DanmEndpointReclaimed' : 'DanmAddressReclaimed',
+    message: `twopass ${parts.join('; and ')} in ${networkName(d0)}`,
+  };
+}
