@@ -20,6 +20,7 @@ import {
   setBits,
 } from '../../shared/sandbox/scenarios/danm.ts';
 import { danmRunner } from '../helpers/danm.ts';
+import { type Call, intercept } from '../helpers/intercept.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
 
@@ -438,6 +439,99 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
     );
     assert.is(ev.length, 1, 'one Event for the network');
     assert.match(String((ev[0] as { message?: string }).message), /cleared 6 leaked addresses/);
+  });
+
+  it('a lost node: the orphans of two networks go as one batch per network, on one fresh read of the cluster, not one per deletion', async (t, kube) => {
+    const ns = await t.namespace();
+    const worlds = [
+      { net: 'net-a', prefix: '10.40.0', pods: 30, lost: 12 },
+      { net: 'net-b', prefix: '10.41.0', pods: 20, lost: 8 },
+    ];
+    for (const w of worlds) {
+      const addrs = Array.from({ length: w.pods }, (_, i) => `${w.prefix}.${10 + i}`);
+      await createNetwork(kube, ns, w.net, `${w.prefix}.0/24`, addrs);
+      for (const [i, a] of addrs.entries()) {
+        const pod = await createPod(kube, ns, `${w.net}-${i}`, 'node-1', w.net);
+        await createEndpoint(kube, pod, w.net, `${a}/24`);
+      }
+    }
+    // A lost node takes 40% of the pods: past the evidence guard, which is not under test here.
+    const r = danmRunner(t.options, [ns], Date.now() + MIN, {
+      'danm-endpoints': { maxEvidenceDropPercent: 100 },
+    });
+    await r.run();
+    for (const w of worlds) for (let i = 0; i < w.lost; i++) await forceDeletePod(kube, ns, `${w.net}-${i}`);
+    r.now += MIN;
+    await r.run();
+    r.now += 6 * MIN;
+    // Count every call of the dry run and of the deleting run of the same world.
+    const count = () => {
+      const calls: Call[] = [];
+      r.intercept = (k) =>
+        intercept(k, (call, next) => {
+          calls.push(call);
+          return next();
+        });
+      return calls;
+    };
+    const dry = count();
+    assert.equal((await r.run(false)).deleted, []);
+    const wet = count();
+    const res = await r.run();
+    delete r.intercept;
+    assert.is(res.exitCode, EXIT.ok, JSON.stringify(r.events('delete.failed')));
+    assert.is(res.deleted.length, 20, 'every orphan DanmEp');
+    const n = (calls: Call[], verb: string, resource: string) =>
+      calls.filter((c) => c.verb === verb && c.resource === resource).length;
+    // The dry run lists pods once; the deleting run once more for every batch, not per DanmEp.
+    assert.is(n(dry, 'list', 'pods'), 1);
+    assert.is(n(wet, 'list', 'pods'), 2, 'one fresh list of pods serves every batch');
+    assert.is(n(wet, 'list', 'danmeps'), 2, 'one fresh list of DanmEps serves every batch');
+    assert.is(n(wet, 'replace', 'danmnets'), 2, 'one bitmap write per network');
+    assert.is(n(wet, 'delete', 'danmeps'), 20);
+    const dryApi = dry.filter((c) => c.resource !== 'leases' && c.resource !== 'configmaps').length;
+    const wetApi = wet.filter((c) => c.resource !== 'leases' && c.resource !== 'configmaps').length;
+    assert.ok(
+      wetApi <= dryApi * 2 + 4 * 20 + 10 * 2,
+      `requests: ${wetApi} <= dry run ${dryApi} x 2 + 4 per deletion + 10 per batch`,
+    );
+    for (const w of worlds) {
+      const left = await bits(kube, ns, w.net);
+      for (let i = 0; i < w.pods; i++)
+        assert.is(left.includes(`${w.prefix}.${10 + i}`), i >= w.lost, `${w.net} .${10 + i}`);
+    }
+    const events = (await kube.listAll(EVENTS, { namespace: ns })).items.filter(
+      (e) => (e as { reason?: string }).reason === 'DanmEndpointReclaimed',
+    );
+    assert.is(events.length, 2, 'one Event per network');
+  });
+
+  it('a pod asking for two interfaces on one network: eth1 in CNI ADD keeps its bit while eth0 has its DanmEp', async (t, kube) => {
+    const ns = await t.namespace();
+    await createNetwork(kube, ns, 'twice', '10.42.0.0/24', ['10.42.0.10', '10.42.0.11']);
+    const pod = await createPod(
+      kube,
+      ns,
+      'two-legs',
+      'node-1',
+      'twice',
+      JSON.stringify([{ network: 'twice' }, { network: 'twice' }]),
+    );
+    await createEndpoint(kube, pod, 'twice', '10.42.0.10/24', 'eth0');
+    // eth1's CNI ADD has set .11; its DanmEp is not written yet.
+    const r = danmRunner(t.options, [ns], Date.now() + MIN);
+    for (let i = 0; i < 3; i++) {
+      assert.equal((await r.run()).deleted, [], `run ${i}`);
+      r.now += 11 * MIN;
+    }
+    assert.ok((await bits(kube, ns, 'twice')).includes('10.42.0.11'), "eth1's address stays set");
+    assert.ok(
+      r.events('target.indeterminate').some((e) => /1 of its 2 DanmEps/.test(String(e.reason))),
+      'the bit is indeterminate: the pod has 1 of its 2 DanmEps on the network',
+    );
+    await createEndpoint(kube, pod, 'twice', '10.42.0.11/24', 'eth1');
+    assert.equal((await r.run()).deleted, []);
+    assert.equal(await bits(kube, ns, 'twice'), ['10.42.0.0', '10.42.0.10', '10.42.0.11', '10.42.0.255']);
   });
 
   run();

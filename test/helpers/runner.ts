@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { type FileConfig, resolveConfig } from '../../shared/config.ts';
 import type { AnyFunction } from '../../shared/contract/index.ts';
 import type { KubeClientOptions } from '../../shared/kube/client.ts';
+import type { KubeClient } from '../../shared/kube/ports.ts';
 import type { RunResult } from '../../shared/runtime/run.ts';
 import { runFunction } from '../../shared/runtime/wire.ts';
 import { captureLog } from './memfn.ts';
@@ -16,6 +17,8 @@ export type Runner = {
   run: (apply?: boolean, record?: boolean) => Promise<RunResult>;
   events: (name: string, since?: number) => Record<string, unknown>[];
   mark: () => number;
+  /** Wraps the run's Kubernetes client (an interceptor that counts or injects faults). */
+  intercept?: (kube: KubeClient) => KubeClient;
 };
 
 type FnConfig = NonNullable<FileConfig['functions']>[string];
@@ -47,7 +50,13 @@ export function runner(
       const result = await runFunction(
         fn,
         cfg,
-        { time: testTime(() => r.now), log: cap.log, kubeOptions: options, processEnv },
+        {
+          time: testTime(() => r.now),
+          log: cap.log,
+          kubeOptions: options,
+          processEnv,
+          ...(r.intercept ? { intercept: r.intercept } : {}),
+        },
         { apply, record },
       );
       r.lines.push(...cap.lines);

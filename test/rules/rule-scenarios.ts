@@ -26,6 +26,7 @@ import {
   createPodObject,
   R,
 } from '../../shared/sandbox/scenarios/danm.ts';
+import { intercept } from '../helpers/intercept.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { runner } from '../helpers/runner.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
@@ -232,6 +233,47 @@ export function ruleScenarios(label: string, getTarget: () => Promise<KubeTarget
     assert.ok(await exists(kube, CILIUM.identities, ids[0]!), 'referenced by an endpoint');
     assert.ok(await exists(kube, CILIUM.identities, ids[1]!), 'referenced by a slice');
     assert.not.ok(await exists(kube, CILIUM.identities, ids[2]!));
+  });
+
+  it("a rule re-checks its later deletions on evidence re-read once older than evidenceMaxAge (30 s), not on the run's first read", async (t, kube) => {
+    const ns = await t.namespace();
+    const ids = [identityId(), identityId()];
+    const made = [await createIdentity(kube, ids[0]!, ns), await createIdentity(kube, ids[1]!, ns)];
+    const mine = new Set(made.map((i) => i.metadata.name));
+    // One deletion at a time, so that the second re-check comes after the first delete.
+    const fn = { ...fnOf('cilium-identities'), maxConcurrency: 1 };
+    const r = runner(fn, t.options, [ns], Date.now());
+    await r.run();
+    r.now += 16 * MIN;
+    const p = await pod(kube, ns, 'late-0');
+    let taken: string | undefined;
+    r.intercept = (k) =>
+      intercept(k, async (call, next) => {
+        const out = await next();
+        // After the first of the two deletes, 40 s pass and an endpoint takes the other identity.
+        if (
+          call.verb === 'delete' &&
+          call.resource === 'ciliumidentities' &&
+          !taken &&
+          mine.has(call.name!)
+        ) {
+          taken = [...mine].find((n) => n !== call.name)!;
+          r.now += 40_000;
+          await createEndpoint(kube, p, Number(taken));
+        }
+        return out;
+      });
+    const res = await r.run();
+    delete r.intercept;
+    assert.ok(taken, 'one of the two identities was deleted first');
+    const takenUid = made.find((m) => m.metadata.name === taken)!.metadata.uid;
+    assert.not.ok(res.deleted.includes(takenUid), 'the identity taken meanwhile is not deleted');
+    assert.ok(await exists(kube, CILIUM.identities, made.find((m) => m.metadata.name === taken)!));
+    assert.ok(
+      r.events('delete.skipped').some((e) => e.key === takenUid && /in use/.test(String(e.reason))),
+      'its re-check read the evidence again and found it in use',
+    );
+    assert.is(res.deleted.filter((k) => made.some((m) => m.metadata.uid === k)).length, 1);
   });
 
   it('danm-eps: the DanmEp of a gone Pod goes; the one of a live Pod stays', async (t, kube) => {
