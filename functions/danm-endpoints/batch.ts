@@ -10,9 +10,8 @@
  *  2. clears, in ONE write of the network on the resourceVersion listed before the
  *     evidence, the addresses of the DanmEps it deleted and its leaked bits, each only if
  *     still set, clearable, held by no other DanmEp and no pod is being set up there;
- *  3. on a conflict, re-reads the network: when no bit was set since the network the
- *     evidence was judged against, nothing can have been allocated, so the evidence still
- *     holds; otherwise the evidence is read again (once for every batch waiting on it);
+ *  3. on a conflict (someone wrote the network since it was listed), reads the evidence
+ *     again, networks first, and re-checks every bit (once for every batch waiting on it);
  *  4. reads the network back: a bit still set is "left set", whatever the answer was.
  * A DanmEp is deleted before its bits are cleared: a crash in between leaks an address (a
  * later run reclaims it as a leaked bit), it never frees one twice.
@@ -165,22 +164,6 @@ function newlySet(before: Bitmap, now: Bitmap): boolean {
   return false;
 }
 
-/** The pools of two reads of one network mean the same bits (same ranges, same reserved addresses). */
-function samePools(a: Network, b: Network): boolean {
-  for (const f of [4, 6] as const) {
-    const pa = poolOf(a, f);
-    const pb = poolOf(b, f);
-    if (!pa || !pb) {
-      if (pa !== pb) return false;
-      continue;
-    }
-    if (pa.cidr.text !== pb.cidr.text || pa.start !== pb.start || pa.end !== pb.end) return false;
-    if (pa.reserved.size !== pb.reserved.size || [...pa.reserved].some((i) => !pb.reserved.has(i)))
-      return false;
-  }
-  return true;
-}
-
 /**
  * Removes the confirmed targets of one network. See the module comment for the order and
  * why each step keeps law 6.
@@ -202,6 +185,8 @@ export async function removeOnNetwork(
   const gone: Typed<EpData>[] = [];
   await eachLimited(targets.filter(isEp), ctx.concurrency ?? 1, async (t) => {
     const d = t.data;
+    // A batch of thousands can outlive the bound: its later re-checks get evidence read again.
+    ev = await danmEvidence(reader, group, ctx);
     const rv = ev.value.eps.get(d.uid);
     if (rv === undefined) return results.skip(t.key, 're-check: DanmEp is already gone');
     if (rv !== d.rv) return results.skip(t.key, 're-check: DanmEp changed since the snapshot');
@@ -243,10 +228,15 @@ export async function removeOnNetwork(
     }
   const bits = targets.filter(isBit);
   const deletedEps = new Set(gone.map((t) => t.data.uid));
-  let base = ev.value.networks.get(id);
-  let net = base;
+  // The network as listed before the evidence: its resourceVersion is the write's precondition.
+  let net: Network | undefined;
   for (let attempt = 1; attempt <= WRITE_ATTEMPTS && (wanted.length > 0 || bits.length > 0); attempt++) {
-    if (!net || !base || (bits[0] && net.uid !== bits[0].data.uid)) {
+    // Evidence older than the bound is read again before the write (and the network with it).
+    if (attempt === 1) {
+      ev = await danmEvidence(reader, group, ctx);
+      net = ev.value.networks.get(id);
+    }
+    if (!net || (bits[0] && net.uid !== bits[0].data.uid)) {
       for (const c of wanted) note(epDetail, c.key, `${c.address}: network gone, nothing to clear`);
       for (const t of bits) results.skip(t.key, 'network is gone or was re-created');
       break;
@@ -309,16 +299,11 @@ export async function removeOnNetwork(
     } catch (err) {
       const conflict = err instanceof ConflictError;
       if (conflict && attempt < WRITE_ATTEMPTS) {
-        // Someone else wrote the network: read it again, and the evidence too when an
-        // address may have been allocated since the network the evidence was judged against.
-        const now = await readNetwork(reader, group, net.type, net.namespace, net.name, ctx.signal);
-        if (now && !now.problem && base && samePools(base, now) && !allocatedSinceBase(base, now)) {
-          net = now;
-          continue;
-        }
+        // Someone else wrote the network since it was listed: read it and the evidence again
+        // (once for every batch waiting on it). Comparing bitmaps could not tell an address
+        // freed and handed to a new pod in between from one never touched.
         ev = await danmEvidence(reader, group, ctx, ev);
-        base = ev.value.networks.get(id);
-        net = base;
+        net = ev.value.networks.get(id);
         continue;
       }
       for (const c of clearing) {
@@ -370,16 +355,6 @@ export async function removeOnNetwork(
   return results.all('not attempted');
 }
 
-/** A bit set in `now` that `base` had clear: an allocation happened since `base` was read. */
-function allocatedSinceBase(base: Network, now: Network): boolean {
-  for (const f of [4, 6] as const) {
-    const a = poolOf(base, f);
-    const b = poolOf(now, f);
-    if (a && b && newlySet(a.bitmap, b.bitmap)) return true;
-  }
-  return false;
-}
-
 function note(m: Map<string, string[]>, key: string, text: string): void {
   const l = m.get(key);
   if (l) l.push(text);
@@ -395,8 +370,11 @@ export const networkBatch: BatchSpec<NetData, KubeReader, KubeClient, Settings> 
 export function networkEvent(removed: readonly Removed<NetData>[]): EventNote | undefined {
   const d0 = removed[0]?.target.data;
   if (!d0) return undefined;
-  const eps = removed.filter((r) => r.target.kind === 'DanmEp').map((r) => r.target.data as EpData);
-  const bits = removed.filter((r) => r.target.kind === 'DanmBit').map((r) => r.target.data as BitData);
+  const eps: EpData[] = [];
+  const bits: BitData[] = [];
+  for (const { target } of removed)
+    if ('podUID' in target.data) eps.push(target.data);
+    else bits.push(target.data);
   const uid = bits[0]?.uid;
   const name = 'podUID' in d0 ? d0.network : d0.name;
   const ns = d0.networkType === 'ClusterNetwork' ? undefined : d0.namespace;

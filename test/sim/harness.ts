@@ -32,8 +32,8 @@ export interface World {
   violations: string[];
   /** Read faults on or off. */
   setFaults(rate: number, rng: Rng): void;
-  /** Called between list calls of a run: the world may move. */
-  setInterleave(f: (() => void) | undefined): void;
+  /** The world may move: `f` runs before each list call; `onWrite` (default `f`) before each write of the cleaner. */
+  setInterleave(f: (() => void) | undefined, onWrite?: (() => void) | undefined): void;
 }
 
 export interface Cleaner {

@@ -12,6 +12,17 @@ export type Script<W extends World> = Readonly<{
   at?: Readonly<Record<number, (w: W, now: number) => void>>;
   /** Runs before the Nth list call of the run at the given minute (the world moves mid-run). */
   midRun?: Readonly<{ minute: number; listCall: number; run: (w: W, now: number) => void }>;
+  /**
+   * Runs before the Nth write of the run at the given minute (between a batch's evidence read
+   * and its writes); `advance` moves the simulated clock (evidence ages mid-run).
+   */
+  midWrite?: Readonly<{
+    minute: number;
+    writeCall: number;
+    run: (w: W, now: number, advance: (ms: number) => void) => void;
+  }>;
+  /** What must hold at the end besides safety (each string a failure). */
+  expect?: (w: W) => string[];
   /** Orphans that must be gone at the end (liveness in the script). */
   mustReclaim?: boolean;
   /** Which world layout the script runs in (the world factory's variant; default 0). */
@@ -33,18 +44,29 @@ export async function runScript<W extends World>(
   s.setup(w, clock.now);
   let minute = 0;
   let calls = 0;
-  w.setInterleave(() => {
-    calls++;
-    if (s.midRun && minute === s.midRun.minute && calls === s.midRun.listCall) s.midRun.run(w, clock.now);
-  });
+  let writes = 0;
+  w.setInterleave(
+    () => {
+      calls++;
+      if (s.midRun && minute === s.midRun.minute && calls === s.midRun.listCall) s.midRun.run(w, clock.now);
+    },
+    () => {
+      writes++;
+      if (s.midWrite && minute === s.midWrite.minute && writes === s.midWrite.writeCall)
+        s.midWrite.run(w, clock.now, (ms) => {
+          clock.now += ms;
+        });
+    },
+  );
   for (minute = 0; minute <= s.minutes; minute++) {
     clock.now += MIN;
     w.tick(clock.now);
     s.at?.[minute]?.(w, clock.now);
     if (minute % s.intervalMinutes === 0) {
       calls = 0;
+      writes = 0;
       await cleaner.run(clock.now);
     }
   }
-  return { violations: w.violations, orphansLeft: w.orphans().size };
+  return { violations: [...w.violations, ...(s.expect?.(w) ?? [])], orphansLeft: w.orphans().size };
 }

@@ -172,6 +172,69 @@ export const DANM_SCRIPTS: Script<DanmWorld>[] = [
       mustReclaim: true,
     }),
   ),
+  // The act phase: batches, evidence age, pods with two interfaces on one network.
+  {
+    name: 'two interfaces on one network: eth1 in CNI ADD for 30 min while eth0 has its DanmEp',
+    incident: '2 name reuse (per interface): a pod being set up on a network it already holds an address of',
+    minutes: 40,
+    intervalMinutes: 5,
+    setup: five,
+    at: { 1: (w, now) => void w.createPod('two-0', now, 0, { legs: 2, eth1DelayMs: 30 * MIN }) },
+  },
+  {
+    name: "a lost node, batched: an orphan's address freed and handed to a new pod between the batch's evidence read and its write",
+    incident: 'act phase: fresh evidence per batch (freed then re-allocated mid-batch)',
+    minutes: 40,
+    intervalMinutes: 5,
+    setup: five,
+    at: {
+      1: (w, now) => {
+        for (const n of ['ss-1', 'ss-2', 'ss-3']) w.deletePod(n, now, rng(), { force: true, skipDel: true });
+      },
+    },
+    // Minute 10 deletes the three orphan DanmEps (writes 1-3), then writes the bitmap (write 4):
+    // just before it, ss-1's address is freed by someone else and a new pod takes it at once.
+    midWrite: {
+      minute: 10,
+      writeCall: 4,
+      run: (w, now) => {
+        const ep = w.eps().find((e) => (e.spec as { Pod: string }).Pod === 'ss-1');
+        const addr = ep ? undefined : w.lastDeletedAddress('ss-1');
+        if (addr === undefined) return;
+        w.freeAddress(addr);
+        w.createPod('new-0', now, 0);
+        w.tick(now);
+      },
+    },
+    expect: (w) =>
+      w.pods().some((p) => p.metadata.name === 'new-0') ? [] : ['the mid-batch pod was never created'],
+    mustReclaim: true,
+  },
+  {
+    name: 'a batch outliving the evidence bound: 40 s pass after its first delete, and its bitmap write reads the evidence again',
+    incident: 'act phase: evidence bounded in age',
+    minutes: 40,
+    intervalMinutes: 5,
+    setup: five,
+    at: {
+      1: (w, now) => {
+        for (const n of ['ss-1', 'ss-2', 'ss-3']) w.deletePod(n, now, rng(), { force: true, skipDel: true });
+      },
+    },
+    midWrite: {
+      minute: 10,
+      writeCall: 1,
+      run: (w, now, advance) => {
+        w.markAged(now);
+        advance(40_000);
+      },
+    },
+    expect: (w) =>
+      w.aged !== undefined && w.podLists.some((t) => t >= w.aged! + 40_000)
+        ? []
+        : ['evidence older than the bound was not read again before the bitmap write'],
+    mustReclaim: true,
+  },
 ];
 
 import { R } from '../../shared/sandbox/scenarios/danm.ts';

@@ -22,6 +22,8 @@ export class SimKube implements port.KubeClient {
   readonly store: FakeStore;
   /** Runs before every list call (and so between the lists of one observation). */
   beforeList: (ref: ResourceRef) => void = () => {};
+  /** Runs before every write (and so between a batch's evidence read and its writes). */
+  beforeWrite: (ref: ResourceRef) => void = () => {};
   /** Told of every write the cleaner makes. */
   onWrite: (e: WriteEvent) => void = () => {};
   /** Probability that a read fails (an API fault). */
@@ -84,6 +86,7 @@ export class SimKube implements port.KubeClient {
 
   async create(ref: ResourceRef, obj: port.NewObject): Promise<KubeObject> {
     const o = structuredClone(obj) as KubeObject;
+    if (ref.plural !== 'events') this.beforeWrite(ref);
     if (!o.metadata.name && o.metadata.generateName)
       o.metadata.name = `${o.metadata.generateName}${randomUUID().slice(0, 5)}`;
     const after = this.wrap(() => this.store.create(ref, o.metadata.namespace, o)) as KubeObject;
@@ -92,6 +95,7 @@ export class SimKube implements port.KubeClient {
   }
 
   async replace(ref: ResourceRef, obj: KubeObject): Promise<KubeObject> {
+    this.beforeWrite(ref);
     const before = this.store.tryGet(ref, obj.metadata.namespace, obj.metadata.name) as
       | KubeObject
       | undefined;
@@ -108,6 +112,7 @@ export class SimKube implements port.KubeClient {
     name: string,
     ops: readonly port.JsonPatchOp[],
   ): Promise<KubeObject> {
+    this.beforeWrite(ref);
     const before = this.store.tryGet(ref, ns, name) as KubeObject | undefined;
     const after = this.wrap(() => this.store.jsonPatch(ref, ns, name, ops)) as KubeObject;
     if (before) this.onWrite({ kind: 'update', ref, before, after });
@@ -120,6 +125,7 @@ export class SimKube implements port.KubeClient {
     name: string,
     patch: unknown,
   ): Promise<KubeObject> {
+    this.beforeWrite(ref);
     const before = this.store.tryGet(ref, ns, name) as KubeObject | undefined;
     const after = this.wrap(() => this.store.mergePatch(ref, ns, name, patch)) as KubeObject;
     if (before) this.onWrite({ kind: 'update', ref, before, after });
@@ -145,6 +151,7 @@ export class SimKube implements port.KubeClient {
     name: string,
     opts: unknown,
   ): port.DeleteOutcome {
+    this.beforeWrite(ref);
     const before = this.store.tryGet(ref, ns, name) as KubeObject | undefined;
     if (!before) return 'gone';
     try {

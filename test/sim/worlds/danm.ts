@@ -49,6 +49,12 @@ export class DanmWorld extends SimKubeWorld implements World {
   private stsNames = ['ss-0', 'ss-1', 'ss-2', 'ss-3', 'ss-4'];
   /** Pods listed by the fault "evidence lister broke": when set, pod lists come back empty. */
   brokenPodLister = false;
+  /** The clock at each list of pods (evidence reads, in the observation and the act phase). */
+  readonly podLists: number[] = [];
+  /** When a script let the evidence age mid-run. */
+  aged: number | undefined;
+  /** The address index of each DanmEp a cleaner deleted, by pod name. */
+  private readonly deletedAddress = new Map<string, number>();
 
   readonly layout: DanmLayout;
   private readonly ref: (typeof R)[NetworkType];
@@ -73,6 +79,7 @@ export class DanmWorld extends SimKubeWorld implements World {
     });
     const orig = this.kube.listAll.bind(this.kube);
     this.kube.listAll = async (ref, o) => {
+      if (ref.plural === 'pods') this.podLists.push(clock());
       const r = await orig(ref, o);
       return ref.plural === 'pods' && this.brokenPodLister ? { ...r, items: [] } : r;
     };
@@ -86,6 +93,15 @@ export class DanmWorld extends SimKubeWorld implements World {
 
   bitmap(): Bitmap {
     return Bitmap.decode((this.net().spec as { Options: { alloc: string } }).Options.alloc, CIDR) as Bitmap;
+  }
+
+  markAged(now: number): void {
+    this.aged = now;
+  }
+
+  /** The address index of the last DanmEp of pod `name` a cleaner deleted. */
+  lastDeletedAddress(name: string): number | undefined {
+    return this.deletedAddress.get(name);
   }
 
   /** Someone else (an operator, another tool) clears address bit i. */
@@ -123,14 +139,18 @@ export class DanmWorld extends SimKubeWorld implements World {
     name: string,
     now: number,
     addDelayMs: number,
-    opts: { nodeName?: string; ask?: Ask } = {},
+    /** `legs: 2`: two interfaces on the network (named only), eth1's CNI ADD `eth1DelayMs` after eth0's. */
+    opts: { nodeName?: string; ask?: Ask; legs?: 1 | 2; eth1DelayMs?: number } = {},
   ): KubeObject | undefined {
     if (this.kube.store.tryGet(PODS, NS, name)) return undefined;
     // Only a network named `default` is reached without naming it.
     const ask = this.layout.name === 'default' ? (opts.ask ?? 'none') : 'named';
+    const legs = ask === 'named' ? (opts.legs ?? 1) : 1;
     const interfaces =
       ask === 'named'
-        ? JSON.stringify([{ [REQUEST_KEY[this.layout.kind]]: this.layout.name }])
+        ? JSON.stringify(
+            Array.from({ length: legs }, () => ({ [REQUEST_KEY[this.layout.kind]]: this.layout.name })),
+          )
         : ask === 'empty'
           ? '[]'
           : undefined;
@@ -145,33 +165,36 @@ export class DanmWorld extends SimKubeWorld implements World {
         ...(opts.nodeName ? { nodeName: opts.nodeName } : {}),
       },
     }) as KubeObject;
-    // CNI ADD: the bit first, the DanmEp later.
-    const bm = this.bitmap();
-    let idx = -1;
-    for (let i = 1; i < 63; i++)
-      if (!bm.isSet(i) && !this.inflight.has(i)) {
-        idx = i;
-        break;
-      }
-    if (idx < 0) return pod; // pool exhausted: the pod has no address
-    this.writeBit(idx, true);
-    this.inflight.set(idx, pod.metadata.uid);
-    const finish = () => {
-      this.inflight.delete(idx);
-      this.kube.store.create(R.danmeps, NS, {
-        metadata: { name: `ep-${++this.seq}`, namespace: NS },
-        spec: {
-          NetworkName: this.layout.name,
-          apiType: this.layout.kind,
-          Pod: name,
-          PodUID: pod.metadata.uid,
-          Interface: { Name: 'eth0', Address: `${formatAddress(4, CIDR.network + BigInt(idx))}/26` },
-        },
-      });
-    };
-    if (addDelayMs === 0)
-      finish(); // a fast CNI ADD: done before anything else happens
-    else this.later(now + addDelayMs, finish);
+    // CNI ADD, one per interface: the bit first, the DanmEp later.
+    for (let leg = 0; leg < legs; leg++) {
+      const bm = this.bitmap();
+      let idx = -1;
+      for (let i = 1; i < 63; i++)
+        if (!bm.isSet(i) && !this.inflight.has(i)) {
+          idx = i;
+          break;
+        }
+      if (idx < 0) return pod; // pool exhausted: the pod has no address
+      this.writeBit(idx, true);
+      this.inflight.set(idx, pod.metadata.uid);
+      const finish = () => {
+        this.inflight.delete(idx);
+        this.kube.store.create(R.danmeps, NS, {
+          metadata: { name: `ep-${++this.seq}`, namespace: NS },
+          spec: {
+            NetworkName: this.layout.name,
+            apiType: this.layout.kind,
+            Pod: name,
+            PodUID: pod.metadata.uid,
+            Interface: { Name: `eth${leg}`, Address: `${formatAddress(4, CIDR.network + BigInt(idx))}/26` },
+          },
+        });
+      };
+      const delay = addDelayMs + (leg === 0 ? 0 : (opts.eth1DelayMs ?? MIN));
+      if (delay === 0)
+        finish(); // a fast CNI ADD: done before anything else happens
+      else this.later(now + delay, finish);
+    }
     return pod;
   }
 
@@ -235,6 +258,8 @@ export class DanmWorld extends SimKubeWorld implements World {
       const ask = rng.pick(['none', 'empty', 'named'] as const);
       this.createPod(name, now, rng.int(0, 3) * MIN, {
         ask,
+        // a pod with two interfaces on the network: eth1's ADD 1-10 min after eth0's
+        ...(rng.chance(0.25) ? { legs: 2 as const, eth1DelayMs: rng.int(1, 10) * MIN } : {}),
         ...(rng.chance(0.3) ? { nodeName: 'node-1' } : {}),
       });
     } else if (r < 0.6) {
@@ -280,6 +305,8 @@ export class DanmWorld extends SimKubeWorld implements World {
 
   protected check(e: import('../simkube.ts').WriteEvent): void {
     if (e.kind === 'delete' && e.ref.plural === 'danmeps') {
+      const i = this.epIndex(e.before);
+      if (i !== undefined) this.deletedAddress.set((e.before.spec as { Pod: string }).Pod, i);
       const uid = (e.before.spec as { PodUID: string }).PodUID;
       const live = this.pods().find((p) => p.metadata.uid === uid);
       if (live)

@@ -107,7 +107,7 @@ export class LbaasWorld implements World {
     };
   }
 
-  setInterleave(f: (() => void) | undefined): void {
+  setInterleave(f: (() => void) | undefined, _onWrite?: (() => void) | undefined): void {
     this.interleave = f;
   }
   setFaults(rate: number, rng: Rng): void {
