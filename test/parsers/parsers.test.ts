@@ -5,7 +5,7 @@ import * as assert from 'uvu/assert';
 import { Bitmap } from '../../functions/danm-endpoints/bitmap.ts';
 import { parseEndpoint, parseNetwork, requestedNetworks } from '../../functions/danm-endpoints/model.ts';
 import { NETWORK_STATUS, networkStatusIps } from '../../functions/whereabouts-ips/model.ts';
-import { parseConfigText } from '../../shared/config.ts';
+import { parseConfigText, resolveConfig } from '../../shared/config.ts';
 import { parseDuration } from '../../shared/engine/duration.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import type { KubeObject } from '../../shared/kube/resources.ts';
@@ -143,6 +143,19 @@ test('config text: anything is a config or a ConfigError', () => {
     ),
     { numRuns: RUNS },
   );
+});
+
+test('evidenceMaxAge: a duration up to 10m, default 30s; anything else is a ConfigError naming it', () => {
+  assert.is(resolveConfig({}, 'test').evidenceMaxAgeMs, 30_000);
+  assert.is(resolveConfig(parseConfigText('evidenceMaxAge: 2m\n', 't'), 't').evidenceMaxAgeMs, 120_000);
+  for (const bad of ['evidenceMaxAge: 30', 'evidenceMaxAge: 20m', 'evidenceMaxAge: soon'])
+    try {
+      parseConfigText(`${bad}\n`, 'bad');
+      assert.unreachable(`${bad} was accepted`);
+    } catch (err) {
+      assert.instance(err, ConfigError);
+      assert.match((err as Error).message, /evidenceMaxAge/);
+    }
 });
 
 test('network-status annotations and DANM interface requests: anything is a value or a reason', () => {
