@@ -1,11 +1,12 @@
 /**
  * `npm run bench`: every benchmark, each printing a markdown table; the tables are
  * also written to test/bench/RESULTS.md. Benchmarks are not tests: no verdicts.
- *   npm run bench -- engine|e2e|http|rules|batch|real|peer   one of them
+ *   npm run bench -- engine|e2e|http|rules|batch|act|real|peer   one of them
  *   npm run bench -- --quick                smaller sizes
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { actBench } from './act.ts';
 import { batchBench } from './batch.ts';
 import { e2eBench } from './e2e.ts';
 import { engineBench } from './engine.ts';
@@ -50,6 +51,20 @@ if (want('real')) {
       throw new Error('test/cluster/build.sh failed: cannot run the real-cluster benchmark');
     await section('real', () => realBench(quick ? 5_000 : 50_000));
   }
+}
+if (want('act')) {
+  // Deleting runs: the fakes always; the real kube-apiserver and Neutron unless told not to.
+  const real = process.env.TWOPASS_NO_REAL_CLUSTER !== '1';
+  const os = real && process.env.TWOPASS_NO_REAL_OPENSTACK !== '1';
+  if (!real) out('### Deleting runs on the real servers\n\nskipped: TWOPASS_NO_REAL_CLUSTER=1\n');
+  else if (!os) out('### Deleting runs on the real Neutron\n\nskipped: TWOPASS_NO_REAL_OPENSTACK=1\n');
+  await section('act', () =>
+    actBench({
+      ...(real ? { realPods: quick ? 5_000 : 50_000 } : {}),
+      fakePods: quick ? 10_000 : 150_000,
+      ...(os ? { ports: quick ? 100 : 1_000 } : {}),
+    }),
+  );
 }
 if (want('peer')) {
   if (process.env.TWOPASS_NO_REAL_CLUSTER === '1')

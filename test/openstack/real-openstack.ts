@@ -382,9 +382,10 @@ export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Pr
       'provider:network_type': 'flat',
       'provider:physical_network': 'public',
     });
-    await subnet(nAdmin, external, '198.18.0.0/24');
+    // /20s: room for the deleting-run benchmark's 1,000 ports and floating IPs
+    await subnet(nAdmin, external, '198.18.0.0/20');
     const networkId = await net(userToken, { name: 'k8s-a-net' });
-    const subnetId = await subnet(userToken, networkId, '10.1.0.0/24');
+    const subnetId = await subnet(userToken, networkId, '10.1.0.0/20');
     const router = (
       (
         await ok('POST', `${neutronUrl}/v2.0/routers`, userToken, {
