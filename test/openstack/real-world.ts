@@ -5,8 +5,19 @@ import { passwordToken, type RealOpenStack } from './real-openstack.ts';
 
 export function realWorld(os: RealOpenStack | undefined) {
   /** Neutron as the project's user: what ch-k8s-lbaas does for a Service. */
+  // One token for a minute (a password token costs Keystone a bcrypt check: seeding 1,000
+  // ports with a token per call spent most of its time there).
+  let cached: { token: Promise<string>; at: number } | undefined;
+  const cachedToken = () => {
+    if (!cached || Date.now() - cached.at > 60_000)
+      cached = {
+        token: passwordToken(os!.authUrl, os!.user.name, os!.user.password, os!.project.name),
+        at: Date.now(),
+      };
+    return cached.token;
+  };
   async function neutron(method: string, path: string, body?: unknown): Promise<Record<string, unknown>> {
-    const token = await passwordToken(os!.authUrl, os!.user.name, os!.user.password, os!.project.name);
+    const token = await cachedToken();
     const res = await fetch(`${os!.neutronUrl}/v2.0${path}`, {
       method,
       headers: { 'x-auth-token': token, 'content-type': 'application/json', accept: 'application/json' },
