@@ -28,16 +28,19 @@ function detail(e: Record<string, unknown>): string {
     case 'target.malformed':
     case 'network.unreadable':
     case 'networks.not-served':
-    case 'delete.skipped':
     case 'run.refused':
     case 'run.aborted':
       return String(e.reason ?? '');
     case 'candidate.confirmed':
       return `unused for ${formatDuration(Number(e.unusedForMs))} over ${e.observations} observations${e.dryRun ? ' (dry run: would delete)' : ''}`;
     case 'resource.deleted':
-      return String(e.detail ?? 'deleted, confirmed by a read');
+      return `${String(e.detail ?? 'deleted, confirmed by a read')}${typeof e.partOf === 'string' ? ` (part of ${e.partOf})` : ''}`;
+    case 'act.summary':
+      return `confirmed=${e.actions} units=${e.units} shared-evidence-reads=${e.evidenceReads}`;
     case 'delete.failed':
       return String(e.error ?? '');
+    case 'delete.skipped':
+      return `${String(e.reason ?? '')}${typeof e.partOf === 'string' ? ` (part of ${e.partOf})` : ''}`;
     case 'run.finished': {
       const s = (e.summary as Record<string, number> | undefined) ?? {};
       return `targets=${s.targets ?? 0} used=${s.used ?? 0} pending=${s.pending ?? 0} new=${s.newCandidates ?? 0} rescued=${s.rescued ?? 0} indeterminate=${s.indeterminate ?? 0} deleted=${e.deleted ?? 0} exit=${e.exitCode}${e.dryRun ? ' (dry run)' : ''}`;

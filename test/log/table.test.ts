@@ -43,6 +43,42 @@ test('the table has a header, prints long names whole, and shows each target row
   assert.ok(lines[3]!.includes(long), 'a long name is not cut');
 });
 
+test('a part of a unit names its unit; the act phase says how it went', async () => {
+  const out = sink();
+  const log = createLogger({ output: 'table', stream: out.stream, clock: () => 0 });
+  log.info(
+    {
+      event: 'resource.deleted',
+      kind: 'FloatingIP',
+      name: '198.18.0.7 (f1)',
+      key: 'f1',
+      partOf: 'p1',
+      detail: 'floating IP deleted',
+    },
+    'x',
+  );
+  log.warn(
+    {
+      event: 'delete.skipped',
+      kind: 'FloatingIP',
+      name: '198.18.0.8 (f2)',
+      key: 'f2',
+      partOf: 'p2',
+      reason: 'floating IP left: on port p9 now',
+    },
+    'x',
+  );
+  log.info(
+    { event: 'act.summary', function: 'danm-endpoints', actions: 500, units: 5, evidenceReads: 1 },
+    'x',
+  );
+  await flush();
+  const lines = out.text().trimEnd().split('\n');
+  assert.match(lines[1]!, /FloatingIP .*floating IP deleted \(part of p1\) \[f1\]$/);
+  assert.match(lines[2]!, /on port p9 now \(part of p2\) \[f2\]$/);
+  assert.match(lines[3]!, /act\.summary .*confirmed=500 units=5 shared-evidence-reads=1$/);
+});
+
 test('progress: drawn on a terminal at most five times a second, cleared before a table row', () => {
   const err = sink();
   const out = sink();
