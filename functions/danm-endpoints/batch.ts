@@ -192,7 +192,29 @@ export async function removeOnNetwork(
     if (rv !== d.rv) return results.skip(t.key, 're-check: DanmEp changed since the snapshot');
     if (ev.value.pods.get(d.podUID) === d.namespace)
       return results.skip(t.key, `re-check: Pod ${d.namespace}/${d.pod} with UID ${d.podUID} exists`);
-    const out = await deleteAsObserved(kube, danmResources(group).danmeps, d, 'the DanmEp', ctx.signal);
+    const ref = danmResources(group).danmeps;
+    const out = await deleteAsObserved(kube, ref, d, 'the DanmEp', ctx.signal).catch(async (err: Error) => {
+      // An answer that cannot be read: the outcome comes from a read-back. Gone is told as
+      // "gone", not "deleted": it cannot be told from a delete by someone else, whose bits
+      // are not this run's to clear.
+      const now = await reader.get(ref, d.namespace, d.name, ctx.signal).catch(() => 'unreadable' as const);
+      if (now !== 'unreadable' && (!now || now.metadata.uid !== d.uid))
+        return {
+          outcome: 'unknown-gone' as const,
+          detail: `unknown answer (${err.message}), read back: gone`,
+        };
+      return {
+        outcome: 'failed' as const,
+        error: `${err.message}; read back: ${now === 'unreadable' ? 'unreadable' : 'the DanmEp is still there'}`,
+      };
+    });
+    if (out.outcome === 'failed') return results.set({ key: t.key, outcome: 'failed', error: out.error });
+    if (out.outcome === 'unknown-gone')
+      return results.set({
+        key: t.key,
+        outcome: 'gone',
+        detail: `${out.detail}; its bits are left to the next observation`,
+      });
     if (out.outcome === 'skipped') return results.skip(t.key, out.reason);
     // Gone before us: whoever deleted it owns its bits; clearing them again could free an address twice.
     if (out.outcome === 'gone')
@@ -201,7 +223,7 @@ export async function removeOnNetwork(
         outcome: 'gone',
         detail: 'DanmEp was already gone; its bits are left to the next observation',
       });
-    const still = await reader.get(danmResources(group).danmeps, d.namespace, d.name, ctx.signal);
+    const still = await reader.get(ref, d.namespace, d.name, ctx.signal);
     if (still && still.metadata.uid === d.uid)
       return results.set({
         key: t.key,
@@ -290,6 +312,49 @@ export async function removeOnNetwork(
       clear({ key: t.key, family: d.family, index: d.index, address: d.address, bit: d });
     }
     if (clearing.length === 0) break;
+    const written = net;
+    /** Read back: a bit still set was not cleared, whatever the write answered. */
+    const readBack = async (unknown?: string) => {
+      const after = await readNetwork(
+        reader,
+        group,
+        written.type,
+        written.namespace,
+        written.name,
+        ctx.signal,
+      );
+      const readable = after !== undefined && after.uid === written.uid && !after.problem;
+      const said = unknown ? `${unknown}: ` : '';
+      for (const c of clearing) {
+        const pool = readable ? poolOf(after, c.family) : undefined;
+        // A network that cannot be read back after an answer that could not be read: not proven cleared.
+        const left = readable ? pool?.bitmap.isSet(c.index) === true : unknown !== undefined;
+        if (c.bit)
+          results.set(
+            left
+              ? {
+                  key: c.key,
+                  outcome: 'failed',
+                  error: unknown
+                    ? `${said}the bit is still set (or the network cannot be read)`
+                    : 'the update answered success, but a read-back finds the bit still set',
+                }
+              : {
+                  key: c.key,
+                  outcome: 'deleted',
+                  detail: `${said}cleared ${c.address} in ${networkName(c.bit)}`,
+                },
+          );
+        else
+          note(
+            epDetail,
+            c.key,
+            left
+              ? `${c.address}: ${said}left set (a read-back finds the bit still set; a later run reclaims it as a leaked bit)`
+              : `${c.address}: ${said}cleared`,
+          );
+      }
+    };
     try {
       await kube.replace(
         danmResources(group)[net.type],
@@ -306,44 +371,20 @@ export async function removeOnNetwork(
         net = ev.value.networks.get(id);
         continue;
       }
+      if (!conflict) {
+        // An answer that cannot be read (a Status Failure in a 200, a reset after sending):
+        // the write may have happened. What the network holds now says.
+        await readBack(`unknown answer (${(err as Error).message}), read back`);
+        break;
+      }
       for (const c of clearing) {
-        const why = conflict
-          ? `the network kept changing (${WRITE_ATTEMPTS} conflicts), left set (a later run reclaims it as a leaked bit)`
-          : `left set: ${(err as Error).message}`;
-        if (c.bit)
-          results.set(
-            conflict
-              ? { key: c.key, outcome: 'skipped', reason: why }
-              : { key: c.key, outcome: 'failed', error: (err as Error).message },
-          );
+        const why = `the network kept changing (${WRITE_ATTEMPTS} conflicts), left set (a later run reclaims it as a leaked bit)`;
+        if (c.bit) results.set({ key: c.key, outcome: 'skipped', reason: why });
         else note(epDetail, c.key, `${c.address}: ${why}`);
       }
       break;
     }
-    // Read back: a bit still set was not cleared, whatever the write answered.
-    const after = await readNetwork(reader, group, net.type, net.namespace, net.name, ctx.signal);
-    for (const c of clearing) {
-      const pool = after && after.uid === net.uid && !after.problem ? poolOf(after, c.family) : undefined;
-      const left = pool?.bitmap.isSet(c.index) === true;
-      if (c.bit)
-        results.set(
-          left
-            ? {
-                key: c.key,
-                outcome: 'failed',
-                error: 'the update answered success, but a read-back finds the bit still set',
-              }
-            : { key: c.key, outcome: 'deleted', detail: `cleared ${c.address} in ${networkName(c.bit)}` },
-        );
-      else
-        note(
-          epDetail,
-          c.key,
-          left
-            ? `${c.address}: left set (a read-back finds the bit still set; a later run reclaims it as a leaked bit)`
-            : `${c.address}: cleared`,
-        );
-    }
+    await readBack();
     break;
   }
   for (const t of gone)

@@ -97,6 +97,13 @@ async function freshPool(kube: KubeReader, d: AllocData, signal: AbortSignal) {
   return pool && pool.metadata.uid === d.poolUid ? pool : undefined;
 }
 
+/** The pool now: the one observed, gone (a 404), or another object of its name (re-created). */
+async function poolNow(kube: KubeReader, d: AllocData, signal: AbortSignal) {
+  const pool = await kube.get(IPPOOLS, d.namespace, d.pool, signal);
+  if (!pool) return 'gone' as const;
+  return pool.metadata.uid === d.poolUid ? pool : ('re-created' as const);
+}
+
 const isPatchConflict = (err: unknown) =>
   err instanceof ConflictError || (err instanceof KubeApiError && err.status === 422);
 
@@ -163,10 +170,40 @@ async function removeAllocations(
   const d0 = targets[0]!.data;
   const results = new BatchResults(targets);
   const podrefs = [...new Set(targets.map((t) => t.data.podref))].sort();
+  /** Read back: an allocation still there was not removed, whatever the patch answered. */
+  const readBack = async (removing: readonly Typed<AllocData>[], unknown?: string) => {
+    const after = await poolNow(reader, d0, ctx.signal).catch(() => 'unreadable' as const);
+    for (const t of removing) {
+      const still =
+        after === 'unreadable'
+          ? unknown !== undefined
+          : typeof after !== 'string' && sameAllocation(allocationAt(after, t.data.offset), t.data);
+      results.set(
+        still
+          ? {
+              key: t.key,
+              outcome: 'failed',
+              error: unknown
+                ? `${unknown}the allocation is still there (or the pool cannot be read)`
+                : 'the patch answered success, but a read-back still finds the allocation',
+            }
+          : { key: t.key, outcome: 'deleted', detail: `${unknown ?? ''}${removedText(t.data)}` },
+      );
+    }
+  };
   for (let attempt = 1; attempt <= PATCH_ATTEMPTS; attempt++) {
-    const pool = await freshPool(reader, d0, ctx.signal);
-    if (!pool) {
+    const pool = await poolNow(reader, d0, ctx.signal);
+    if (pool === 'gone') {
       results.rest((key) => ({ key, outcome: 'gone', detail: 'pool is gone' }));
+      break;
+    }
+    // Another object of the pool's name: not the allocations observed, and not "deleted" either.
+    if (pool === 're-created') {
+      results.rest((key) => ({
+        key,
+        outcome: 'skipped',
+        reason: 'the pool was re-created (another UID): its allocations are judged anew',
+      }));
       break;
     }
     const pods = await freshPods(reader, podrefs, ctx.signal);
@@ -200,26 +237,20 @@ async function removeAllocations(
     } catch (err) {
       const conflict = isPatchConflict(err);
       if (conflict && attempt < PATCH_ATTEMPTS) continue;
+      if (!conflict) {
+        // An answer that cannot be read: the patch may have happened; the pool now says.
+        await readBack(removing, `unknown answer (${(err as Error).message}), read back: `);
+        break;
+      }
       for (const t of removing)
-        results.set(
-          conflict
-            ? { key: t.key, outcome: 'skipped', reason: `pool kept changing (${PATCH_ATTEMPTS} conflicts)` }
-            : { key: t.key, outcome: 'failed', error: (err as Error).message },
-        );
+        results.set({
+          key: t.key,
+          outcome: 'skipped',
+          reason: `pool kept changing (${PATCH_ATTEMPTS} conflicts)`,
+        });
       break;
     }
-    // Read back: a success that did not happen is a failure, never "removed".
-    const after = await freshPool(reader, d0, ctx.signal);
-    for (const t of removing)
-      results.set(
-        after && sameAllocation(allocationAt(after, t.data.offset), t.data)
-          ? {
-              key: t.key,
-              outcome: 'failed',
-              error: 'the patch answered success, but a read-back still finds the allocation',
-            }
-          : { key: t.key, outcome: 'deleted', detail: removedText(t.data) },
-      );
+    await readBack(removing);
     break;
   }
   return results.all('the pool kept changing');

@@ -81,7 +81,8 @@ export type RemovedPart = Readonly<{
   kind: string;
   key: string;
   name: string;
-  outcome: 'deleted' | 'gone' | 'left';
+  /** `left`: kept on purpose (in use, changed); `failed`: an error kept it (the run exits 1). */
+  outcome: 'deleted' | 'gone' | 'left' | 'failed';
   detail: string;
 }>;
 

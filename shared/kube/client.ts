@@ -119,11 +119,33 @@ export function whereNoKubeconfig(env: Readonly<Record<string, string | undefine
   return `no kubeconfig found (${looked.join('; ')}); pass --kubeconfig FILE or set KUBECONFIG`;
 }
 
+/** Lists read again with a larger page when their last page is exactly full (decision 0007). */
+const AMBIGUOUS_RELISTS = 2;
+
+/**
+ * Orders two resourceVersions as KEP-5504 allows (positive integers without leading zeros:
+ * `k8s.io/apimachinery/pkg/util/resourceversion.CompareResourceVersion`); undefined when
+ * either is not of that form, and so not comparable by a client.
+ */
+export function compareResourceVersions(a: string, b: string): number | undefined {
+  const ok = (s: string) => /^[1-9][0-9]*$/.test(s);
+  if (!ok(a) || !ok(b)) return undefined;
+  if (a.length !== b.length) return a.length - b.length;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
 export class KubeHttpClient implements KubeClient {
   readonly server: string;
   private readonly http: HttpTransport;
   private readonly opts: KubeClientOptions;
   private readonly discovery = new Map<string, Promise<Set<string> | undefined>>();
+  /**
+   * The newest resourceVersion of a list this client has read. A run reads its lists in
+   * order (targets, then evidence, then the act phase's re-check lists); each later list is
+   * asked not older than this (`resourceVersionMatch=NotOlderThan`) and refused as stale
+   * when its answer is older all the same (decision 0007).
+   */
+  private floor: { rv: string; what: string } | undefined;
 
   constructor(opts: KubeClientOptions) {
     this.opts = opts;
@@ -147,9 +169,37 @@ export class KubeHttpClient implements KubeClient {
 
   async listAll<T = KubeObject>(ref: ResourceRef, options: ListOptions<T> = {}): Promise<ListResult<T>> {
     const what = `list ${describe(ref, options.namespace)}`;
+    const size = options.pageSize ?? this.opts.pageSize ?? 500;
+    // A last page of exactly `limit` items, with no count announced before it, looks the
+    // same as a page whose continue token was lost: such a list is read again with a
+    // larger page, whose last page then tells (decision 0007).
+    for (let widen = 0; widen <= AMBIGUOUS_RELISTS; widen++) {
+      const r = await this.listOnce(ref, options, what, size + widen);
+      if (!r.ambiguous) {
+        this.raiseFloor(r.list.resourceVersion, what);
+        return r.list;
+      }
+    }
+    throw new ListIncompleteError(
+      what,
+      `its last page held exactly the page size and no count was announced, ${AMBIGUOUS_RELISTS + 1} times (page sizes ${size} to ${size + AMBIGUOUS_RELISTS}): it cannot be told from a list cut short`,
+    );
+  }
+
+  private raiseFloor(rv: string, what: string): void {
+    if (!this.floor || (compareResourceVersions(rv, this.floor.rv) ?? 0) > 0) this.floor = { rv, what };
+  }
+
+  private async listOnce<T>(
+    ref: ResourceRef,
+    options: ListOptions<T>,
+    what: string,
+    size: number,
+  ): Promise<{ list: ListResult<T>; ambiguous: boolean }> {
     const view = options.view ?? ((o: KubeObject) => o as unknown as T);
-    const limit = String(options.pageSize ?? this.opts.pageSize ?? 500);
+    const limit = String(size);
     const maxRestarts = this.opts.maxListRestarts ?? 3;
+    const floor = this.floor;
     for (let restarts = 0; ; restarts++) {
       const items: T[] = [];
       const proof = new ListProof(ref, options.metadataOnly === true);
@@ -164,6 +214,10 @@ export class KubeHttpClient implements KubeClient {
               continue: cont,
               labelSelector: options.labelSelector,
               fieldSelector: options.fieldSelector,
+              // Not older than what this run read before (a continue token carries its own version).
+              ...(floor && cont === undefined
+                ? { resourceVersion: floor.rv, resourceVersionMatch: 'NotOlderThan' }
+                : {}),
             },
             accept: options.metadataOnly ? METADATA_ACCEPT : 'application/json',
             signal: options.signal,
@@ -179,7 +233,15 @@ export class KubeHttpClient implements KubeClient {
           cont = page.next;
         } while (cont !== undefined);
         const resourceVersion = proof.finish();
-        return { items, resourceVersion, pages: proof.pages, restarts };
+        if (floor && (compareResourceVersions(resourceVersion, floor.rv) ?? 0) < 0)
+          throw new ListIncompleteError(
+            what,
+            `stale: its resourceVersion ${resourceVersion} is older than ${floor.rv}, which this run read before it (${floor.what}); a list asked not older than that answered older all the same`,
+          );
+        return {
+          list: { items, resourceVersion, pages: proof.pages, restarts },
+          ambiguous: proof.lastPageFull(size),
+        };
       } catch (err) {
         // 410 Expired on a continue token: restart the whole list, never splice.
         if (err instanceof KubeApiError && err.status === 410 && cont !== undefined && restarts < maxRestarts)

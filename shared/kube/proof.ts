@@ -33,6 +33,7 @@ export class ListProof {
   private readonly uids = new Set<string>();
   private readonly claims: { page: number; received: number; remaining: number }[] = [];
   private received = 0;
+  private lastItems = 0;
   pages = 0;
 
   constructor(ref: ResourceRef, metadataOnly: boolean) {
@@ -73,6 +74,7 @@ export class ListProof {
       this.uids.add(uid);
     }
     this.received += items.length;
+    this.lastItems = items.length;
     const next = typeof md.continue === 'string' && md.continue !== '' ? md.continue : undefined;
     if (md.continue !== undefined && md.continue !== null && typeof md.continue !== 'string')
       fail('has a continue token that is not a string');
@@ -87,6 +89,15 @@ export class ListProof {
       this.claims.push({ page: n, received: this.received, remaining: remaining as number });
     }
     return { items: items as KubeObject[], next };
+  }
+
+  /**
+   * True when nothing but the missing continue token says the list ended: its last page
+   * held exactly `limit` items and no page announced how many remained. A page whose
+   * token was lost looks the same.
+   */
+  lastPageFull(limit: number): boolean {
+    return this.lastItems === limit && this.claims.length === 0;
   }
 
   /** After the last page: the counts the server announced agree with what arrived. */

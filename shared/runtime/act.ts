@@ -125,6 +125,11 @@ export async function act<R, W>(deps: ActDeps<R, W>, req: ActRequest): Promise<A
       log.warn({ event: 'delete.skipped', ...part, reason: p.detail }, 'delete.skipped');
       return;
     }
+    if (p.outcome === 'failed') {
+      failed.push(p.key);
+      log.error({ event: 'delete.failed', ...part, error: p.detail }, 'delete.failed');
+      return;
+    }
     deleted.push(p.key);
     count(p.kind);
     log.info(

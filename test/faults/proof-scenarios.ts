@@ -52,7 +52,14 @@ type Rig = {
   now: { t: number };
 };
 
-function rig(t: KubeTarget, fn: AnyFunction, proxy: FaultProxy, ns: string, state?: string): Rig {
+function rig(
+  t: KubeTarget,
+  fn: AnyFunction,
+  proxy: FaultProxy,
+  ns: string,
+  state?: string,
+  pageSize = 2,
+): Rig {
   const dir = mkdtempSync(join(tmpdir(), 'twopass-proof-'));
   const now = { t: Date.now() + MIN };
   const options = { ...t.options, server: proxy.url, tls: {}, time: testTime() };
@@ -71,7 +78,7 @@ function rig(t: KubeTarget, fn: AnyFunction, proxy: FaultProxy, ns: string, stat
       const cap = captureLog(() => now.t);
       const cfg = resolveConfig(
         {
-          pageSize: 2,
+          pageSize,
           functions: { [fn.name]: { maxDeletionPercent: 100, settings: { namespaces: [ns] } } },
         },
         'proof',
@@ -367,6 +374,134 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
       await r.client.close();
     });
   });
+
+  // ---- lists proven fresh, and outcomes told as they happened ----
+
+  it('whereabouts-ips: a stale pods list (replayed, self-consistent) is refused: exit 3, nothing deleted, state as it was', async (t, kube) => {
+    const ns = await t.namespace();
+    await wbWorld(kube, ns);
+    await withProxy(t, async (proxy) => {
+      // One page per list, so that the replayed answer is a whole list.
+      const r = rig(t, whereaboutsIps, proxy, ns, undefined, 5000);
+      assert.is((await r.run()).exitCode, EXIT.ok, 'the proxy records this pods list');
+      // New live pods take addresses of the pool after the recorded list.
+      for (let i = 0; i < 3; i++) {
+        const ip = `10.40.0.${20 + i}`;
+        await wb.createPodWithStatus(kube, ns, `new-${i}`, [ip]);
+        await wb.allocate(kube, ns, '10.40.0.0-24', '10.40.0.0/24', ip, {
+          id: wb.containerId(),
+          podref: `${ns}/new-${i}`,
+        });
+      }
+      const before = r.state();
+      r.now.t += 6 * MIN;
+      proxy.add({ kind: 'replay', method: 'GET', path: /^\/api\/v1\/pods\?/, times: 10 });
+      const res = await r.run();
+      assert.ok(proxy.fired() > 0, 'the stale list was served');
+      assert.is(res.exitCode, EXIT.incomplete, `exit 3 (${res.error})`);
+      assert.match(String(res.lines.find((l) => l.event === 'run.aborted')?.reason), /stale/);
+      assert.is(r.state(), before, 'the stored state did not advance');
+      assert.is(Object.keys(await wb.allocations(kube, ns, '10.40.0.0-24')).length, 7, 'nothing deleted');
+      await r.client.close();
+    });
+  });
+
+  it('danm-endpoints: a first page of exactly the page size without token or count is proven by a list with a larger page', async (t, kube) => {
+    const ns = await t.namespace();
+    const w = await danmWorld(kube, ns);
+    await withProxy(t, async (proxy) => {
+      const r = rig(t, danmEndpoints, proxy, ns);
+      assert.is((await r.run()).exitCode, EXIT.ok);
+      r.now.t += 6 * MIN;
+      // Once: the list read again with a larger page is whole, and the run goes on.
+      proxy.add({
+        kind: 'drop-continue-and-count',
+        method: 'GET',
+        path: /^\/api\/v1\/pods\?(?!.*continue=)/,
+      });
+      const res = await r.run();
+      assert.is(proxy.fired(), 1);
+      assert.is(res.exitCode, EXIT.ok, JSON.stringify(res.error));
+      assert.equal(res.deleted, [w.orphan.metadata.uid], 'the orphan goes; every live DanmEp stays');
+      for (const ep of w.live) assert.ok(await kube.get(danm.R.danmeps, ns, ep.metadata.name));
+      const asked = proxy.log
+        .filter((l) => /^\/api\/v1\/pods\?(?!.*continue=)/.test(l.path))
+        .map((l) => l.path);
+      assert.ok(
+        asked.some((p) => /limit=3\b/.test(p)),
+        'the pods list was read again with a page one larger',
+      );
+      await r.client.close();
+    });
+  });
+
+  it('danm-endpoints: every first page cut to exactly the page size, without token or count: exit 3, never a short list', async (t, kube) => {
+    const ns = await t.namespace();
+    const w = await danmWorld(kube, ns);
+    await withProxy(t, async (proxy) => {
+      const r = rig(t, danmEndpoints, proxy, ns);
+      assert.is((await r.run()).exitCode, EXIT.ok);
+      const before = r.state();
+      r.now.t += 6 * MIN;
+      proxy.add({
+        kind: 'drop-continue-and-count',
+        method: 'GET',
+        path: /^\/api\/v1\/pods\?(?!.*continue=)/,
+        times: 10,
+      });
+      const res = await r.run();
+      assert.is(res.exitCode, EXIT.incomplete, JSON.stringify(res.error));
+      assert.match(String(res.lines.find((l) => l.event === 'run.aborted')?.reason), /cut short/);
+      assert.is(r.state(), before);
+      assert.ok(await kube.get(danm.R.danmeps, ns, w.orphan.metadata.name), 'nothing deleted');
+      await r.client.close();
+    });
+  });
+
+  it('whereabouts-ips: a pool read back with another UID is never "deleted (already gone)"', async (t, kube) => {
+    const ns = await t.namespace();
+    await wbWorld(kube, ns);
+    await withProxy(t, async (proxy) => {
+      const r = rig(t, whereaboutsIps, proxy, ns);
+      await r.run();
+      r.now.t += 6 * MIN;
+      proxy.add({ kind: 'other-uid', method: 'GET', path: /\/ippools\/10\.40\.0\.0-24$/, times: 10 });
+      const res = await r.run();
+      assert.ok(proxy.fired() > 0);
+      assert.equal(res.deleted, [], 'nothing counted as deleted');
+      assert.not.ok(res.lines.some((l) => l.event === 'resource.deleted'));
+      assert.ok(
+        res.lines.some((l) => l.event === 'delete.skipped' && /re-created/.test(String(l.reason))),
+        'the run says what it saw',
+      );
+      assert.is(Object.keys(await wb.allocations(kube, ns, '10.40.0.0-24')).length, 4);
+      await r.client.close();
+    });
+  });
+
+  it('danm-endpoints: a bitmap write that happened but was answered with a Status Failure is told from a read-back', (t, kube) =>
+    withProxy(t, async (proxy) => {
+      const ns = await t.namespace();
+      const w = await danmWorld(kube, ns);
+      const r = rig(t, danmEndpoints, proxy, ns);
+      await r.run();
+      r.now.t += 6 * MIN;
+      proxy.add({
+        kind: 'status-failure-200',
+        method: 'PUT',
+        path: new RegExp(`/namespaces/${ns}/danmnets/test-net1$`),
+      });
+      const res = await r.run();
+      assert.is(proxy.fired(), 1);
+      assert.equal(res.deleted, [w.orphan.metadata.uid]);
+      const detail = String(res.lines.find((l) => l.event === 'resource.deleted')?.detail);
+      assert.match(detail, /10\.10\.10\.9: unknown answer .*read back: cleared/);
+      assert.not.ok(
+        danm.allocated((await kube.get(danm.R.DanmNet, ns, 'test-net1'))!).includes('10.10.10.9'),
+        'the write did happen',
+      );
+      await r.client.close();
+    }));
 
   it('a live pod GET through the client: 200 without the object, or a bare 404, is an error; only NotFound is absent', async (t, kube) => {
     const ns = await t.namespace();

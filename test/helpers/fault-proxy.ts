@@ -33,7 +33,18 @@ export type ProxyFaultKind =
   /** 404 with no Status body (a proxy's own 404, not the server's NotFound). */
   | 'bare-404'
   /** A write answered 200 with the object as it is now, never forwarded. */
-  | 'fake-success';
+  | 'fake-success'
+  /** A list page without its continue token and its remainingItemCount: it looks like the last. */
+  | 'drop-continue-and-count'
+  /**
+   * A list answered with the first answer this proxy saw for the same list (its path and
+   * query, resourceVersion parameters aside): self-consistent, complete, and stale.
+   */
+  | 'replay'
+  /** An object answered with another UID (another object of the same name). */
+  | 'other-uid'
+  /** A write forwarded (it happens), then answered 200 with a Status Failure body. */
+  | 'status-failure-200';
 
 export type ProxyFault = Readonly<{
   kind: ProxyFaultKind;
@@ -53,6 +64,8 @@ export class FaultProxy {
   private armed: Armed[] = [];
   private readonly agent = new Agent({ connect: { rejectUnauthorized: false } });
   private readonly lastPage = new Map<string, unknown[]>();
+  /** The first answer to each list (by path and query, resourceVersion parameters aside). */
+  private readonly firstAnswer = new Map<string, string>();
   readonly log: { method: string; path: string; fault?: ProxyFaultKind }[] = [];
   url = '';
 
@@ -153,6 +166,14 @@ export class FaultProxy {
         page = undefined;
       }
     }
+    const listKey = (() => {
+      const [path, query] = target.split('?') as [string, string | undefined];
+      const q = new URLSearchParams(query ?? '');
+      q.delete('resourceVersion');
+      q.delete('resourceVersionMatch');
+      return `${path}?${q}`;
+    })();
+    if (page && !this.firstAnswer.has(listKey)) this.firstAnswer.set(listKey, up.text);
     const prev = this.lastPage.get(pathname);
     if (page && Array.isArray(page.items)) this.lastPage.set(pathname, page.items as unknown[]);
     if (!fault) return send(up.status, up.text, up.contentType || 'application/json');
@@ -161,6 +182,29 @@ export class FaultProxy {
       case 'drop-continue':
         delete md.continue;
         return send(200, JSON.stringify(page));
+      case 'drop-continue-and-count':
+        delete md.continue;
+        delete md.remainingItemCount;
+        return send(200, JSON.stringify(page));
+      case 'replay':
+        return send(200, this.firstAnswer.get(listKey) ?? up.text);
+      case 'other-uid': {
+        const o = JSON.parse(up.text) as { metadata?: Record<string, unknown> };
+        if (o.metadata) o.metadata.uid = '00000000-0000-4000-8000-00000000beef';
+        return send(up.status, JSON.stringify(o));
+      }
+      case 'status-failure-200':
+        return send(
+          200,
+          JSON.stringify({
+            kind: 'Status',
+            apiVersion: 'v1',
+            status: 'Failure',
+            message: 'an error the gateway made up',
+            reason: 'InternalError',
+            code: 500,
+          }),
+        );
       case 'empty-items':
         return send(200, JSON.stringify({ ...page, items: [] }));
       case 'previous-page':

@@ -293,6 +293,33 @@ export class FakeKubeServer {
   ): unknown {
     const limit = Number(q.get('limit') ?? '0');
     const cont = q.get('continue');
+    // resourceVersion on a list, as the real server checks it: a match needs a version, a
+    // continue token carries its own, and NotOlderThan a version this store has not reached
+    // times out (the real server waits up to 3 s for its cache, then answers 504).
+    const rv = q.get('resourceVersion') ?? '';
+    const match = q.get('resourceVersionMatch');
+    if (match && !rv)
+      throw new FakeApiError(
+        400,
+        'BadRequest',
+        'resourceVersionMatch is forbidden unless resourceVersion is provided',
+      );
+    if (cont && rv && rv !== '0')
+      throw new FakeApiError(
+        400,
+        'BadRequest',
+        'specifying resource version is not allowed when using continue',
+      );
+    if (
+      match === 'NotOlderThan' &&
+      /^[1-9][0-9]*$/.test(rv) &&
+      BigInt(rv) > BigInt(this.store.resourceVersion)
+    )
+      throw new FakeApiError(
+        504,
+        'Timeout',
+        `Too large resource version: ${rv}, current: ${this.store.resourceVersion}`,
+      );
     let entry: Continuation;
     let offset = 0;
     let token: string | undefined;
