@@ -48,6 +48,13 @@ export type KubeClientOptions = Readonly<{
   userAgent?: string;
   /** Counts requests and bytes (on the wire, and decoded), for benchmarks and tests. */
   onResponse?: TransportOptions['onResponse'];
+  /**
+   * A run's client: each list is asked not older than the newest list this client read
+   * before it (`resourceVersionMatch=NotOlderThan`) and refused as stale when it answers
+   * older (decision 0007). Off for clients that also write and then list (tests, tools):
+   * such a list may be served from the watch cache without their own newest writes.
+   */
+  freshLists?: boolean;
 }>;
 
 type Call = {
@@ -187,6 +194,7 @@ export class KubeHttpClient implements KubeClient {
   }
 
   private raiseFloor(rv: string, what: string): void {
+    if (!this.opts.freshLists) return;
     if (!this.floor || (compareResourceVersions(rv, this.floor.rv) ?? 0) > 0) this.floor = { rv, what };
   }
 
@@ -199,7 +207,7 @@ export class KubeHttpClient implements KubeClient {
     const view = options.view ?? ((o: KubeObject) => o as unknown as T);
     const limit = String(size);
     const maxRestarts = this.opts.maxListRestarts ?? 3;
-    const floor = this.floor;
+    const floor = this.opts.freshLists ? this.floor : undefined;
     for (let restarts = 0; ; restarts++) {
       const items: T[] = [];
       const proof = new ListProof(ref, options.metadataOnly === true);

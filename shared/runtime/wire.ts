@@ -62,6 +62,8 @@ export async function connectKube(cfg: Config, env: Environment): Promise<KubeHt
     time: env.time,
     callTimeoutMs: cfg.callTimeoutMs,
     pageSize: cfg.pageSize,
+    // a run's lists are read in order, each not older than the one before (laws 1 and 2)
+    freshLists: true,
     ...(env.onPage ? { onPage: env.onPage } : {}),
   });
 }

@@ -8,7 +8,11 @@ import { request } from 'undici';
 import * as assert from 'uvu/assert';
 import type { Candidate } from '../../shared/engine/types.ts';
 import { emptyState } from '../../shared/engine/types.ts';
-import type { KubeClientOptions, KubeHttpClient } from '../../shared/kube/client.ts';
+import {
+  compareResourceVersions,
+  type KubeClientOptions,
+  type KubeHttpClient,
+} from '../../shared/kube/client.ts';
 import { ConflictError, type KubeApiError } from '../../shared/kube/errors.ts';
 import { recordEvent } from '../../shared/kube/events.ts';
 import {
@@ -133,6 +137,35 @@ export function kubeContract(
       'a new list sees it',
     );
     assert.is(all.pages, Math.ceil(all.items.length / 7));
+  });
+
+  it('a list asked not older than a resourceVersion of another resource answers at least as new; misuse is refused', async ({
+    t,
+    kube,
+    ns,
+  }) => {
+    await kube.create(CONFIGMAPS, cm(ns, 'nott-0'));
+    // A resourceVersion read from one resource's list, asked of another's
+    const cms = await rawList(kube, `/api/v1/namespaces/${ns}/configmaps?limit=5`);
+    const rv = cms.metadata.resourceVersion;
+    const pods = await t.raw(
+      `/api/v1/namespaces/${ns}/pods?limit=5&resourceVersion=${rv}&resourceVersionMatch=NotOlderThan`,
+    );
+    assert.is(pods.status, 200);
+    const got = String((pods.body.metadata as { resourceVersion?: unknown }).resourceVersion);
+    assert.ok(
+      (compareResourceVersions(got, rv) ?? -1) >= 0,
+      `answered at ${got}, asked not older than ${rv}`,
+    );
+    const noVersion = await t.raw(`/api/v1/namespaces/${ns}/pods?limit=5&resourceVersionMatch=NotOlderThan`);
+    assert.is(noVersion.status, 422, 'a match without a resourceVersion is Invalid');
+    const first = await rawList(kube, `/api/v1/namespaces/${ns}/configmaps?limit=1`);
+    if (first.metadata.continue) {
+      const both = await t.raw(
+        `/api/v1/namespaces/${ns}/configmaps?limit=1&resourceVersion=${rv}&continue=${encodeURIComponent(first.metadata.continue)}`,
+      );
+      assert.is(both.status, 400, 'a resourceVersion with a continue token is a BadRequest');
+    }
   });
 
   it('an expired continue token is 410 Expired; listAll restarts the list', async ({ t, kube, ns }) => {

@@ -295,14 +295,16 @@ export class FakeKubeServer {
     const cont = q.get('continue');
     // resourceVersion on a list, as the real server checks it: a match needs a version, a
     // continue token carries its own, and NotOlderThan a version this store has not reached
-    // times out (the real server waits up to 3 s for its cache, then answers 504).
+    // times out (the real server waits up to 3 s for its cache, then answers 504). As the
+    // real server answers misuse: a match without a version is 422 Invalid (its ListOptions
+    // validation), a version with a continue token 400 BadRequest.
     const rv = q.get('resourceVersion') ?? '';
     const match = q.get('resourceVersionMatch');
     if (match && !rv)
       throw new FakeApiError(
-        400,
-        'BadRequest',
-        'resourceVersionMatch is forbidden unless resourceVersion is provided',
+        422,
+        'Invalid',
+        'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided',
       );
     if (cont && rv && rv !== '0')
       throw new FakeApiError(
