@@ -16,6 +16,7 @@ import type { AnyFunction, FunctionContext } from '../../shared/contract/index.t
 import { MINUTE as MIN } from '../../shared/contract/index.ts';
 import type { Target } from '../../shared/engine/types.ts';
 import { KubeHttpClient } from '../../shared/kube/client.ts';
+import type { KubeClient } from '../../shared/kube/ports.ts';
 import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
 import type { RunResult } from '../../shared/runtime/run.ts';
@@ -59,6 +60,7 @@ function rig(
   ns: string,
   state?: string,
   pageSize = 2,
+  intercept?: (kube: KubeClient) => KubeClient,
 ): Rig {
   const dir = mkdtempSync(join(tmpdir(), 'twopass-proof-'));
   const now = { t: Date.now() + MIN };
@@ -87,7 +89,12 @@ function rig(
       const r = await runFunction(
         fn,
         cfg,
-        { time: testTime(() => now.t), log: cap.log, kubeOptions: options },
+        {
+          time: testTime(() => now.t),
+          log: cap.log,
+          kubeOptions: options,
+          ...(intercept ? { intercept } : {}),
+        },
         { apply },
       );
       return { ...r, lines: cap.lines };
@@ -406,6 +413,50 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
       );
       assert.is(r.state(), before, 'the stored state did not advance');
       assert.is(Object.keys(await wb.allocations(kube, ns, '10.40.0.0-24')).length, 7, 'nothing deleted');
+      await r.client.close();
+    });
+  });
+
+  it('whereabouts-ips: a batch re-check list older than the snapshot is refused as stale; nothing removed', async (t, kube) => {
+    const ns = await t.namespace();
+    // More than 50 pods in one batch: its re-check lists their namespace instead of a GET each.
+    const orphans: Record<string, { id: string; podref: string }> = {};
+    for (let i = 0; i < 55; i++)
+      orphans[`10.41.0.${10 + i}`] = { id: wb.containerId(), podref: `${ns}/gone-${i}` };
+    await wb.createPool(kube, ns, '10.41.0.0-24', '10.41.0.0/24', orphans);
+    await wb.createPodWithStatus(kube, ns, 'live-0', ['10.41.0.200']);
+    await withProxy(t, async (proxy) => {
+      const r = rig(t, whereaboutsIps, proxy, ns, undefined, 5000);
+      assert.is((await r.run()).exitCode, EXIT.ok);
+      // The proxy keeps the namespace's pod list as it is now ...
+      const recorder = new KubeHttpClient({
+        ...t.options,
+        server: proxy.url,
+        tls: {},
+        time: testTime(),
+        pageSize: 5000,
+      });
+      await recorder.listAll(PODS, { namespace: ns, metadataOnly: true });
+      await recorder.close();
+      // ... the cluster moves on (the next snapshot is newer) ...
+      await wb.createPodWithStatus(kube, ns, 'later-0', ['10.41.0.201']);
+      // ... and the old list is served again for the batch's re-check.
+      proxy.add({
+        kind: 'replay',
+        method: 'GET',
+        path: new RegExp(`^/api/v1/namespaces/${ns}/pods\\?`),
+        times: 10,
+      });
+      r.now.t += 6 * MIN;
+      const res = await r.run();
+      assert.ok(proxy.fired() > 0, 'the old list was served to the re-check');
+      assert.equal(res.deleted, [], 'no allocation removed on a re-check older than the decision');
+      assert.is(Object.keys(await wb.allocations(kube, ns, '10.41.0.0-24')).length, 55);
+      assert.ok(
+        res.lines.some((l) => l.event === 'delete.failed' && /stale/.test(String(l.error))),
+        'the stale list is named',
+      );
+      assert.is(res.exitCode, EXIT.error);
       await r.client.close();
     });
   });
