@@ -49,10 +49,8 @@ export type KubeClientOptions = Readonly<{
   /** Counts requests and bytes (on the wire, and decoded), for benchmarks and tests. */
   onResponse?: TransportOptions['onResponse'];
   /**
-   * A run's client: each list is asked not older than the newest list this client read
-   * before it (`resourceVersionMatch=NotOlderThan`) and refused as stale when it answers
-   * older (decision 0007). Off for clients that also write and then list (tests, tools):
-   * such a list may be served from the watch cache without their own newest writes.
+   * A run's client: a list that answers older than the newest list this client read
+   * before it is refused as stale (decision 0007).
    */
   freshLists?: boolean;
 }>;
@@ -148,9 +146,9 @@ export class KubeHttpClient implements KubeClient {
   private readonly discovery = new Map<string, Promise<Set<string> | undefined>>();
   /**
    * The newest resourceVersion of a list this client has read. A run reads its lists in
-   * order (targets, then evidence, then the act phase's re-check lists); each later list is
-   * asked not older than this (`resourceVersionMatch=NotOlderThan`) and refused as stale
-   * when its answer is older all the same (decision 0007).
+   * order (targets, then evidence, then the act phase's re-check lists), each a consistent
+   * read (no resourceVersion: the newest the server has); an answer older than this is
+   * stale and refused (decision 0007).
    */
   private floor: { rv: string; what: string } | undefined;
 
@@ -222,10 +220,6 @@ export class KubeHttpClient implements KubeClient {
               continue: cont,
               labelSelector: options.labelSelector,
               fieldSelector: options.fieldSelector,
-              // Not older than what this run read before (a continue token carries its own version).
-              ...(floor && cont === undefined
-                ? { resourceVersion: floor.rv, resourceVersionMatch: 'NotOlderThan' }
-                : {}),
             },
             accept: options.metadataOnly ? METADATA_ACCEPT : 'application/json',
             signal: options.signal,
@@ -244,7 +238,7 @@ export class KubeHttpClient implements KubeClient {
         if (floor && (compareResourceVersions(resourceVersion, floor.rv) ?? 0) < 0)
           throw new ListIncompleteError(
             what,
-            `stale: its resourceVersion ${resourceVersion} is older than ${floor.rv}, which this run read before it (${floor.what}); a list asked not older than that answered older all the same`,
+            `stale: its resourceVersion ${resourceVersion} is older than ${floor.rv}, which this run read before it (${floor.what}): a consistent list never answers older than one read before it`,
           );
         return {
           list: { items, resourceVersion, pages: proof.pages, restarts },

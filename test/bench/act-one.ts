@@ -115,6 +115,7 @@ console.log(
     fn: fn.name,
     apply,
     exit: r.exitCode,
+    ...(r.error ? { error: r.error } : {}),
     ms: performance.now() - t,
     peakRssMiB: peakRssMiB(),
     kubeRequests,

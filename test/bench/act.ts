@@ -30,6 +30,7 @@ const MIN = 60_000;
 const GRACE_PASSED = 31 * MIN;
 type One = {
   exit: number;
+  error?: string;
   ms: number;
   peakRssMiB: number;
   kubeRequests: number;
@@ -73,13 +74,23 @@ async function dryThenDelete(
     ...(extra.concurrency ? ['--concurrency', String(extra.concurrency)] : []),
   ];
   const first = await one([...args, '--now', String(t0), '--record', 'true']);
-  if (first.exit !== 0) throw new Error(`${fn}: the first observation exited ${first.exit}`);
+  if (first.exit !== 0) throw new Error(`${fn}: the first observation exited ${first.exit}: ${first.error}`);
   const later = String(t0 + GRACE_PASSED);
   const c0 = cpu?.();
   const dry = await one([...args, '--now', later]);
   const c1 = cpu?.();
   const wet = await one([...args, '--now', later, '--apply', 'true']);
   const c2 = cpu?.();
+  // A table row is a measurement only when the runs did what they are measured for.
+  for (const [what, o] of [
+    ['dry run', dry],
+    ['deleting run', wet],
+  ] as const)
+    if (o.exit !== 0) throw new Error(`${fn}: the ${what} exited ${o.exit}: ${o.error}`);
+  if (wet.deleted === 0 || wet.failed > 0)
+    throw new Error(
+      `${fn}: the deleting run deleted ${wet.deleted}, failed ${wet.failed} (confirmed ${wet.confirmed})`,
+    );
   return {
     dry,
     wet,
