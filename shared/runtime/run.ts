@@ -156,6 +156,17 @@ export async function run<R, W>(deps: RunDeps<R, W>, req: RunRequest): Promise<R
   }
 }
 
+/** What `snapshot` holds once the act phase begins (nothing reads it after that point). */
+const RELEASED = Object.freeze({
+  id: '',
+  function: '',
+  takenAt: 0,
+  sources: [],
+  targets: [],
+  used: [],
+  indeterminate: [],
+}) as unknown as Snapshot;
+
 type Finish = Pick<RunResult, 'outcome' | 'exitCode'> &
   Partial<Omit<RunResult, 'durationMs' | 'function' | 'runId' | 'dryRun'>>;
 
@@ -321,6 +332,9 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
   const actions = req.approved
     ? approvedOnly(req.approved, decision.actions, snapshot, log)
     : decision.actions;
+  // The act phase needs the actions, not the snapshot: at 150,000 targets the snapshot is
+  // most of the run's memory, and the act phase reads its own evidence beside it.
+  snapshot = RELEASED;
 
   // 5. Act: re-check on fresh evidence, then remove with a precondition, then read back.
   const done = await act(
