@@ -287,6 +287,32 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
       },
     ));
 
+  it('danm-endpoints: a bitmap write answered "success" that never happened, while another writer moved the network, is "left set"', async (t, kube) => {
+    const ns = await t.namespace();
+    const w = await danmWorld(kube, ns);
+    await withProxy(t, async (proxy) => {
+      const r = rig(t, danmEndpoints, proxy, ns);
+      await r.run();
+      r.now.t += 6 * MIN;
+      // The write is answered as if done but never reaches the server, and meanwhile another
+      // writer (a CNI ADD) changes the network: its resourceVersion moves, the bit stays set.
+      proxy.add({
+        kind: 'fake-success',
+        method: 'PUT',
+        path: new RegExp(`/namespaces/${ns}/danmnets/test-net1$`),
+        then: () => danm.setBits(kube, ns, 'test-net1', ['10.10.10.30']),
+      });
+      const res = await r.run();
+      assert.is(proxy.fired(), 1);
+      assert.equal(res.deleted, [w.orphan.metadata.uid], 'the DanmEp itself was deleted');
+      const detail = String(res.lines.find((l) => l.event === 'resource.deleted')?.detail);
+      assert.not.match(detail, /10\.10\.10\.9: cleared/, 'never "cleared" while the bit is set');
+      assert.match(detail, /10\.10\.10\.9: left set/);
+      assert.ok(danm.allocated((await kube.get(danm.R.DanmNet, ns, 'test-net1'))!).includes('10.10.10.9'));
+      await r.client.close();
+    });
+  });
+
   it('danm-endpoints: a DELETE answered "success" that never happened is a failed deletion (exit 1)', (t, kube) =>
     faked('DELETE', (_ns, orphan) => new RegExp(`/danmeps/${orphan.metadata.name}$`))(
       t,
