@@ -29,6 +29,11 @@ const five = (w: DanmWorld, now: number) => {
   w.tick(now);
 };
 
+/** A node is lost: three pods force-deleted, their CNI DEL never runs (three orphan DanmEps). */
+const lostNode = (w: DanmWorld, now: number) => {
+  for (const n of ['ss-1', 'ss-2', 'ss-3']) w.deletePod(n, now, rng(), { force: true, skipDel: true });
+};
+
 /** A pod (with its CNI ADD done at once) created in minute 5, between the run's first and second list. */
 const podBetweenLists = (name: string) => ({
   minute: 5,
@@ -187,11 +192,7 @@ export const DANM_SCRIPTS: Script<DanmWorld>[] = [
     minutes: 40,
     intervalMinutes: 5,
     setup: five,
-    at: {
-      1: (w, now) => {
-        for (const n of ['ss-1', 'ss-2', 'ss-3']) w.deletePod(n, now, rng(), { force: true, skipDel: true });
-      },
-    },
+    at: { 1: lostNode },
     // Minute 10 deletes the three orphan DanmEps (writes 1-3), then writes the bitmap (write 4):
     // just before it, ss-1's address is freed by someone else and a new pod takes it at once.
     midWrite: {
@@ -216,11 +217,7 @@ export const DANM_SCRIPTS: Script<DanmWorld>[] = [
     minutes: 40,
     intervalMinutes: 5,
     setup: five,
-    at: {
-      1: (w, now) => {
-        for (const n of ['ss-1', 'ss-2', 'ss-3']) w.deletePod(n, now, rng(), { force: true, skipDel: true });
-      },
-    },
+    at: { 1: lostNode },
     midWrite: {
       minute: 10,
       writeCall: 1,
