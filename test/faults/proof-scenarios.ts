@@ -300,7 +300,7 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
         kind: 'fake-success',
         method: 'PUT',
         path: new RegExp(`/namespaces/${ns}/danmnets/test-net1$`),
-        then: () => danm.setBits(kube, ns, 'test-net1', ['10.10.10.30']),
+        onFire: () => danm.setBits(kube, ns, 'test-net1', ['10.10.10.30']),
       });
       const res = await r.run();
       assert.is(proxy.fired(), 1);

@@ -56,7 +56,7 @@ export type ProxyFault = Readonly<{
   /** Fire on this many matching requests from the Nth on (default 1): reads are retried. */
   times?: number;
   /** Runs when the fault fires, before the proxy answers (the world moves at that moment). */
-  then?: () => Promise<void>;
+  onFire?: () => Promise<void>;
 }>;
 
 type Armed = { f: ProxyFault; seen: number; fired: number };
@@ -148,7 +148,7 @@ export class FaultProxy {
       res.writeHead(status, { 'content-type': type, 'content-length': Buffer.byteLength(text) });
       res.end(text);
     };
-    if (fault?.then) await fault.then();
+    if (fault?.onFire) await fault.onFire();
     if (fault?.kind === 'fake-success') {
       // Answer as if the write happened, with the object as the server has it now.
       const path = method === 'POST' ? target : target.split('?')[0]!;
