@@ -20,6 +20,7 @@ import {
   type ObserveContext,
   type Ports,
   pageSizeSetting,
+  type RecheckResult,
   type RemovedPart,
   type RemoveResult,
   type RunContext,
@@ -281,25 +282,30 @@ async function observe(r: LbaasReader, ctx: ObserveContext<Settings, { Port: Por
 type Ctx = RunContext<Settings>;
 
 /** Re-reads the port and its floating IP and judges them against `ev` (a fresh list of Services). */
-async function recheckPort(r: LbaasReader, d: PortData, ev: ServiceEvidence, ctx: Ctx) {
+async function recheckPort(
+  r: LbaasReader,
+  d: PortData,
+  ev: ServiceEvidence,
+  ctx: Ctx,
+): Promise<RecheckResult> {
   const scopeTag = ctx.settings.scopeTag;
   const p = await r.neutron.getPort(d.portId, ctx.signal);
-  if (!p) return { ok: false, reason: 'port is already gone' } as const;
+  if (!p) return { ok: false, reason: 'port is already gone' };
   if (p.revision_number !== d.revision)
-    return { ok: false, reason: `port changed (revision ${d.revision} -> ${p.revision_number})` } as const;
+    return { ok: false, reason: `port changed (revision ${d.revision} -> ${p.revision_number})` };
   if (!p.tags?.includes(MANAGED_TAG) || (scopeTag && !p.tags.includes(scopeTag)))
-    return { ok: false, reason: 'port lost its tags' } as const;
-  if (keepMarked([{ tags: p.tags }])) return { ok: false, reason: 'port carries the keep-mark' } as const;
-  if ((p.device_id ?? '') !== d.deviceId) return { ok: false, reason: 'port has a new device' } as const;
+    return { ok: false, reason: 'port lost its tags' };
+  if (keepMarked([{ tags: p.tags }])) return { ok: false, reason: 'port carries the keep-mark' };
+  if ((p.device_id ?? '') !== d.deviceId) return { ok: false, reason: 'port has a new device' };
   if (d.fip) {
     const f = await r.neutron.getFloatingIp(d.fip.id, ctx.signal);
     if (f && (f.port_id !== d.portId || f.revision_number !== d.fip.revision))
-      return { ok: false, reason: 'its floating IP changed' } as const;
+      return { ok: false, reason: 'its floating IP changed' };
   }
   const use = usedBy(ev, d);
-  if (use) return { ok: false, reason: use } as const;
-  if (ev.placing.length) return { ok: false, reason: `Service ${ev.placing[0]} is being placed` } as const;
-  return { ok: true } as const;
+  if (use) return { ok: false, reason: use };
+  if (ev.placing.length) return { ok: false, reason: `Service ${ev.placing[0]} is being placed` };
+  return { ok: true };
 }
 
 /**
@@ -428,7 +434,7 @@ const portKind: KindSpec<PortData, LbaasReader, LbaasWriter, Settings> = {
   async recheck(r, { data: d }, ctx) {
     return recheckPort(r, d, await freshServices(r, ctx), ctx);
   },
-  remove: (w, { data: d }, ctx) => removeUnit({ kube: w.kube, neutron: w.neutron } as LbaasReader, w, d, ctx),
+  remove: (w, { data: d }, ctx) => removeUnit(w, w, d, ctx),
   async confirmGone(r, { data: d }, ctx) {
     return (await r.neutron.getPort(d.portId, ctx.signal)) === undefined;
   },

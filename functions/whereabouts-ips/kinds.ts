@@ -91,17 +91,17 @@ function sameAllocation(a: RawAllocation | undefined, d: AllocData): boolean {
   return a !== undefined && a.id === d.id && a.podref === d.podref && (a.ifname ?? '') === d.ifname;
 }
 
-/** The pool as it is now, when it is still the one observed. */
-async function freshPool(kube: KubeReader, d: AllocData, signal: AbortSignal) {
-  const pool = await kube.get(IPPOOLS, d.namespace, d.pool, signal);
-  return pool && pool.metadata.uid === d.poolUid ? pool : undefined;
-}
-
 /** The pool now: the one observed, gone (a 404), or another object of its name (re-created). */
 async function poolNow(kube: KubeReader, d: AllocData, signal: AbortSignal) {
   const pool = await kube.get(IPPOOLS, d.namespace, d.pool, signal);
   if (!pool) return 'gone' as const;
   return pool.metadata.uid === d.poolUid ? pool : ('re-created' as const);
+}
+
+/** The pool as it is now, when it is still the one observed. */
+async function freshPool(kube: KubeReader, d: AllocData, signal: AbortSignal) {
+  const pool = await poolNow(kube, d, signal);
+  return typeof pool === 'string' ? undefined : pool;
 }
 
 const isPatchConflict = (err: unknown) =>

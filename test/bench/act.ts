@@ -18,7 +18,7 @@ import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
 import { FakeKubeServer } from '../../shared/sandbox/kube/server.ts';
 import { CILIUM } from '../../shared/sandbox/scenarios/cilium.ts';
 import { forceDeletePod, R } from '../../shared/sandbox/scenarios/danm.ts';
-import { ADMIN_TOKEN, startCluster } from '../cluster/cluster.ts';
+import { ADMIN_TOKEN, adminClient, startCluster } from '../cluster/cluster.ts';
 import { testTime } from '../helpers/time.ts';
 import { startOpenStack } from '../openstack/real-openstack.ts';
 import { realWorld } from '../openstack/real-world.ts';
@@ -251,13 +251,7 @@ async function realKube(n: number): Promise<string> {
   const cluster = await startCluster();
   try {
     const headers = { authorization: `Bearer ${ADMIN_TOKEN}` };
-    const kube = new KubeHttpClient({
-      server: cluster.server,
-      headers,
-      tls: { rejectUnauthorized: false },
-      connections: 32,
-      time: testTime(),
-    });
+    const kube = adminClient(cluster, ADMIN_TOKEN, { connections: 32 });
     const t = performance.now();
     await seedReal(kube, n);
     const seedMs = performance.now() - t;
@@ -348,13 +342,7 @@ async function realNeutron(ports: number): Promise<string> {
   try {
     const { controllerPort } = realWorld(os);
     const headers = { authorization: `Bearer ${ADMIN_TOKEN}` };
-    const kube = new KubeHttpClient({
-      server: cluster.server,
-      headers,
-      tls: { rejectUnauthorized: false },
-      connections: 16,
-      time: testTime(),
-    });
+    const kube = adminClient(cluster, ADMIN_TOKEN, { connections: 16 });
     await kube.create(NAMESPACES, { metadata: { name: NS } });
     const dir = mkdtempSync(join(tmpdir(), 'twopass-act-os-'));
     writeFileSync(
