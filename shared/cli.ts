@@ -50,6 +50,52 @@ const TAKES: Readonly<Record<string, readonly string[]>> = {
   rules: ['output', 'namespace', 'image'],
 };
 
+/** The edit distance of two short strings (for "did you mean"). */
+function distance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++)
+      row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = row;
+  }
+  return prev[b.length]!;
+}
+
+/** The known option nearest to an unknown one, when it is near enough to be a typo. */
+function nearestOption(name: string): string | undefined {
+  let best: string | undefined;
+  let bestD = Number.POSITIVE_INFINITY;
+  for (const o of Object.keys(OPTIONS)) {
+    const d = distance(name, o);
+    if (d < bestD) [best, bestD] = [o, d];
+  }
+  return best !== undefined && (bestD <= 2 || best.startsWith(name) || name.startsWith(best))
+    ? best
+    : undefined;
+}
+
+/** One line for what node:util's parseArgs refused (its own wording spans lines and mentions `--`). */
+function usageError(err: Error & { code?: string }, argv: readonly string[]): string {
+  const opt = /'(-{1,2}[^' <]+)/.exec(err.message)?.[1] ?? '';
+  const name = opt.replace(/^-+/, '');
+  const help = 'Run `twopass --help` for usage.';
+  if (err.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    const near = nearestOption(name);
+    return `${opt}: unknown option${near ? ` (did you mean --${near}?)` : ''}. ${help}`;
+  }
+  if (err.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+    if (/does not take an argument/.test(err.message)) return `${opt}: takes no value. ${help}`;
+    const next = argv[argv.indexOf(opt) + 1];
+    if (next !== undefined && /^-\d/.test(next))
+      return `${opt}: expected a value like \`15m\`, got \`${next}\`: a negative value is never valid. ${help}`;
+    if (next !== undefined && next.startsWith('-'))
+      return `${opt}: missing its value (\`${next}\` is an option; to pass it as the value, write ${opt}=${next}). ${help}`;
+    return `${opt}: missing its value. ${help}`;
+  }
+  return `${err.message.split('\n')[0]} ${help}`;
+}
+
 export async function main(
   argv: readonly string[],
   given: Omit<Io, 'time'> & { time?: Io['time'] },
@@ -61,13 +107,26 @@ export async function main(
   try {
     parsed = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true, strict: true });
   } catch (err) {
-    io.err.write(`twopass: ${(err as Error).message}\nRun \`twopass --help\` for usage.\n`);
+    io.err.write(`twopass: ${usageError(err as Error & { code?: string }, argv)}\n`);
     return EXIT.config;
   }
   const { values: v, positionals } = parsed;
   const [cmd, ...rest] = positionals;
-  if (v.version) {
+  if (v.version || (cmd === 'version' && rest.length === 0)) {
     io.out.write(`twopass ${VERSION}\n`);
+    return EXIT.ok;
+  }
+  // `twopass help` and `twopass help <command>` are `--help`.
+  if (cmd === 'help') {
+    if (rest.length > 1 || (rest[0] !== undefined && !HELP[rest[0]])) {
+      io.err.write(
+        `twopass: help: unknown command \`${rest.join(' ')}\`; known: ${Object.keys(HELP)
+          .filter((c) => c !== 'main')
+          .join(', ')}\n`,
+      );
+      return EXIT.config;
+    }
+    io.out.write(`${HELP[rest[0] ?? 'main']}\n`);
     return EXIT.ok;
   }
   if (!cmd || (v.help && !HELP[cmd])) {

@@ -10,21 +10,17 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { EVIDENCE_MAX_AGE_MS } from './contract/fresh.ts';
 import type { FunctionDefaults } from './contract/index.ts';
-import { describeIssues } from './contract/settings.ts';
-import { formatDuration, parseDuration } from './engine/duration.ts';
+import { describeIssues, describeValue } from './contract/settings.ts';
+import { formatDuration, GRACE_FLOOR_MS, parseDuration } from './engine/duration.ts';
 import type { Policy } from './engine/types.ts';
 import { ConfigError } from './errors.ts';
 
-function describeValue(v: unknown): string {
-  if (typeof v === 'string') return `\`${v}\` (string)`;
-  if (v === null) return '`null`';
-  if (Array.isArray(v)) return 'an array';
-  if (typeof v === 'object') return 'an object';
-  return `\`${String(v)}\` (${typeof v})`;
-}
+/** A duration given as text or as a number (`0`, `"0"`, `0s` are one value): YAML turns `0` into a number. */
+const durationMs = (v: unknown): number | undefined =>
+  typeof v === 'string' ? parseDuration(v) : typeof v === 'number' ? parseDuration(String(v)) : undefined;
 
 const duration = z.unknown().transform((v, ctx) => {
-  const ms = typeof v === 'string' ? parseDuration(v) : undefined;
+  const ms = durationMs(v);
   if (ms === undefined) {
     ctx.addIssue({ code: 'custom', message: `expected a duration like \`15m\`, got ${describeValue(v)}` });
     return z.NEVER;
@@ -34,7 +30,7 @@ const duration = z.unknown().transform((v, ctx) => {
 
 const durationOrNever = z.unknown().transform((v, ctx) => {
   if (v === 'never') return null;
-  const ms = typeof v === 'string' ? parseDuration(v) : undefined;
+  const ms = durationMs(v);
   if (ms === undefined) {
     ctx.addIssue({
       code: 'custom',
@@ -105,6 +101,11 @@ export const fileSchema = z
     apply: z.boolean().optional(),
     /** In a dry run, save the observations anyway (every function). */
     record: z.boolean().optional(),
+    /**
+     * Allow a grace, kindGrace or minAge below one minute (the floor), zero included: for
+     * tests and sandboxes, where two observations a moment apart are the point.
+     */
+    allowShortGrace: z.boolean().optional(),
     state: stateSpec.optional(),
     kubeconfig: z.string().optional(),
     context: z.string().optional(),
@@ -179,6 +180,8 @@ export type Overrides = Readonly<{
   context?: string;
   output?: 'json' | 'table';
   grace?: string;
+  /** Allow a grace below the floor (TWOPASS_ALLOW_SHORT_GRACE). */
+  allowShortGrace?: boolean;
   deadline?: string;
   pageSize?: number;
   eventNamespace?: string;
@@ -267,6 +270,13 @@ export function envOverrides(env: Readonly<Record<string, string | undefined>>):
     out.output = env.TWOPASS_OUTPUT;
   }
   if (env.TWOPASS_GRACE) out.grace = env.TWOPASS_GRACE;
+  if (env.TWOPASS_ALLOW_SHORT_GRACE !== undefined && env.TWOPASS_ALLOW_SHORT_GRACE !== '') {
+    if (!/^(true|false|1|0)$/.test(env.TWOPASS_ALLOW_SHORT_GRACE))
+      throw new ConfigError(
+        `TWOPASS_ALLOW_SHORT_GRACE: expected true or false, got \`${env.TWOPASS_ALLOW_SHORT_GRACE}\``,
+      );
+    out.allowShortGrace = env.TWOPASS_ALLOW_SHORT_GRACE === 'true' || env.TWOPASS_ALLOW_SHORT_GRACE === '1';
+  }
   if (env.TWOPASS_EVENT_NAMESPACE) out.eventNamespace = env.TWOPASS_EVENT_NAMESPACE;
   if (env.KUBECONFIG && !env.KUBECONFIG.includes(':')) out.kubeconfig = env.KUBECONFIG;
   // Rule files, `:`-separated, relative to the working directory (a rule's CronJob mounts its own).
@@ -294,8 +304,19 @@ export function resolveConfig(raw: FileConfig, source: string, ...layers: Overri
   const deadlineMs = deadline !== undefined ? parseDuration(deadline) : raw.deadline;
   if (deadline !== undefined && deadlineMs === undefined)
     throw new ConfigError(`--deadline: expected a duration like \`10m\`, got \`${deadline}\``);
+  if (deadlineMs !== undefined && deadlineMs < 1000)
+    throw new ConfigError(
+      `${deadline !== undefined ? '--deadline' : `config ${source}: \`deadline\``}: expected at least \`1s\` (a run needs time to list), got \`${formatDuration(deadlineMs)}\``,
+    );
+  if (raw.callTimeout !== undefined && raw.callTimeout < 100)
+    throw new ConfigError(
+      `config ${source}: \`callTimeout\`: expected at least \`100ms\` (every call would time out), got \`${formatDuration(raw.callTimeout)}\``,
+    );
   const functions: Record<string, z.infer<typeof functionSchema>> = {};
   for (const [name, f] of Object.entries(raw.functions ?? {})) functions[name] = { ...f };
+  const allowShort = (o.allowShortGrace as boolean | undefined) ?? raw.allowShortGrace ?? false;
+  if (!allowShort)
+    checkGraceFloor(functions, grace !== undefined ? parseDuration(grace)! : undefined, source);
   const cfg: Config = {
     apply: (o.apply as boolean | undefined) ?? raw.apply ?? false,
     record: raw.record ?? false,
@@ -328,6 +349,27 @@ export function resolveConfig(raw: FileConfig, source: string, ...layers: Overri
   return Object.freeze(cfg);
 }
 
+/** Refuses a grace, kindGrace or minAge below the floor (without `allowShortGrace`), naming the key. */
+function checkGraceFloor(
+  fns: Record<string, z.infer<typeof functionSchema>>,
+  flag: number | undefined,
+  source: string,
+): void {
+  const refuse = (where: string, ms: number) => {
+    throw new ConfigError(
+      `${where}: \`${formatDuration(ms)}\` is below the floor of \`${formatDuration(GRACE_FLOOR_MS)}\` (two observations that close together prove nothing); \`allowShortGrace: true\` in the config (or TWOPASS_ALLOW_SHORT_GRACE=true) allows it, for tests and sandboxes`,
+    );
+  };
+  if (flag !== undefined && flag < GRACE_FLOOR_MS) refuse('--grace', flag);
+  for (const [name, f] of Object.entries(fns)) {
+    const at = (key: string) => `config ${source}: \`functions.${name}.${key}\``;
+    if (f.grace !== undefined && f.grace < GRACE_FLOOR_MS) refuse(at('grace'), f.grace);
+    if (f.minAge !== undefined && f.minAge < GRACE_FLOOR_MS) refuse(at('minAge'), f.minAge);
+    for (const [kind, ms] of Object.entries(f.kindGrace ?? {}))
+      if (ms < GRACE_FLOOR_MS) refuse(at(`kindGrace.${kind}`), ms);
+  }
+}
+
 function withGrace(
   fns: Record<string, z.infer<typeof functionSchema>>,
   ms: number,
@@ -349,7 +391,14 @@ export function functionConfig(cfg: Config, name: string, defaults: FunctionDefa
       : defaults.minAgeMs !== undefined
         ? { minAgeMs: defaults.minAgeMs }
         : {}),
-    kindGraceMs: { ...(defaults.kindGraceMs ?? {}), ...(f.kindGrace ?? {}) },
+    // A kind waits at least the function's grace: a raised grace (`--grace 3h`) never leaves
+    // a kind that is meant to wait longer waiting less.
+    kindGraceMs: Object.fromEntries(
+      Object.entries({ ...(defaults.kindGraceMs ?? {}), ...(f.kindGrace ?? {}) }).map(([k, ms]) => [
+        k,
+        Math.max(ms, graceMs),
+      ]),
+    ),
     maxDeletions: f.maxDeletions ?? defaults.maxDeletions,
     maxDeletionPercent: f.maxDeletionPercent ?? defaults.maxDeletionPercent,
     minDeletionsForPercent: f.minDeletionsForPercent ?? defaults.minDeletionsForPercent ?? 0,

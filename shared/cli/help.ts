@@ -35,7 +35,8 @@ Commands:
                            world file, print the RBAC or the CronJob manifests
   demo                     the sandbox: a fake cluster with the DANM incident (npm start)
 
-Run \`twopass <command> --help\` for a command's options. --version prints the version.
+Run \`twopass <command> --help\` (or \`twopass help <command>\`) for a command's options;
+\`twopass version\` (or --version) prints the version.
 
 Exit codes: 0 ok, 1 unexpected error, 2 bad config/arguments, 3 snapshot incomplete
 (aborted, nothing deleted), 4 refused by the blast-radius guard, 5 another run holds the lock,
@@ -49,7 +50,9 @@ Options:
   --apply                  delete confirmed targets (re-check + server-side precondition)
   --record                 in a dry run, still save observations (so they build up)
   --all                    every enabled function
-  --grace DURATION         override every function's grace window (e.g. 15m)
+  --grace DURATION         set every function's grace window (e.g. 15m; at least 1m unless
+                           allowShortGrace); a kind that waits longer (kindGrace) keeps
+                           its longer wait, one that waits less is raised to it
   --deadline DURATION      overall deadline of a run (default 10m)
   --save-snapshot DIR      write each snapshot as JSON into DIR (for \`twopass diff\`)
   --report FILE            write what would be deleted, for review (one function; in a dry
@@ -131,8 +134,9 @@ ${COMMON}`,
   demo: `Usage: twopass demo [--output json|table]
 
 Starts a fake Kubernetes API server and a fake Keystone + Neutron on 127.0.0.1, seeds
-the DANM StatefulSet incident, a whereabouts leak and an OpenStack load-balancer port
-leak, and runs all three functions (danm-endpoints, whereabouts-ips, lbaas-ports)
+the DANM StatefulSet incident, a whereabouts leak, an OpenStack load-balancer port
+leak and CiliumEndpoints of gone pods, and runs the three built-in functions
+(danm-endpoints, whereabouts-ips, lbaas-ports) and a rule in CEL (cilium-endpoints)
 against them on a simulated clock. It needs no cluster and no cloud, touches nothing
 outside the sandbox, and removes its temporary files when it ends.`,
 };

@@ -5,12 +5,15 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseAllDocuments } from 'yaml';
+import { formatDuration } from '../engine/duration.ts';
 import { ConfigError } from '../errors.ts';
 import type { KubeReader, ListOptions, ListResult } from '../kube/ports.ts';
 import { apiVersionOf, type KubeObject, type ResourceRef } from '../kube/resources.ts';
 import type { OutputMode } from '../log/logger.ts';
+import { COST_LIMIT } from '../rules/cel.ts';
 import { ruleManifests, ruleRbac, toYamlDocs } from '../rules/deploy.ts';
 import { ruleDefaults, ruleFunction } from '../rules/function.ts';
+import { checkRuleNames } from '../rules/registry.ts';
 import { loadRuleFile, type Rule } from '../rules/rule.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { VERSION } from '../version.ts';
@@ -27,9 +30,12 @@ export async function rulesCommand(
   flags: RulesFlags,
 ): Promise<number> {
   const [sub, file, world, ...extra] = args;
+  if (sub !== undefined && !['check', 'rbac', 'manifests', 'test'].includes(sub))
+    throw new ConfigError(`rules: unknown subcommand \`${sub}\`; ${USAGE}`);
   if (!sub || !file || extra.length > 0 || (sub === 'test') !== (world !== undefined))
     throw new ConfigError(USAGE);
   const rules = loadRuleFile(file);
+  checkRuleNames(rules);
   const namespace = flags.namespace ?? 'twopass-system';
   switch (sub) {
     case 'check':
@@ -80,6 +86,7 @@ function explainRule(r: Rule) {
     identity: r.identity?.source.trim() ?? 'metadata.uid',
     fingerprint: ['metadata.uid', 'metadata.resourceVersion', ...r.fingerprint.map((f) => f.source.trim())],
     unused: r.unused,
+    cost: Math.max(r.inUse.cost, r.indeterminate?.cost ?? 0),
     schedule: d.schedule,
     graceMs: d.graceMs,
     ...(d.minAgeMs !== undefined ? { minAgeMs: d.minAgeMs } : {}),
@@ -101,7 +108,8 @@ function describeRule(r: Rule): string {
     ...(x.indeterminate ? [`  undecided when (non-empty): ${x.indeterminate}`] : []),
     `  identity:    ${x.identity}; fingerprint: ${x.fingerprint.join(', ')}`,
     `  unused:      ${x.unused}`,
-    `  schedule ${x.schedule}, grace ${x.graceMs / 60_000}m${x.minAgeMs !== undefined ? `, minAge ${x.minAgeMs / 60_000}m` : ''}`,
+    `  cost:        at most about ${x.cost.toLocaleString('en')} steps an object (limit ${COST_LIMIT.toLocaleString('en')}); \`matches\` runs on RE2 (linear time)`,
+    `  schedule ${x.schedule}, grace ${formatDuration(x.graceMs)}${x.minAgeMs !== undefined ? `, minAge ${formatDuration(x.minAgeMs)}` : ''}`,
     '',
   ];
   return lines.join('\n');

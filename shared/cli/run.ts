@@ -8,6 +8,7 @@ import { RunMetrics } from '../metrics/metrics.ts';
 import { findFunction, functionsOf } from '../rules/registry.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { checkReport, describeReport, loadReport } from '../runtime/report.ts';
+import type { LogSink } from '../runtime/run.ts';
 import { startScheduler } from '../runtime/scheduler.ts';
 import { type RunOptions, runFunction } from '../runtime/wire.ts';
 import { VERSION } from '../version.ts';
@@ -94,6 +95,7 @@ async function runEach(
   process.once('SIGINT', stop);
   let exit: number = EXIT.ok;
   const metrics = new RunMetrics(io.time.now, VERSION);
+  const logSink = watchSink(io);
   try {
     for (const fn of fns) {
       const r = await runFunction(
@@ -104,6 +106,7 @@ async function runEach(
           log,
           hooks: metrics.hooks(),
           processEnv: io.env,
+          logSink,
           ...(progress ? { onPage: progress.onPage } : {}),
         },
         {
@@ -134,6 +137,25 @@ async function runEach(
     process.off('SIGINT', stop);
   }
   return exit;
+}
+
+/**
+ * The diff log's stream as a sink that can be lost: a closed pipe (`| head -1`) or a write
+ * error is remembered, so that a deleting run does not start (or go on) without its record.
+ */
+function watchSink(io: Io): LogSink {
+  const gone = new AbortController();
+  let why: string | undefined;
+  const lose = (reason: string) => {
+    if (why !== undefined) return;
+    why = reason;
+    gone.abort(new Error(`the diff log is gone (${reason})`));
+  };
+  io.out.on('error', (err: NodeJS.ErrnoException) =>
+    lose(err.code === 'EPIPE' ? 'its reader closed the pipe' : `${err.code ?? 'error'}: ${err.message}`),
+  );
+  io.out.on('close', () => lose('its stream closed'));
+  return { lost: () => why, signal: gone.signal, warn: (m) => io.err.write(`${m}\n`) };
 }
 
 export async function scheduleCommand(

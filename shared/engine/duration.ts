@@ -1,3 +1,10 @@
+/**
+ * The shortest grace (and kindGrace, minAge) a config may give without `allowShortGrace`:
+ * two observations closer together than this prove little (a pod being set up, a list
+ * that lags), so a zero or near-zero grace is a test setting, never a default.
+ */
+export const GRACE_FLOOR_MS = 60_000;
+
 /** Durations like `15m`, `1h30m`, `90s`, `500ms`, `2d`. */
 const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 const PART = /(\d+(?:\.\d+)?)(ms|s|m|h|d)/gy;

@@ -1,7 +1,8 @@
 /** Renders one diff-log JSON line as a row of a readable table. */
 import { formatDuration } from '../engine/duration.ts';
 
-const WIDTH = { event: 21, kind: 17, name: 40 };
+/** Wide enough for the longest event and kind names (IPPoolAllocationNotListed); names vary, keys follow. */
+const WIDTH = { event: 21, kind: 25, name: 40 };
 
 /** Pads to the column; a longer value is printed whole (the row shifts, nothing is hidden). */
 function pad(s: string, n: number): string {
@@ -45,7 +46,15 @@ function detail(e: Record<string, unknown>): string {
       const s = (e.summary as Record<string, number> | undefined) ?? {};
       return `targets=${s.targets ?? 0} used=${s.used ?? 0} pending=${s.pending ?? 0} new=${s.newCandidates ?? 0} rescued=${s.rescued ?? 0} indeterminate=${s.indeterminate ?? 0} deleted=${e.deleted ?? 0} exit=${e.exitCode}${e.dryRun ? ' (dry run)' : ''}`;
     }
+    case 'report.written':
+      return `${e.entries} entries -> ${String(e.path)} (${String(e.why ?? '')})`;
+    case 'snapshot.saved':
+      return `-> ${String(e.path)}`;
     default:
+      // Every other event says why in one of these (approval.*, notify.failed,
+      // metrics.push-failed, state.*): the table shows what JSON shows.
+      for (const f of ['reason', 'error', 'detail'] as const)
+        if (typeof e[f] === 'string' && e[f] !== '') return e[f] as string;
       return typeof e.msg === 'string' && e.msg !== e.event ? e.msg : '';
   }
 }

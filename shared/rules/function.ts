@@ -113,7 +113,7 @@ export async function readEvidence(
       pages: l.pages,
       ...(l.resourceVersion ? { resourceVersion: l.resourceVersion } : {}),
     };
-    const bad = indexEvidence(e, l.items, index);
+    const bad = await indexEvidence(e, l.items, index, signal);
     if (bad.length > 0)
       blockers.push(
         `evidence ${e.name}: the key of ${bad.length} object(s) cannot be read, so what they hold is unknown: ${bad.slice(0, 3).join('; ')}`,
@@ -124,14 +124,38 @@ export async function readEvidence(
 
 const NO_OBJECTS: unknown[] = [];
 
+/**
+ * Evaluation is synchronous: a loop over 150,000 objects would hold the process (its
+ * deadline, SIGTERM, a scheduler's other functions and /healthz) until it ends. The pacer
+ * gives the event loop a turn every few milliseconds of evaluation and stops the loop
+ * once the run's signal is aborted.
+ */
+function pacer(signal: AbortSignal, sliceMs = 10): () => Promise<void> | undefined {
+  let since = performance.now();
+  let n = 0;
+  return () => {
+    if (++n % 64 !== 0 || performance.now() - since < sliceMs) return undefined;
+    return new Promise<void>((resolve, reject) =>
+      setImmediate(() => {
+        since = performance.now();
+        if (signal.aborted) reject(signal.reason);
+        else resolve();
+      }),
+    );
+  };
+}
+
 /** Adds each object under its key(s); returns why the keys of some objects cannot be read. */
-function indexEvidence(
+async function indexEvidence(
   e: EvidenceSpec,
   items: readonly KubeObject[],
   index: Map<string, unknown[]>,
-): string[] {
+  signal: AbortSignal,
+): Promise<string[]> {
   const bad: string[] = [];
+  const pace = pacer(signal);
   for (const o of items) {
+    await pace();
     const object = toCel(o);
     const r = e.key.evaluate({ object });
     const where = () => `${o.metadata?.namespace ? `${o.metadata.namespace}/` : ''}${o.metadata?.name}`;
@@ -277,7 +301,9 @@ export function ruleFunction(rule: Rule): AnyFunction {
     }
     for (const b of ev.blockers) ctx.blocker(b);
     let foreign = 0;
+    const pace = pacer(ctx.signal);
     for (const o of targets.items) {
+      await pace();
       if (!rule.owner.owns(o)) {
         foreign++;
         continue;

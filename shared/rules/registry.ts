@@ -21,15 +21,20 @@ export function rulesOf(cfg: RulesOf): Rule[] {
       out.push(...loadRuleFile(isAbsolute(entry.file) ? entry.file : join(base, entry.file)));
     } else out.push(compileRule(entry, `config ${cfg.source} rules.${i}`));
   });
+  checkRuleNames(out);
+  return out;
+}
+
+/** Rule names are unique and none is a built-in function's (such a rule could never load). */
+export function checkRuleNames(rules: readonly Rule[]): void {
   const seen = new Set(FUNCTIONS.map((f) => f.name));
-  for (const r of out) {
+  for (const r of rules) {
     if (seen.has(r.name))
       throw new ConfigError(
         `rule ${r.name} (${r.source}): a function of that name exists already; rule names must be unique and differ from ${FUNCTIONS.map((f) => f.name).join(', ')}`,
       );
     seen.add(r.name);
   }
-  return out;
 }
 
 const registries = new WeakMap<object, readonly AnyFunction[]>();

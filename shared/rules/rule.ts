@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { parseAllDocuments } from 'yaml';
 import { z } from 'zod';
 import { describeIssues, describeValue, namespacesSetting } from '../contract/settings.ts';
-import { parseDuration } from '../engine/duration.ts';
+import { GRACE_FLOOR_MS, parseDuration } from '../engine/duration.ts';
 import { ConfigError } from '../errors.ts';
 import type { ResourceRef } from '../kube/resources.ts';
 import {
@@ -28,6 +28,12 @@ const expr = z
 
 const duration = z.string().refine((v) => parseDuration(v) !== undefined, {
   error: (i) => `expected a duration like \`15m\`, got ${describeValue(i.input)}`,
+});
+
+/** A rule's default grace or minAge: at least the floor (a config with allowShortGrace may shorten it for a test). */
+const defaultGrace = duration.refine((v) => parseDuration(v)! >= GRACE_FLOOR_MS, {
+  error: (i) =>
+    `expected at least \`1m\`, got ${describeValue(i.input)}: a rule's default is never shorter than the floor (a config with \`allowShortGrace: true\` may set \`functions.<rule>.grace\` lower, for a test)`,
 });
 
 /** Which objects a list reads: group, version, resource, scope and selectors. */
@@ -92,8 +98,8 @@ export const ruleSchema = z
     defaults: z
       .object({
         schedule: z.string().optional(),
-        grace: duration.optional(),
-        minAge: duration.optional(),
+        grace: defaultGrace.optional(),
+        minAge: defaultGrace.optional(),
         maxDeletions: z.number().int().min(0).optional(),
         maxDeletionPercent: z.number().min(0).max(100).optional(),
         minDeletionsForPercent: z.number().int().min(0).optional(),
@@ -170,6 +176,18 @@ export function compileRule(doc: unknown, source: string): Rule {
   const fingerprint = (f.fingerprint ?? []).map((x, i) =>
     c(`fingerprint.${i}`, x, 'object', ['string', 'int', 'bool', 'double', 'uint']),
   );
+  if (inUse.reads.size === 0)
+    throw new ConfigError(
+      `${where}: \`inUse\`: \`${f.inUse.trim()}\` reads neither the object nor the evidence: a constant would call every target ${inUse.source.trim() === 'false' ? 'unused' : 'the same'}; write what use looks like (e.g. \`object.metadata.uid in evidence.pods\`)`,
+    );
+  for (const [field, x] of [
+    ['inUse', inUse],
+    ['indeterminate', indeterminate],
+  ] as const)
+    if (x?.scansEvidence)
+      throw new ConfigError(
+        `${where}: \`${field}\`: iterates a whole evidence index, so every target would scan every evidence object (150,000 pods x 150,000 targets); look the target up by key instead: \`KEY in evidence.NAME\` or \`evidence.NAME[KEY]\` (see README, "Write your own rule")`,
+      );
   const conditions = [f.inUse, ...(f.indeterminate ? [f.indeterminate] : [])];
   const declared = new Set(Object.keys(f.evidence ?? {}));
   for (const [field, src] of [

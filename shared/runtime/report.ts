@@ -10,6 +10,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { z } from 'zod';
 import type { TwopassFunction } from '../contract/index.ts';
+import { formatDuration } from '../engine/duration.ts';
 import type { DeleteAction, Snapshot } from '../engine/types.ts';
 import { ConfigError } from '../errors.ts';
 
@@ -107,11 +108,24 @@ export function checkReport(
   if (foreign)
     throw new ConfigError(`${path}: an entry of kind ${foreign.kind}, which ${fn.name} does not remove`);
   const age = now - Date.parse(report.createdAt);
+  if (!Number.isFinite(age))
+    throw new ConfigError(
+      `${path}: \`createdAt\`: expected a time like 2026-01-02T03:04:05Z, got \`${report.createdAt}\``,
+    );
+  // A report dated ahead of this clock is refused like a stale one: its age cannot be known
+  // (a clock that was wrong, or an edited file), and a far-future date would never go stale.
+  if (age < -REPORT_CLOCK_SKEW_MS)
+    throw new ConfigError(
+      `${path}: the report is from ${report.createdAt}, ${formatDuration(-age)} ahead of this clock (more than the ${formatDuration(REPORT_CLOCK_SKEW_MS)} of skew allowed): check the clocks, then make a fresh one with \`twopass run ${fn.name} --report FILE\``,
+    );
   if (!(age <= maxAgeMs))
     throw new ConfigError(
-      `${path}: the report is from ${report.createdAt}, older than approval.maxReportAge (${Math.round(maxAgeMs / 60_000)}m): make a fresh one with \`twopass run ${fn.name} --report FILE\``,
+      `${path}: the report is from ${report.createdAt}, older than approval.maxReportAge (${formatDuration(maxAgeMs)}): make a fresh one with \`twopass run ${fn.name} --report FILE\``,
     );
 }
+
+/** How far ahead of this clock a report's `createdAt` may be (clocks of two machines differ a little). */
+export const REPORT_CLOCK_SKEW_MS = 5 * 60_000;
 
 /** The readable summary of a report on a terminal. */
 export function describeReport(report: Report, path: string): string {

@@ -36,6 +36,19 @@ export type RunDeps<R, W> = Readonly<{
   hooks?: RunHooks;
   /** Records the Kubernetes Event of a deletion (absent: no Events). */
   recordEvent?: (note: EventNote, signal: AbortSignal) => Promise<void>;
+  /** Where the diff log goes, when it can be lost (a closed pipe): a run without its log does not delete. */
+  logSink?: LogSink;
+}>;
+
+/**
+ * The diff log is the audit trail of what a run deleted. `lost()` says why it is gone (a
+ * closed pipe), `signal` aborts when it goes, and `warn` reaches the operator another way
+ * (stderr): a run whose log is gone does not start deleting, and one that is deleting stops.
+ */
+export type LogSink = Readonly<{
+  lost: () => string | undefined;
+  signal: AbortSignal;
+  warn: (message: string) => void;
 }>;
 
 export type RunHooks = Readonly<{
@@ -292,7 +305,16 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
       // A stale writer (StateConflictError) loses here, before any deletion.
       return aborted('state.save', err);
     }
-  }
+  } else
+    log.info(
+      {
+        event: 'state.not-recorded',
+        candidates: Object.keys(state.candidates).length,
+        reason:
+          'a dry run without --record: these observations are not saved, so the next run sees every candidate as new again (add --record to let them build up)',
+      },
+      'state.not-recorded',
+    );
   const writeReport = async (why: string) => {
     if (!req.report) return undefined;
     const report = buildReport(
@@ -332,9 +354,25 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
   const actions = req.approved
     ? approvedOnly(req.approved, decision.actions, snapshot, log)
     : decision.actions;
+  // `run --apply --report FILE`: the report is the record of what this run set out to delete.
+  if (!req.approved) await writeReport('apply: what this run is about to delete');
   // The act phase needs the actions, not the snapshot: at 150,000 targets the snapshot is
   // most of the run's memory, and the act phase reads its own evidence beside it.
   snapshot = RELEASED;
+
+  // A deletion nobody can read about is not made: the diff log is the audit trail.
+  const sink = deps.logSink;
+  const lostBefore = actions.length > 0 ? sink?.lost() : undefined;
+  if (sink && lostBefore !== undefined) {
+    const error = `the diff log is gone (${lostBefore}): nothing deleted, ${actions.length} confirmed deletions not started`;
+    sink.warn(`twopass: ${fn.name}: ${error}`);
+    return x.finish({ outcome: 'failed', exitCode: EXIT.error, snapshotId, summary, confirmed, error });
+  }
+  const onLost = () =>
+    sink?.warn(
+      `twopass: ${fn.name}: the diff log went away while deleting (${sink.lost()}): deletions not yet started are abandoned; the ones made are in the state and the Kubernetes Events`,
+    );
+  sink?.signal.addEventListener('abort', onLost, { once: true });
 
   // 5. Act: re-check on fresh evidence, then remove with a precondition, then read back.
   const done = await act(
@@ -349,11 +387,12 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
     },
     {
       actions,
-      ctx,
+      ctx: sink ? { ...ctx, signal: AbortSignal.any([ctx.signal, sink.signal]) } : ctx,
       concurrency: req.concurrency,
       evidenceMaxAgeMs: req.evidenceMaxAgeMs ?? EVIDENCE_MAX_AGE_MS,
     },
   );
+  sink?.signal.removeEventListener('abort', onLost);
   const { deleted, deletedByKind, skipped, failed, drop } = done;
   if (actions.length > 0)
     log.info(

@@ -33,7 +33,15 @@ export function validateSettings(
 
 /** Every function the config names: known, and its settings valid. */
 export function checkFunctionsConfig(
-  functions: Readonly<Record<string, { settings?: Readonly<Record<string, unknown>> | undefined }>>,
+  functions: Readonly<
+    Record<
+      string,
+      {
+        settings?: Readonly<Record<string, unknown>> | undefined;
+        kindGrace?: Readonly<Record<string, number>> | undefined;
+      }
+    >
+  >,
   known: readonly AnyFunction[],
   where: string,
 ): void {
@@ -44,6 +52,21 @@ export function checkFunctionsConfig(
       throw new ConfigError(
         `${where}: \`functions.${name}\`: unknown function; known: ${known.map((k) => k.name).join(', ')}`,
       );
+    checkKindGrace(fn, f.kindGrace, where);
     validateSettings(fn, f.settings ?? {}, where);
   }
+}
+
+/** Every kind `kindGrace` names is one of the function's: a misspelt kind would wait the shorter grace. */
+export function checkKindGrace(
+  fn: AnyFunction,
+  kindGrace: Readonly<Record<string, number>> | undefined,
+  where: string,
+): void {
+  const kinds = Object.keys(fn.kindReport);
+  for (const kind of Object.keys(kindGrace ?? {}))
+    if (!kinds.includes(kind))
+      throw new ConfigError(
+        `${where}: \`functions.${fn.name}.kindGrace.${kind}\`: unknown kind; the kinds of ${fn.name}: ${kinds.join(', ')}`,
+      );
 }

@@ -23,8 +23,8 @@ import type { Lock, StateStore } from '../state/store.ts';
 import type { Time } from '../time.ts';
 import { VERSION } from '../version.ts';
 import { type Report, writeReport } from './report.ts';
-import { type RunHooks, type RunRequest, type RunResult, run } from './run.ts';
-import { validateSettings } from './settings.ts';
+import { type LogSink, type RunHooks, type RunRequest, type RunResult, run } from './run.ts';
+import { checkKindGrace, validateSettings } from './settings.ts';
 
 export type Environment = Readonly<{
   time: Time;
@@ -41,6 +41,8 @@ export type Environment = Readonly<{
   onPage?: KubeClientOptions['onPage'];
   /** The process environment, for functions whose clients read OS_* (OpenStack). */
   processEnv?: Readonly<Record<string, string | undefined>>;
+  /** Where the diff log goes, when it can be lost (the CLI's stdout). */
+  logSink?: LogSink;
 }>;
 
 export async function connectKube(cfg: Config, env: Environment): Promise<KubeHttpClient> {
@@ -110,6 +112,7 @@ export async function runFunction(
   const webhook = webhookFrom(cfg, env.processEnv ?? {});
   if (webhook && 'error' in webhook) throw new ConfigError(webhook.error);
   // Settings are checked before any I/O: a dropped key would widen the scope.
+  checkKindGrace(fn, cfg.functions[fn.name]?.kindGrace, `config ${cfg.source}`);
   const settings = validateSettings(fn, { pageSize: cfg.pageSize, ...fc.settings }, `config ${cfg.source}`);
   const http = await connectKube(cfg, env);
   if (options.approved && options.approved.cluster !== http.server) {
@@ -151,6 +154,7 @@ export async function runFunction(
         ...(options.saveSnapshotDir
           ? { saveSnapshot: (s: Snapshot) => saveSnapshot(options.saveSnapshotDir!, s) }
           : {}),
+        ...(env.logSink ? { logSink: env.logSink } : {}),
         hooks: withNotify(withEvents(env.hooks, cfg, kube, env.time, env.processEnv ?? {}), webhook, env.log),
         recordEvent: async (note, signal) => {
           await recordEvent(

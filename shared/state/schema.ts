@@ -25,8 +25,23 @@ const stateSchema = z.object({
       evidenceCount: z.number(),
     })
     .optional(),
+  /** The lower evidence counts held since `firstSeenAt` (the automatic acceptance's window). */
+  evidenceDrop: z
+    .object({
+      firstSeenAt: z.number().finite(),
+      lastSeenAt: z.number().finite(),
+      counts: z.record(z.string(), z.number()),
+      snapshots: z.number().int().positive(),
+    })
+    .optional(),
   candidates: z.record(z.string(), candidate),
 });
+
+// Every field of State is in the schema: a field the schema does not know would be dropped
+// on every load, silently (the evidence guard's window was, and it never accepted a drop).
+type Missing = Exclude<keyof State, keyof z.infer<typeof stateSchema>>;
+const _everyField: [Missing] extends [never] ? true : Missing = true;
+void _everyField;
 
 export function parseState(raw: unknown, fn: string, where: string, store: string): State {
   if (

@@ -37,7 +37,7 @@ export function approvalScenarios(label: string, getTarget: () => Promise<KubeTa
       ...cliFiles(
         dir,
         t.kubeconfig(),
-        `functions:\n  danm-endpoints:\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    approval: { requiredAbove: 2 }\n    settings: { namespaces: [${ns}] }\n`,
+        `allowShortGrace: true\nfunctions:\n  danm-endpoints:\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    approval: { requiredAbove: 2 }\n    settings: { namespaces: [${ns}] }\n`,
       ),
       '--state',
       `file:${join(dir, 'state')}`,
@@ -116,7 +116,7 @@ export function approvalScenarios(label: string, getTarget: () => Promise<KubeTa
       ...cliFiles(
         dir,
         t.kubeconfig(),
-        `functions:\n  danm-endpoints:\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    approval: { maxReportAge: 1h }\n    settings: { namespaces: [${ns}] }\n`,
+        `allowShortGrace: true\nfunctions:\n  danm-endpoints:\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    approval: { maxReportAge: 1h }\n    settings: { namespaces: [${ns}] }\n`,
       ),
       '--state',
       `file:${join(dir, 'state')}`,
@@ -134,8 +134,14 @@ export function approvalScenarios(label: string, getTarget: () => Promise<KubeTa
     const cases: [string, RegExp][] = [
       [
         variant('stale.json', { createdAt: new Date(Date.now() - 2 * 3_600_000).toISOString() }),
-        /older than approval\.maxReportAge \(60m\)/,
+        /older than approval\.maxReportAge \(1h\)/,
       ],
+      [
+        // a date ahead of the clock would never go stale: refused beyond the skew allowed
+        variant('future.json', { createdAt: new Date(Date.now() + 365 * 24 * 3_600_000).toISOString() }),
+        /ahead of this clock \(more than the 5m of skew allowed\)/,
+      ],
+      [variant('undated.json', { createdAt: 'yesterday' }), /`createdAt`: expected a time/],
       [
         variant('other.json', { function: 'whereabouts-ips' }),
         /an entry of kind DanmEp, which whereabouts-ips does not remove/,

@@ -24,7 +24,15 @@ import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
 /** A working directory for CLI runs against a cluster: kubeconfig, config.yaml and a file store. */
 function workdir(t: KubeTarget, config: string, grace = true): { dir: string; base: string[] } {
   const dir = mkdtempSync(join(tmpdir(), 'twopass-cli-'));
-  const base = [...cliFiles(dir, t.kubeconfig(), config), '--state', `file:${join(dir, 'state')}`];
+  const base = [
+    ...cliFiles(
+      dir,
+      t.kubeconfig(),
+      grace && !config.includes('allowShortGrace') ? `allowShortGrace: true\n${config}` : config,
+    ),
+    '--state',
+    `file:${join(dir, 'state')}`,
+  ];
   if (grace) base.push('--grace', '0s');
   return { dir, base };
 }
@@ -195,7 +203,7 @@ real('run danm-endpoints: dry run, --save-snapshot, explain, state show, then --
   await forceDeletePod(kube, ns, 'cli-0');
   const { dir, base } = workdir(
     t,
-    `functions:\n  danm-endpoints:\n    minAge: 0s\n    maxDeletionPercent: 100\n    settings:\n      namespaces: [${ns}]\n`,
+    `allowShortGrace: true\nfunctions:\n  danm-endpoints:\n    minAge: 0s\n    maxDeletionPercent: 100\n    settings:\n      namespaces: [${ns}]\n`,
   );
   const dry1 = twopass(['run', 'danm-endpoints', ...base, '--record', '--save-snapshot', join(dir, 'snaps')]);
   assert.is(dry1.code, 0, dry1.err + dry1.out);
@@ -233,7 +241,7 @@ real('run whereabouts-ips from the CLI: dry run, then --apply', async (ctx) => {
   });
   const { base } = workdir(
     t,
-    `functions:\n  whereabouts-ips:\n    minAge: 0s\n    maxDeletionPercent: 100\n    settings:\n      namespaces: [${ns}]\n`,
+    `allowShortGrace: true\nfunctions:\n  whereabouts-ips:\n    minAge: 0s\n    maxDeletionPercent: 100\n    settings:\n      namespaces: [${ns}]\n`,
   );
   assert.is(twopass(['run', 'whereabouts-ips', ...base, '--record']).code, 0);
   const dry = twopass(['run', 'whereabouts-ips', ...base, '--record']);

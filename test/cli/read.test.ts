@@ -31,7 +31,7 @@ test.before(async (ctx) => {
     ...cliFiles(
       ctx.dir,
       ctx.t.kubeconfig(),
-      `functions:\n  danm-endpoints:\n    minAge: 0s\n    settings: { namespaces: [${ns}] }\n`,
+      `allowShortGrace: true\nfunctions:\n  danm-endpoints:\n    minAge: 0s\n    settings: { namespaces: [${ns}] }\n`,
     ),
     '--state',
     `file:${join(ctx.dir, 'state')}`,

@@ -27,6 +27,7 @@ import {
 import { ConfigMapStateStore } from '../../shared/state/configmap.ts';
 import { LockHeldError, StateConflictError } from '../../shared/state/errors.ts';
 import { LeaseLock } from '../../shared/state/lease.ts';
+import { evidenceWindowThroughStore } from '../helpers/engine.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
 import { eventually, manualTime, testTime } from '../helpers/time.ts';
 
@@ -489,6 +490,20 @@ export function kubeContract(
     await c.get(CONFIGMAPS, ns, 'big-0');
     await c.close();
     assert.is(seen[0]!.bytes, seen[0]!.decodedBytes, 'a small answer is not compressed');
+  });
+
+  it("ConfigMapStateStore: the evidence guard's window survives a save and a load, and accepts the drop on its own", async ({
+    kube,
+    ns,
+  }) => {
+    const w = await evidenceWindowThroughStore(new ConfigMapStateStore(kube, ns));
+    assert.is(w.held.length, 4, 'four refused runs');
+    assert.ok(
+      w.held.every((at) => at !== undefined && at === w.held[0]),
+      `one window, not a new one each run: ${w.held}`,
+    );
+    assert.ok(w.storedDrop, 'the stored state holds the window');
+    assert.is(w.final, 'ok', 'held past acceptEvidenceDropAfter: accepted on its own');
   });
 
   it('ConfigMapStateStore: round trip, shards, conflicts', async ({ kube, ns }) => {

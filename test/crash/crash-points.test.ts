@@ -115,6 +115,7 @@ function runner(w: World, time: ManualTime) {
       state: `configmap:${STATE_NS}`,
       leaseDuration: MINUTE,
       concurrency: 1, // one call at a time: "between two deletes" is a moment that exists
+      allowShortGrace: true,
       functions: {
         'danm-endpoints': {
           grace: MINUTE,

@@ -39,7 +39,7 @@ test('SIGKILL while holding the Lease: later runs delete nothing in use and recl
     const fake = w.t.fake!;
     const args = cliArgs(
       w.t,
-      `leaseDuration: 2s\nfunctions:\n  danm-endpoints:\n    grace: 1s\n    minAge: 0s\n    kindGrace: { DanmBit: 1s }\n    maxDeletionPercent: 100\n    settings: { namespaces: [${w.ns}] }\n`,
+      `leaseDuration: 2s\nallowShortGrace: true\nfunctions:\n  danm-endpoints:\n    grace: 1s\n    minAge: 0s\n    kindGrace: { DanmBit: 1s }\n    maxDeletionPercent: 100\n    settings: { namespaces: [${w.ns}] }\n`,
     );
     const mark = fake.requests.length;
     const first = await runCli(args);

@@ -43,6 +43,7 @@ test('notes stay inside settings.namespaces; no network API served is a warning,
     let now = Date.now() + MINUTE;
     const cfg = resolveConfig(
       {
+        allowShortGrace: true,
         functions: {
           'danm-endpoints': {
             grace: 0,

@@ -238,7 +238,7 @@ it('the CLI: `twopass run lbaas-ports --apply` with a password clouds.yaml, an a
   const files = cliFiles(
     dir,
     t.kubeconfig(),
-    `functions:\n  lbaas-ports:\n    enabled: true\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    maxEvidenceDropPercent: 100\n    settings:\n      projectId: ${os!.project.id}\n`,
+    `allowShortGrace: true\nfunctions:\n  lbaas-ports:\n    enabled: true\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    maxEvidenceDropPercent: 100\n    settings:\n      projectId: ${os!.project.id}\n`,
   );
   const auth = `      auth_url: ${os!.authUrl.replace(/\/v3$/, '')}\n`; // the root: found by version discovery
   writeFileSync(

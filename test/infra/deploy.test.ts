@@ -334,7 +334,7 @@ realWithLeak(
       const files = cliFiles(
         join(dir, fn),
         t.kubeconfig(IDENTITIES[fn]!.token),
-        `state: configmap:twopass-system\neventNamespace: twopass-system\nfunctions:\n  ${fn}:\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    settings:\n      namespaces: [${ns}]\n`,
+        `state: configmap:twopass-system\neventNamespace: twopass-system\nallowShortGrace: true\nfunctions:\n  ${fn}:\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    settings:\n      namespaces: [${ns}]\n`,
       );
       const args = ['run', fn, ...files, '--apply'];
       const first = twopass(args);
@@ -397,6 +397,7 @@ realWithLeak(
     const state = join(dir, `events-${ns}`);
     const cfg = resolveConfig(
       {
+        allowShortGrace: true,
         eventNamespace: ns,
         functions: {
           'danm-endpoints': { grace: 0, minAge: 0, maxDeletions: 0, settings: { namespaces: [ns] } },
@@ -502,7 +503,7 @@ async function lbaasTwice(t: KubeTarget, dir: string, clouds: string, projectId:
   const files = cliFiles(
     dir,
     t.kubeconfig(IDENTITIES['lbaas-ports']!.token),
-    `state: configmap:twopass-system\nfunctions:\n  lbaas-ports:\n    enabled: true\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    maxEvidenceDropPercent: 100\n    settings:\n      projectId: ${projectId}\n`,
+    `state: configmap:twopass-system\nallowShortGrace: true\nfunctions:\n  lbaas-ports:\n    enabled: true\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    maxEvidenceDropPercent: 100\n    settings:\n      projectId: ${projectId}\n`,
   );
   writeFileSync(join(dir, 'clouds.yaml'), clouds);
   const env = { OS_CLOUD: 'openstack', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') };

@@ -79,6 +79,52 @@ test('a part of a unit names its unit; the act phase says how it went', async ()
   assert.match(lines[3]!, /act\.summary .*confirmed=500 units=5 shared-evidence-reads=1$/);
 });
 
+test('every event that says why in JSON says it in the table; kind columns line up', async () => {
+  const out = sink();
+  const log = createLogger({ output: 'table', stream: out.stream, clock: () => 0 });
+  const rows: [Record<string, unknown>, RegExp][] = [
+    [
+      {
+        event: 'approval.skipped',
+        kind: 'DanmEp',
+        name: 'a/b eth0',
+        key: 'k',
+        reason: 'in use again since the report',
+      },
+      /in use again since the report/,
+    ],
+    [
+      { event: 'approval.required', function: 'f', reason: '3 deletions exceed approval.requiredAbove (2)' },
+      /exceed/,
+    ],
+    [
+      { event: 'report.written', function: 'f', path: '/tmp/r.json', entries: 3, why: 'dry run' },
+      /3 entries -> \/tmp\/r\.json \(dry run\)/,
+    ],
+    [{ event: 'snapshot.saved', function: 'f', path: '/tmp/s.json' }, /-> \/tmp\/s\.json/],
+    [
+      { event: 'notify.failed', function: 'f', reason: 'HTTP 500 from the webhook' },
+      /HTTP 500 from the webhook/,
+    ],
+    [{ event: 'metrics.push-failed', function: 'f', error: 'connect ECONNREFUSED' }, /ECONNREFUSED/],
+    [
+      { event: 'state.not-recorded', function: 'f', reason: 'a dry run without --record' },
+      /without --record/,
+    ],
+  ];
+  for (const [e] of rows) log.warn(e, String(e.event));
+  log.info(
+    { event: 'candidate.new', kind: 'IPPoolAllocationNotListed', name: 'pool/10.0.0.1', key: 'k1' },
+    'x',
+  );
+  log.info({ event: 'candidate.new', kind: 'DanmEp', name: 'pool/10.0.0.2', key: 'k2' }, 'x');
+  await flush();
+  const lines = out.text().trimEnd().split('\n').slice(1);
+  rows.forEach(([, says], i) => assert.match(lines[i]!, says, lines[i]));
+  const [a, b] = lines.slice(-2);
+  assert.is(a!.indexOf('pool/10.0.0.1'), b!.indexOf('pool/10.0.0.2'), 'the name column starts at one place');
+});
+
 test('progress: drawn on a terminal at most five times a second, cleared before a table row', () => {
   const err = sink();
   const out = sink();

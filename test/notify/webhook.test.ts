@@ -82,6 +82,7 @@ async function twoRuns(
   const ep = await leakedEndpoint(kube, ns, '10.10.10.5');
   const cfg = resolveConfig(
     {
+      allowShortGrace: true,
       notify: { webhook: notify },
       functions: {
         'danm-endpoints': {

@@ -135,6 +135,7 @@ test('handler(event): the way a Lambda-style runtime calls it', async ({ dir, kc
     record: true,
     config: {
       state: `file:${join(dir, 'faas')}`,
+      allowShortGrace: true,
       functions: { 'danm-endpoints': { grace: '0s', minAge: '0s', maxDeletionPercent: 100 } },
     },
   });
@@ -148,6 +149,7 @@ test('handler(event): the way a Lambda-style runtime calls it', async ({ dir, kc
         record: true,
         config: {
           state: `file:${join(dir, 'faas')}`,
+          allowShortGrace: true,
           functions: { 'danm-endpoints': { grace: '0s', minAge: '0s', maxDeletionPercent: 100 } },
         },
       }),
@@ -229,7 +231,11 @@ test('run --pushgateway pushes the metrics; --metrics-textfile writes them', asy
 
 test('a refused run leaves a Warning Event on the CronJob', async ({ t, dir }) => {
   const cfg = resolveConfig(
-    { eventNamespace: 'default', functions: { 'danm-endpoints': { grace: 0, minAge: 0, maxDeletions: 0 } } },
+    {
+      allowShortGrace: true,
+      eventNamespace: 'default',
+      functions: { 'danm-endpoints': { grace: 0, minAge: 0, maxDeletions: 0 } },
+    },
     'test',
     { state: `file:${join(dir, 'ev')}` },
   );

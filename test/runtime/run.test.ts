@@ -11,6 +11,7 @@ import { type RunDeps, type RunRequest, run } from '../../shared/runtime/run.ts'
 import { StateConflictError } from '../../shared/state/errors.ts';
 import { FileLock, FileStateStore } from '../../shared/state/file.ts';
 import type { StateStore } from '../../shared/state/store.ts';
+import { evidenceWindowThroughStore } from '../helpers/engine.ts';
 import { captureLog, MEM, memFunction, type World, world } from '../helpers/memfn.ts';
 import { testTime } from '../helpers/time.ts';
 
@@ -265,6 +266,65 @@ test('secrets are redacted in logs', async () => {
   const text = JSON.stringify(cap.lines);
   assert.not.ok(text.includes('hunter2'));
   assert.not.ok(text.includes('Bearer abc'));
+});
+
+/** A diff log that can be lost, as the CLI's stdout is by `| head -1`. */
+function sink() {
+  const gone = new AbortController();
+  let why: string | undefined;
+  const warned: string[] = [];
+  return {
+    logSink: { lost: () => why, signal: gone.signal, warn: (m: string) => warned.push(m) },
+    lose: () => {
+      why = 'its reader closed the pipe';
+      gone.abort(new Error('gone'));
+    },
+    warned,
+  };
+}
+
+test('a deleting run whose diff log is gone does not start deleting: exit 1, said on stderr', async ({
+  dir,
+}) => {
+  const w = world(['a', 'b']);
+  const s = setup(dir, w);
+  const k = sink();
+  const deps = { ...s.deps, logSink: k.logSink };
+  await run(deps, s.req());
+  s.advance(11 * MIN);
+  k.lose();
+  const r = await run(deps, s.req());
+  assert.is(r.exitCode, EXIT.error);
+  assert.equal(r.deleted, []);
+  assert.equal(w.writes, [], 'nothing deleted');
+  assert.match(k.warned.join('\n'), /diff log is gone .*nothing deleted, 2 confirmed deletions not started/);
+});
+
+test('a run that loses its diff log while deleting stops and says so on stderr', async ({ dir }) => {
+  const w = world(['a', 'b', 'c']);
+  const s = setup(dir, w);
+  const k = sink();
+  const deps = { ...s.deps, logSink: k.logSink, hooks: { deleted: () => k.lose() } };
+  await run(deps, s.req({ concurrency: 1 }));
+  s.advance(11 * MIN);
+  const r = await run(deps, s.req({ concurrency: 1 }));
+  assert.is(r.deleted.length, 1, 'the deletion in flight finished; none started after');
+  assert.is(w.writes.length, 1);
+  assert.is(r.exitCode, EXIT.error);
+  assert.match(k.warned.join('\n'), /went away while deleting/);
+});
+
+test("the file store keeps the evidence guard's window across runs: a drop is accepted on its own", async ({
+  dir,
+}) => {
+  const w = await evidenceWindowThroughStore(new FileStateStore(dir));
+  assert.is(w.held.length, 4, 'four refused runs');
+  assert.ok(
+    w.held.every((at) => at !== undefined && at === w.held[0]),
+    `one window, not a new one each run: ${w.held}`,
+  );
+  assert.ok(w.storedDrop, 'the stored state holds the window');
+  assert.is(w.final, 'ok');
 });
 
 test.run();
