@@ -89,7 +89,7 @@ function usageError(err: Error & { code?: string }, argv: readonly string[]): st
     const next = argv[argv.indexOf(opt) + 1];
     if (next !== undefined && /^-\d/.test(next))
       return `${opt}: expected a value like \`15m\`, got \`${next}\`: a negative value is never valid. ${help}`;
-    if (next !== undefined && next.startsWith('-'))
+    if (next?.startsWith('-'))
       return `${opt}: missing its value (\`${next}\` is an option; to pass it as the value, write ${opt}=${next}). ${help}`;
     return `${opt}: missing its value. ${help}`;
   }

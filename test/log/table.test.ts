@@ -120,7 +120,7 @@ test('every event that says why in JSON says it in the table; kind columns line 
   log.info({ event: 'candidate.new', kind: 'DanmEp', name: 'pool/10.0.0.2', key: 'k2' }, 'x');
   await flush();
   const lines = out.text().trimEnd().split('\n').slice(1);
-  rows.forEach(([, says], i) => assert.match(lines[i]!, says, lines[i]));
+  for (const [i, [, says]] of rows.entries()) assert.match(lines[i]!, says, lines[i]);
   const [a, b] = lines.slice(-2);
   assert.is(a!.indexOf('pool/10.0.0.1'), b!.indexOf('pool/10.0.0.2'), 'the name column starts at one place');
 });
