@@ -187,7 +187,40 @@ export class RunMetrics {
       const m = new RegExp(`^${LAST_SUCCESS}\\{function="${fn}"\\} (\\S+)$`, 'm').exec(before);
       if (m) this.lastSuccess.set({ function: fn }, Number(m[1]));
     }
-    await writeFile(`${path}.tmp`, await this.text());
+    // One file may be shared by the runs of several functions (one CronJob each, one
+    // textfile): the series of the other functions are kept, this run's are replaced.
+    const text = mergeTextfile(before, await this.text(), new Set(this.results.keys()));
+    await writeFile(`${path}.tmp`, text);
     await rename(`${path}.tmp`, path);
   }
+}
+
+/**
+ * The Prometheus text of this run, with the samples of `before` whose `function` label is
+ * another function's kept in their families (one HELP and TYPE a family, as the textfile
+ * collector requires).
+ */
+export function mergeTextfile(before: string, fresh: string, mine: ReadonlySet<string>): string {
+  const families = new Map<string, { meta: string[]; samples: string[] }>();
+  const read = (text: string, keep: (sample: string) => boolean) => {
+    let current: { meta: string[]; samples: string[] } | undefined;
+    for (const line of text.split('\n')) {
+      if (line === '') continue;
+      const m = /^# (HELP|TYPE) (\S+)/.exec(line);
+      if (m) {
+        current = families.get(m[2]!) ?? { meta: [], samples: [] };
+        families.set(m[2]!, current);
+        if (!current.meta.some((l) => l.startsWith(`# ${m[1]} `))) current.meta.push(line);
+        continue;
+      }
+      if (line.startsWith('#') || !current || !keep(line)) continue;
+      if (!current.samples.includes(line)) current.samples.push(line);
+    }
+  };
+  read(fresh, () => true);
+  read(before, (sample) => {
+    const fn = /[{,]function="([^"]*)"/.exec(sample)?.[1];
+    return fn !== undefined && !mine.has(fn);
+  });
+  return `${[...families.values()].map((f) => [...f.meta, ...f.samples].join('\n')).join('\n')}\n`;
 }

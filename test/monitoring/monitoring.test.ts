@@ -4,7 +4,7 @@
  * from the Go module proxy by test/monitoring/build.sh). Without the binaries the suite is
  * reported as skipped (CI sets TWOPASS_REQUIRE_MONITORING=1: then their absence fails).
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
@@ -188,6 +188,33 @@ it('--metrics-textfile: a failed run keeps the last success of the previous file
   assert.ok(text.includes(line), 'the last success carried over');
   assert.match(text, /twopass_last_run_outcome\{function="danm-endpoints",outcome="aborted"\} 1/);
   assert.match(text, /twopass_build_info\{version="\d+\.\d+\.\d+",node="[^"]+"\} 1/);
+});
+
+it("--metrics-textfile shared by two functions: each run keeps the other's series; promtool accepts the file", async ({
+  fake,
+  dir,
+}) => {
+  const textfile = join(dir, 'shared.prom');
+  const files = cliFiles(join(dir, 'tf-shared'), fake.kubeconfig(), '');
+  const run = (fn: string) =>
+    twopassAsync(['run', fn, ...files, '--state', `file:${join(dir, 's4')}`, '--metrics-textfile', textfile]);
+  assert.is((await run('danm-endpoints')).code, 0);
+  assert.is((await run('whereabouts-ips')).code, 0);
+  const text = readFileSync(textfile, 'utf8');
+  for (const fn of ['danm-endpoints', 'whereabouts-ips'])
+    assert.match(
+      text,
+      new RegExp(`^twopass_last_success_timestamp_seconds\\{function="${fn}"\\} \\S+$`, 'm'),
+      fn,
+    );
+  assert.is(text.match(/^# TYPE twopass_last_success_timestamp_seconds /gm)?.length, 1, 'one family, once');
+  const check = spawnSync(join(BIN, 'promtool'), ['check', 'metrics'], { input: text, encoding: 'utf8' });
+  assert.not.match(`${check.stdout}${check.stderr}`, /error|duplicate/i, check.stderr);
+  // the first function again: its series replaced, the other's kept
+  assert.is((await run('danm-endpoints')).code, 0);
+  const again = readFileSync(textfile, 'utf8');
+  assert.is(again.match(/^twopass_last_success_timestamp_seconds\{function="danm-endpoints"\}/gm)?.length, 1);
+  assert.match(again, /^twopass_last_success_timestamp_seconds\{function="whereabouts-ips"\}/m);
 });
 
 test.run();
