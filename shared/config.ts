@@ -13,7 +13,7 @@ import type { FunctionDefaults } from './contract/index.ts';
 import { describeIssues, describeValue } from './contract/settings.ts';
 import { formatDuration, GRACE_FLOOR_MS, parseDuration } from './engine/duration.ts';
 import type { Policy } from './engine/types.ts';
-import { ConfigError } from './errors.ts';
+import { ConfigError, yamlMessage } from './errors.ts';
 
 /** A duration given as text or as a number (`0`, `"0"`, `0s` are one value): YAML turns `0` into a number. */
 const durationMs = (v: unknown): number | undefined =>
@@ -247,7 +247,7 @@ export function parseConfigText(text: string, where: string): FileConfig {
   try {
     doc = parseYaml(text, { logLevel: 'error' });
   } catch (err) {
-    throw new ConfigError(`config ${where}: not valid YAML: ${(err as Error).message}`, { cause: err });
+    throw new ConfigError(`config ${where}: not valid YAML: ${yamlMessage(err)}`, { cause: err });
   }
   if (doc === null || doc === undefined) doc = {};
   const r = fileSchema.safeParse(doc);

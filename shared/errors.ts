@@ -59,3 +59,25 @@ export function callOf(err: unknown, fallback: string): string {
 export function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
+
+/** A YAML parser's error in one line: its first line (the position), without the drawing of the source under it. */
+export function yamlMessage(err: unknown): string {
+  return messageOf(err).split('\n')[0]!.replace(/:$/, '');
+}
+
+const FS_WHY: Readonly<Record<string, string>> = {
+  ENOENT: 'does not exist',
+  ENOTDIR: 'a part of the path is a file, not a directory',
+  EEXIST: 'exists and is not a directory',
+  EISDIR: 'is a directory',
+  EACCES: 'permission denied',
+  EPERM: 'permission denied',
+  EROFS: 'the file system is read-only',
+  ENOSPC: 'no space left on the device',
+};
+
+/** A file-system error in plain words (`ENOTDIR` and the like), without Node's syscall and path. */
+export function fsWhy(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException).code;
+  return (code && FS_WHY[code]) ?? messageOf(err);
+}

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { parseAllDocuments } from 'yaml';
 import { formatDuration } from '../engine/duration.ts';
-import { ConfigError } from '../errors.ts';
+import { ConfigError, yamlMessage } from '../errors.ts';
 import type { KubeReader, ListOptions, ListResult } from '../kube/ports.ts';
 import { apiVersionOf, type KubeObject, type ResourceRef } from '../kube/resources.ts';
 import type { OutputMode } from '../log/logger.ts';
@@ -141,7 +141,7 @@ export class WorldReader implements KubeReader {
     const out: KubeObject[] = [];
     for (const d of parseAllDocuments(text)) {
       if ('errors' in d && d.errors.length > 0)
-        throw new ConfigError(`world ${path}: not valid YAML: ${d.errors[0]!.message}`);
+        throw new ConfigError(`world ${path}: not valid YAML: ${yamlMessage(d.errors[0])}`);
       const v = d.toJS() as KubeObject | null;
       if (!v) continue;
       for (const o of v.kind === 'List' && Array.isArray(v.items) ? (v.items as KubeObject[]) : [v]) {

@@ -13,6 +13,7 @@ import { startScheduler } from '../runtime/scheduler.ts';
 import { type RunOptions, runFunction } from '../runtime/wire.ts';
 import { VERSION } from '../version.ts';
 import type { Io } from './io.ts';
+import { checkOutputFile, prepareOutputDir } from './outputs.ts';
 import { terminalProgress } from './progress.ts';
 
 function pickFunctions(names: readonly string[], all: boolean, cfg: Config): AnyFunction[] {
@@ -88,6 +89,14 @@ async function runEach(
     stream: progress ? progress.around(io.out) : io.out,
     clock: io.time.now,
   });
+  // Every path the runs write is checked before the first run starts (exit 2, one line).
+  if (flags.reportFile) checkOutputFile('--report', flags.reportFile);
+  if (flags.textfile) checkOutputFile('--metrics-textfile', flags.textfile);
+  if (flags.saveSnapshotDir) prepareOutputDir('--save-snapshot', flags.saveSnapshotDir);
+  for (const fn of fns) {
+    const dir = functionConfig(cfg, fn.name, fn.defaults).approval.reportDir;
+    if (dir) prepareOutputDir(`functions.${fn.name}.approval.reportDir`, dir);
+  }
   const controller = new AbortController();
   const stop = () =>
     controller.abort(new Error('interrupted (SIGTERM/SIGINT): deletions not yet started are abandoned'));
@@ -118,6 +127,9 @@ async function runEach(
         },
       );
       if (exit === EXIT.ok && r.exitCode !== EXIT.ok) exit = r.exitCode;
+      // A configuration fault found by the run (the state's path or namespace) is said on
+      // stderr too, as every other configuration error is.
+      if (r.exitCode === EXIT.config && r.error) io.err.write(`twopass: ${fn.name}: ${r.error}\n`);
       if (flags.pushgateway) {
         // Monitoring that cannot be told is an error of the run (exit 1 if nothing worse):
         // the alerts that watch these runs would otherwise go blind without a sign.
@@ -171,6 +183,7 @@ export async function scheduleCommand(
     if (!m) throw new ConfigError(`--listen: expected HOST:PORT, got \`${listen}\``);
     host = m[1]!.replace(/^\[|\]$/g, '');
     port = Number(m[2]);
+    if (port > 65535) throw new ConfigError(`--listen: the port is at most 65535, got ${port}`);
   }
   const log = createLogger({ output, stream: io.out, clock: io.time.now });
   const s = await startScheduler(

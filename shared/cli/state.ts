@@ -26,7 +26,7 @@ export async function stateCommand(
         .map((f) => f.name)
         .join(', ')}`,
     );
-  if (sub === 'accept-evidence') return acceptEvidenceCommand(entry, cfg, io);
+  if (sub === 'accept-evidence') return acceptEvidenceCommand(entry, cfg, output, io);
   const kube =
     cfg.state.kind === 'configmap'
       ? await connectKube(cfg, { time: io.time, log: createLogger({ output: 'json' }) })
@@ -55,6 +55,7 @@ export async function stateCommand(
           store: store.description,
           version: version ?? null,
           lastSnapshot: state.lastSnapshot ?? null,
+          evidenceDrop: state.evidenceDrop ?? null,
           candidates: cands.map(([key, c]) => ({ key, ...c })),
         })}\n`,
       );
@@ -71,10 +72,20 @@ export async function stateCommand(
           .join(' ')}\n`,
       );
     }
+    if (state.evidenceDrop) {
+      const d = state.evidenceDrop;
+      io.out.write(
+        `evidence lower than the baseline since ${new Date(d.firstSeenAt).toISOString()} (${d.snapshots} snapshots, held ${formatDuration(d.lastSeenAt - d.firstSeenAt)}): ${Object.entries(
+          d.counts,
+        )
+          .map(([k, c]) => `${k}=${c}`)
+          .join(' ')}\n`,
+      );
+    }
     io.out.write(`${cands.length} candidate(s)\n`);
     for (const [key, c] of cands) {
       io.out.write(
-        `  ${c.kind.padEnd(10)} ${c.name.padEnd(40)} unused since ${new Date(c.firstUnusedAt).toISOString()} (${c.observations}x, for ${formatDuration(io.time.now() - c.firstUnusedAt)})  key ${key}\n`,
+        `  ${c.kind.padEnd(25)} ${c.name.padEnd(40)} unused since ${new Date(c.firstUnusedAt).toISOString()} (${c.observations}x, for ${formatDuration(io.time.now() - c.firstUnusedAt)})  key ${key}\n`,
       );
     }
     return EXIT.ok;
@@ -84,7 +95,12 @@ export async function stateCommand(
 }
 
 /** A dry run that records, with the evidence guard's drop accepted: nothing is deleted. */
-async function acceptEvidenceCommand(fn: AnyFunction, cfg: Config, io: Io): Promise<number> {
+async function acceptEvidenceCommand(
+  fn: AnyFunction,
+  cfg: Config,
+  output: OutputMode,
+  io: Io,
+): Promise<number> {
   const lines: Record<string, unknown>[] = [];
   const log = createLogger({
     output: 'json',
@@ -107,6 +123,10 @@ async function acceptEvidenceCommand(fn: AnyFunction, cfg: Config, io: Io): Prom
     const why = String(
       lines.find((l) => l.event === 'run.refused' || l.event === 'run.aborted')?.reason ?? r.error,
     );
+    if (output === 'json')
+      io.out.write(
+        `${JSON.stringify({ function: fn.name, accepted: false, exitCode: r.exitCode, reason: why, deleted: 0 })}\n`,
+      );
     io.err.write(
       `twopass: ${fn.name}: nothing accepted, the snapshot was not taken or was refused: ${why}\n`,
     );
@@ -116,6 +136,20 @@ async function acceptEvidenceCommand(fn: AnyFunction, cfg: Config, io: Io): Prom
   const sources = ((taken?.sources ?? []) as { name: string; role: string; count: number }[]).filter(
     (x) => x.role === 'evidence',
   );
+  if (output === 'json') {
+    io.out.write(
+      `${JSON.stringify({
+        function: fn.name,
+        snapshotId: r.snapshotId,
+        accepted: accepted !== undefined,
+        counts,
+        baseline: Object.fromEntries(sources.map((x) => [x.name, x.count])),
+        candidatesKept: true,
+        deleted: 0,
+      })}\n`,
+    );
+    return EXIT.ok;
+  }
   io.out.write(
     accepted
       ? `${fn.name}: accepted the evidence counts of snapshot ${r.snapshotId} as the new baseline: ${Object.entries(

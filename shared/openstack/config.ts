@@ -3,11 +3,13 @@
  * selected by OS_CLOUD, or the OS_* environment variables. Validated; errors
  * name the key and never echo a secret.
  */
+
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { yamlMessage } from '../errors.ts';
 import { OpenStackConfigError } from './errors.ts';
 
 export type AuthType = 'password' | 'v3applicationcredential';
@@ -76,7 +78,7 @@ function readYaml(path: string): Record<string, unknown> | undefined {
   try {
     return (parseYaml(text, { logLevel: 'error' }) ?? {}) as Record<string, unknown>;
   } catch (err) {
-    throw new OpenStackConfigError(`${path}: not valid YAML: ${(err as Error).message}`);
+    throw new OpenStackConfigError(`${path}: not valid YAML: ${yamlMessage(err)}`);
   }
 }
 

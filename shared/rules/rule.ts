@@ -8,7 +8,7 @@ import { parseAllDocuments } from 'yaml';
 import { z } from 'zod';
 import { describeIssues, describeValue, namespacesSetting } from '../contract/settings.ts';
 import { GRACE_FLOOR_MS, parseDuration } from '../engine/duration.ts';
-import { ConfigError } from '../errors.ts';
+import { ConfigError, yamlMessage } from '../errors.ts';
 import type { ResourceRef } from '../kube/resources.ts';
 import {
   type Compiled,
@@ -246,7 +246,7 @@ export function parseRuleText(text: string, source: string): Rule[] {
   try {
     docs = yamlDocs(text);
   } catch (err) {
-    throw new ConfigError(`rule file ${source}: not valid YAML: ${(err as Error).message}`, { cause: err });
+    throw new ConfigError(`rule file ${source}: not valid YAML: ${yamlMessage(err)}`, { cause: err });
   }
   if (docs.length === 0) throw new ConfigError(`rule file ${source}: no rule in it`);
   return docs.map((d) => compileRule(d, source));

@@ -150,6 +150,10 @@ export async function run<R, W>(deps: RunDeps<R, W>, req: RunRequest): Promise<R
       log.warn({ event: 'run.aborted', reason: err.message, call: 'lock' }, 'run.aborted');
       return finish({ outcome: 'locked', exitCode: EXIT.locked, error: err.message });
     }
+    if (err instanceof ConfigError) {
+      log.error({ event: 'run.aborted', reason: err.message, call: 'lock' }, 'run.aborted');
+      return finish({ outcome: 'failed', exitCode: EXIT.config, error: err.message });
+    }
     log.error(
       { event: 'run.aborted', reason: `cannot take the lock: ${(err as Error).message}`, call: 'lock' },
       'run.aborted',

@@ -63,7 +63,20 @@ export async function startScheduler(
     res.writeHead(404).end();
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (err: NodeJS.ErrnoException) => {
+      const why: Record<string, string> = {
+        EADDRINUSE: 'the port is in use (another twopass schedule, or another server)',
+        EADDRNOTAVAIL: 'the address is not one of this machine',
+        EACCES: 'permission denied (a port below 1024 needs privileges)',
+        ENOTFOUND: 'the host name does not resolve',
+      };
+      const known = why[err.code ?? ''];
+      reject(
+        known
+          ? new ConfigError(`--listen ${opts.host}:${opts.port}: cannot listen: ${known}`, { cause: err })
+          : err,
+      );
+    });
     server.listen(opts.port, opts.host, () => resolve());
   });
   const addr = server.address() as AddressInfo;

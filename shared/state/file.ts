@@ -7,6 +7,7 @@ import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { emptyState, type State } from '../engine/types.ts';
+import { ConfigError, fsWhy } from '../errors.ts';
 import { LockHeldError, resetCommand, StateConflictError, StateCorruptError } from './errors.ts';
 import { parseState } from './schema.ts';
 import type { Loaded, Lock, LockHandle, StateStore } from './store.ts';
@@ -62,7 +63,7 @@ export class FileStateStore implements StateStore {
   }
 
   async save(fn: string, state: State, version: string | undefined): Promise<string> {
-    await mkdir(this.dir, { recursive: true });
+    await makeStateDir(this.dir);
     const current = await this.read(fn).catch((err) => {
       if (err instanceof StateCorruptError && version === undefined) return undefined;
       throw err;
@@ -102,6 +103,17 @@ function alive(pid: number): boolean {
   }
 }
 
+/** The state directory, created; a path that cannot be one is a configuration error (exit 2), in one line. */
+export async function makeStateDir(dir: string): Promise<void> {
+  try {
+    await mkdir(dir, { recursive: true });
+  } catch (err) {
+    throw new ConfigError(`--state file:${dir}: cannot create the state directory: ${fsWhy(err)}`, {
+      cause: err,
+    });
+  }
+}
+
 /** An exclusive lock file; a lock left by a dead process on this host is taken over. */
 export class FileLock implements Lock {
   readonly dir: string;
@@ -116,7 +128,7 @@ export class FileLock implements Lock {
   }
 
   async acquire(fn: string): Promise<LockHandle> {
-    await mkdir(this.dir, { recursive: true });
+    await makeStateDir(this.dir);
     const path = join(this.dir, `${fn}.lock`);
     const info: LockInfo = {
       pid: this.pid,

@@ -4,6 +4,7 @@
  * Every write carries the read resourceVersion, so two takers cannot both win.
  */
 import { randomUUID } from 'node:crypto';
+import { ConfigError } from '../errors.ts';
 import { ConflictError, KubeApiError } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/ports.ts';
 import { type KubeObject, LEASES } from '../kube/resources.ts';
@@ -103,6 +104,12 @@ export class LeaseLock implements Lock {
         )) as Lease;
       }
     } catch (err) {
+      // The namespace of `--state configmap:NS` does not exist: a configuration error (exit 2).
+      if (err instanceof KubeApiError && err.status === 404)
+        throw new ConfigError(
+          `--state configmap:${ns}: the namespace ${ns} does not exist (create it, or name another; the Lease and the state ConfigMaps live there)`,
+          { cause: err },
+        );
       if (
         err instanceof ConflictError ||
         (err instanceof KubeApiError && (err.status === 409 || err.reason === 'AlreadyExists'))

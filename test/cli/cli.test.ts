@@ -283,11 +283,20 @@ real(
     const reason = String(refused.json().find((e) => e.event === 'run.refused')?.reason);
     assert.match(reason, /evidence pods shrank/);
     assert.match(reason, /twopass state accept-evidence whereabouts-ips/);
-    const accept = twopass(['state', 'accept-evidence', 'whereabouts-ips', ...base]);
+    const accept = twopass(['state', 'accept-evidence', 'whereabouts-ips', ...base, '--output', 'json']);
     assert.is(accept.code, 0, accept.err);
+    const said = JSON.parse(accept.out) as {
+      accepted: boolean;
+      counts: Record<string, { was: number; now: number }>;
+      deleted: number;
+    };
+    assert.is(said.accepted, true, accept.out);
+    assert.ok(said.counts.pods && said.counts.pods.now < said.counts.pods.was, accept.out);
+    assert.is(said.deleted, 0);
+    const again = twopass(['state', 'accept-evidence', 'whereabouts-ips', ...base, '--output', 'table']);
     assert.match(
-      accept.out,
-      /accepted the evidence counts .* pods \d+ -> \d+\. The candidates were kept; nothing was deleted/,
+      again.out,
+      /no evidence drop to accept; the baseline is now snapshot .* Nothing was deleted/,
     );
     assert.is(Object.keys(await allocations(kube, ns, 'pool')).length, 5, 'accepting deletes nothing');
     const after = twopass(['run', 'whereabouts-ips', ...base, '--record']);

@@ -12,6 +12,7 @@ import * as assert from 'uvu/assert';
 import { KubeHttpClient } from '../../shared/kube/client.ts';
 import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
 import { FakeKubeServer } from '../../shared/sandbox/kube/server.ts';
+import { leakedEndpoint, R } from '../../shared/sandbox/scenarios/danm.ts';
 import { spawnCli, twopassAsync } from '../helpers/cli.ts';
 import { testTime } from '../helpers/time.ts';
 
@@ -31,7 +32,19 @@ type Case = Readonly<{
   env?: Record<string, string>;
   exit: number;
   says: RegExp;
+  /** The message is one line on stderr. */
+  oneLine?: boolean;
 }>;
+
+/** A rule file whose `inUse` is INUSE. */
+const RULE = `name: x
+description: widgets
+target: { group: example.com, version: v1, resource: widgets, kind: Widget, namespaced: true }
+owner: { group: example.com }
+evidence:
+  pods: { group: "", version: v1, resource: pods, kind: Pod, namespaced: true, key: object.metadata.uid }
+inUse: INUSE
+`;
 
 /** A command against a server that does not answer: exit 3, and a message that says so. */
 const unreachable = (command: string, args: string[], says = /could not read what was asked/): Case => ({
@@ -247,6 +260,230 @@ const CASES: Case[] = [
     exit: 2,
     says: /--listen: expected HOST:PORT/,
   },
+  // ---- the second pass: nothing acts sooner, wider or blind; one line each ----
+  ...['0', '0s', '30s'].map(
+    (g): Case => ({
+      what: `--grace ${g} (below the floor)`,
+      args: (kc) => ['run', 'danm-endpoints', '--kubeconfig', kc, '--grace', g],
+      exit: 2,
+      says: /--grace: `\d+(ms|s)` is below the floor of `1m`.*allowShortGrace/,
+      oneLine: true,
+    }),
+  ),
+  {
+    what: 'TWOPASS_GRACE=0',
+    args: (kc) => ['run', 'danm-endpoints', '--kubeconfig', kc],
+    env: { TWOPASS_GRACE: '0' },
+    exit: 2,
+    says: /below the floor/,
+    oneLine: true,
+  },
+  ...['grace: 0', 'grace: "0"', 'grace: 0s', 'minAge: 10s', 'kindGrace: { DanmBit: 0s }'].map(
+    (line, i): Case => ({
+      what: `a config with \`${line}\``,
+      args: (kc) => [
+        'run',
+        'danm-endpoints',
+        '--kubeconfig',
+        kc,
+        '--config',
+        file(`zero-${i}.yaml`, `functions:\n  danm-endpoints:\n    ${line}\n`),
+      ],
+      exit: 2,
+      says: /`functions\.danm-endpoints\.(grace|minAge|kindGrace\.DanmBit)`: `\d+(ms|s)` is below the floor/,
+      oneLine: true,
+    }),
+  ),
+  {
+    what: 'a config with `grace: 15` (a number without a unit)',
+    args: (kc) => [
+      'run',
+      'danm-endpoints',
+      '--kubeconfig',
+      kc,
+      '--config',
+      file('grace-15.yaml', 'functions:\n  danm-endpoints:\n    grace: 15\n'),
+    ],
+    exit: 2,
+    says: /expected a duration like `15m`, got `15`/,
+  },
+  {
+    what: 'kindGrace of a kind the function does not have',
+    args: (kc) => [
+      'run',
+      'danm-endpoints',
+      '--kubeconfig',
+      kc,
+      '--config',
+      file('kind-typo.yaml', 'functions:\n  danm-endpoints:\n    kindGrace: { DanmBitt: 10m }\n'),
+    ],
+    exit: 2,
+    says: /`functions\.danm-endpoints\.kindGrace\.DanmBitt`: unknown kind; the kinds of danm-endpoints: DanmEp, DanmBit/,
+    oneLine: true,
+  },
+  {
+    what: 'kindGrace of an unknown kind, in `functions`',
+    args: () => [
+      'functions',
+      '--config',
+      file('kind-typo2.yaml', 'functions:\n  whereabouts-ips:\n    kindGrace: { Nope: 10m }\n'),
+    ],
+    exit: 2,
+    says: /kindGrace\.Nope`: unknown kind/,
+  },
+  {
+    what: '--deadline 0',
+    args: (kc) => ['run', 'danm-endpoints', '--kubeconfig', kc, '--deadline', '0'],
+    exit: 2,
+    says: /--deadline: expected at least `1s`/,
+    oneLine: true,
+  },
+  {
+    what: '`callTimeout: 0s`',
+    args: (kc) => [
+      'run',
+      'danm-endpoints',
+      '--kubeconfig',
+      kc,
+      '--config',
+      file('ct.yaml', 'callTimeout: 0s\n'),
+    ],
+    exit: 2,
+    says: /`callTimeout`: expected at least `100ms`/,
+    oneLine: true,
+  },
+  {
+    what: '--state file: under a path that is a file',
+    args: (kc) => [
+      'run',
+      'danm-endpoints',
+      '--kubeconfig',
+      kc,
+      '--state',
+      `file:${file('plain', 'x')}/state`,
+    ],
+    exit: 2,
+    says: /--state file:.*cannot create the state directory: a part of the path is a file/,
+  },
+  {
+    what: '--state configmap: in a namespace that does not exist',
+    args: (kc) => ['run', 'danm-endpoints', '--kubeconfig', kc, '--state', 'configmap:no-such-ns'],
+    exit: 2,
+    says: /--state configmap:no-such-ns: the namespace no-such-ns does not exist/,
+  },
+  {
+    what: '--report into a path under a file',
+    args: (kc) => ['run', 'danm-endpoints', '--kubeconfig', kc, '--report', `${file('plain2', 'x')}/r.json`],
+    exit: 2,
+    says: /--report .*: cannot write into .*: a part of the path is a file, not a directory/,
+    oneLine: true,
+  },
+  {
+    what: '--save-snapshot into a file',
+    args: (kc) => [
+      'run',
+      'danm-endpoints',
+      '--kubeconfig',
+      kc,
+      '--save-snapshot',
+      `${file('plain3', 'x')}/d`,
+    ],
+    exit: 2,
+    says: /--save-snapshot .*: cannot write there: a part of the path is a file/,
+    oneLine: true,
+  },
+  {
+    what: '--metrics-textfile naming a directory',
+    args: (kc) => ['run', 'danm-endpoints', '--kubeconfig', kc, '--metrics-textfile', dir],
+    exit: 2,
+    says: /--metrics-textfile .*: is a directory; name a file/,
+    oneLine: true,
+  },
+  {
+    what: 'an unknown flag near a known one',
+    args: () => ['run', 'danm-endpoints', '--aply'],
+    exit: 2,
+    says: /--aply: unknown option \(did you mean --apply\?\)/,
+    oneLine: true,
+  },
+  {
+    what: '--grace -1m',
+    args: () => ['run', 'danm-endpoints', '--grace', '-1m'],
+    exit: 2,
+    says: /--grace: expected a value like `15m`, got `-1m`: a negative value is never valid/,
+    oneLine: true,
+  },
+  {
+    what: 'a config whose YAML is broken: the position, not a drawing of it',
+    args: () => ['functions', '--config', file('frame.yaml', 'functions:\n  danm-endpoints:\n  grace: [\n')],
+    exit: 2,
+    says: /frame\.yaml: not valid YAML: .* at line \d+, column \d+/,
+    oneLine: true,
+  },
+  {
+    what: 'schedule --listen with a port above 65535',
+    args: (kc) => ['schedule', '--kubeconfig', kc, '--listen', '127.0.0.1:99999'],
+    exit: 2,
+    says: /--listen: the port is at most 65535, got 99999/,
+    oneLine: true,
+  },
+  { what: '`twopass help run`', args: () => ['help', 'run'], exit: 0, says: /Usage: twopass run/ },
+  { what: '`twopass version`', args: () => ['version'], exit: 0, says: /^twopass \d+\.\d+\.\d+/ },
+  {
+    what: '`twopass demo --help` tells every scene',
+    args: () => ['demo', '--help'],
+    exit: 0,
+    says: /whereabouts leak, an OpenStack load-balancer port\s+leak and CiliumEndpoints of gone pods/,
+  },
+  {
+    what: 'rules with an unknown subcommand',
+    args: () => ['rules', 'bogus', 'x'],
+    exit: 2,
+    says: /rules: unknown subcommand `bogus`/,
+    oneLine: true,
+  },
+  {
+    what: 'rules check of a rule named like a built-in function',
+    args: () => [
+      'rules',
+      'check',
+      file(
+        'builtin-name.yaml',
+        RULE.replace('name: x', 'name: danm-endpoints').replace(
+          'INUSE',
+          'object.metadata.uid in evidence.pods',
+        ),
+      ),
+    ],
+    exit: 2,
+    says: /rule danm-endpoints .*a function of that name exists already/,
+  },
+  {
+    what: 'rules check of a constant inUse',
+    args: () => ['rules', 'check', file('const.yaml', RULE.replace('INUSE', '"false"'))],
+    exit: 2,
+    says: /reads neither the object nor the evidence/,
+  },
+  {
+    what: 'rules check of a condition that scans the evidence',
+    args: () => [
+      'rules',
+      'check',
+      file('scan.yaml', RULE.replace('INUSE', 'evidence.pods.exists(p, p == object.metadata.uid)')),
+    ],
+    exit: 2,
+    says: /iterates a whole evidence index/,
+  },
+  {
+    what: 'rules check of a pattern RE2 refuses',
+    args: () => [
+      'rules',
+      'check',
+      file('lookbehind.yaml', RULE.replace('INUSE', `'object.metadata.name.matches("(?<=a)b")'`)),
+    ],
+    exit: 2,
+    says: /invalid regular expression \(RE2 syntax/,
+  },
 ];
 
 /** A file store whose danm-endpoints state was cut off mid-write. */
@@ -278,7 +515,9 @@ for (const c of CASES)
     assert.not.match(all, /\n\s+at .+:\d+:\d+\)?\n/, 'no stack trace');
     assert.not.match(all, /TypeError|ReferenceError|Cannot read properties/);
     assert.not.match(all, /: 0 [A-Z]/, 'no HTTP status 0 in messages');
-    const writes = fake.requests.slice(mark).filter((q) => q.method !== 'GET');
+    if (c.oneLine) assert.is(r.err.trimEnd().split('\n').length, 1, `one line: ${r.err}`);
+    // a write the server refused (a Lease in a namespace that does not exist) wrote nothing
+    const writes = fake.requests.slice(mark).filter((q) => q.method !== 'GET' && q.status < 400);
     assert.equal(writes, [], 'nothing written to the cluster');
   });
 
@@ -316,6 +555,58 @@ test('`twopass run … | head -1` against a cluster: the run still ends with its
     readFileSync(join(dir, 'piped', 'danm-endpoints.json'), 'utf8').includes('"revision"'),
     'state saved',
   );
+});
+
+test('`twopass run --apply … | head -1`: a deleting run whose diff log is gone deletes nothing, exits 1 and says so on stderr', async ({
+  fake,
+  kc,
+}) => {
+  const admin = new KubeHttpClient({ server: fake.url, time: testTime() });
+  const ep = await leakedEndpoint(admin, 'default', '10.10.10.77', 'piped-gone-0');
+  const cfg = file(
+    'piped-apply.yaml',
+    'allowShortGrace: true\nfunctions:\n  danm-endpoints:\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    settings: { namespaces: [default] }\n',
+  );
+  const args = [
+    'run',
+    'danm-endpoints',
+    '--kubeconfig',
+    kc,
+    '--config',
+    cfg,
+    '--state',
+    `file:${join(dir, 'piped-apply')}`,
+  ];
+  assert.is((await twopassAsync([...args, '--record', '--output', 'json'])).code, 0);
+  const mark = fake.requests.length;
+  const r = await closedAfterFirstLine([...args, '--apply', '--output', 'json']);
+  assert.is(r.code, 1, r.err);
+  assert.match(r.err, /the diff log is gone \(its reader closed the pipe\): nothing deleted/);
+  assert.not.match(r.err, /EPIPE|\n\s+at /);
+  const deletes = fake.requests.slice(mark).filter((q) => q.method === 'DELETE');
+  assert.equal(deletes, [], 'nothing deleted');
+  assert.ok(await admin.get(R.danmeps, 'default', ep.metadata.name), 'the leaked DanmEp is still there');
+  await admin.close();
+});
+
+test('`state accept-evidence --output json` prints one JSON object', async ({ kc }) => {
+  const r = await twopassAsync([
+    'state',
+    'accept-evidence',
+    'danm-endpoints',
+    '--kubeconfig',
+    kc,
+    '--state',
+    `file:${join(dir, 'accept-json')}`,
+    '--output',
+    'json',
+  ]);
+  assert.is(r.code, 0, r.err);
+  const o = JSON.parse(r.out) as Record<string, unknown>;
+  assert.is(o.function, 'danm-endpoints');
+  assert.is(o.accepted, false, 'no drop to accept on a first snapshot');
+  assert.is(o.deleted, 0);
+  assert.type(o.baseline, 'object');
 });
 
 test.run();
