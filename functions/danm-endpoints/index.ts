@@ -114,7 +114,9 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
       key: ep.uid,
       // Any change of the DanmEp (its pod UID, its addresses) changes its resourceVersion.
       fingerprint: ep.resourceVersion,
-      name: `${ep.namespace}/${ep.pod} ${ep.iface || ep.name}`,
+      // The pod's name is shared by the old and the re-created pod: its UID (short) and the
+      // address tell the two DanmEps apart wherever one is named.
+      name: `${ep.namespace}/${ep.pod} ${ep.iface || ep.name}${ep.v4 || ep.v6 ? ` ${(ep.v4 ?? ep.v6)!.text}` : ''} (pod ${ep.podUID.slice(0, 8) || '?'})`,
       marks: [ep],
       createdAt: ep.createdAt,
       data: {

@@ -109,7 +109,8 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
       const init = {
         key: `${pool.uid}/${a.offset}/${a.id}`,
         fingerprint: [kind, a.offset, a.id, a.podref, a.ifname].join('|'),
-        name: `${pool.namespace}/${pool.name} ${a.ip ?? `offset ${a.offset}`} (${a.podref || '?'})`,
+        // The container ID (short) tells a re-created pod's allocation from its predecessor's.
+        name: `${pool.namespace}/${pool.name} ${a.ip ?? `offset ${a.offset}`} (${a.podref || '?'}, container ${a.id.slice(0, 12) || '?'})`,
         marks: [pool],
       };
       if (a.problem || !a.ip) {

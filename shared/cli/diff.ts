@@ -58,6 +58,10 @@ export function diffCommand(args: readonly string[], output: OutputMode, io: Io)
     io.out.write(
       `~ changed      ${c.after.kind} ${c.after.name}: ${c.before.fingerprint} -> ${c.after.fingerprint}\n`,
     );
+  for (const g of d.changedTogether)
+    io.out.write(
+      `~ changed      ${g.keys.length} ${g.kind}s together: ${g.before} -> ${g.after} (one shared value, e.g. the network they are bits of was written; each may or may not have changed itself)\n`,
+    );
   for (const k of d.becameUsed) io.out.write(`  now used     ${k}\n`);
   for (const k of d.becameUnused) io.out.write(`  now unused   ${k}\n`);
   for (const k of d.becameIndeterminate) io.out.write(`? indeterminate ${k}\n`);

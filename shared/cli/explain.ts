@@ -49,9 +49,16 @@ export async function explainCommand(
     const snapshot: Snapshot = { id: 'explain', function: name, takenAt: now, ...obs };
     const d = decide(state, snapshot, fc.policy, now);
     // A key, or a name: the old and the new DanmEp of a re-created pod share their name.
+    // A name matches whole or by its leading words: `ns/pod`, `ns/pod eth0` (or `pod` alone)
+    // find every DanmEp of the pod, whatever address and pod UID follow.
     const keys = new Set<string>();
-    for (const t of snapshot.targets) if (t.key === query || t.name === query) keys.add(t.key);
-    for (const [k, c] of Object.entries(state.candidates)) if (k === query || c.name === query) keys.add(k);
+    const named = (n: string | undefined) =>
+      n !== undefined &&
+      (n === query ||
+        n.startsWith(`${query} `) ||
+        (!query.includes('/') && (n.split(' ')[0]!.endsWith(`/${query}`) || n.includes(`/${query} `))));
+    for (const t of snapshot.targets) if (t.key === query || named(t.name)) keys.add(t.key);
+    for (const [k, c] of Object.entries(state.candidates)) if (k === query || named(c.name)) keys.add(k);
     const matches: Match[] = [...keys].map((key) => {
       const target = snapshot.targets.find((t) => t.key === key);
       const stored = state.candidates[key];

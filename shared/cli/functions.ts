@@ -17,13 +17,14 @@ export function functionsCommand(cfg: Config, output: OutputMode, io: Io): numbe
     if (output === 'json') {
       const { name, description } = fn;
       const { enabled, schedule, apply, record, policy } = fc;
+      const kinds = Object.keys(fn.kindReport);
       io.out.write(
-        `${JSON.stringify({ name, description, enabled, schedule, apply, record, policy, settings })}\n`,
+        `${JSON.stringify({ name, description, enabled, schedule, apply, record, kinds, policy, settings })}\n`,
       );
       continue;
     }
     io.out.write(
-      `${fn.name}${fc.enabled ? '' : ' (disabled)'}\n  ${fn.description}\n  schedule ${fc.schedule}, ${fc.apply ? 'apply' : 'dry run'}\n  ${describePolicy(fc.policy)}\n`,
+      `${fn.name}${fc.enabled ? '' : ' (disabled)'}\n  ${fn.description}\n  kinds: ${Object.keys(fn.kindReport).join(', ')}\n  schedule ${fc.schedule}, ${fc.apply ? 'apply' : 'dry run'}\n  ${describePolicy(fc.policy)}\n`,
     );
     if (settings.length > 0) io.out.write(`  settings (functions.${fn.name}.settings):\n`);
     for (const s of settings)

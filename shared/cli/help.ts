@@ -126,9 +126,10 @@ engine decides for one target, next to what the stored state holds for it.
 
 A target is named by its key (a Kubernetes UID, an OpenStack port ID, or for a bit
 or an allocation \`<network uid>/<family>/<address>\`) or by the name the diff log and
-\`state show\` print (e.g. "default/ss-cinfo-0 eth0"; quote names with spaces). When
-several objects share the name (the old and the new DanmEp of a re-created pod),
-each is listed with its key and decision.
+\`state show\` print, whole or by its leading words: "default/ss-cinfo-0 eth0", or the pod
+alone ("default/ss-cinfo-0", "ss-cinfo-0"); quote names with spaces. When several
+objects match (the old and the new DanmEp of a re-created pod, told apart by the
+pod UID and address in their names), each is listed with its key and decision.
 ${COMMON}`,
   diff: `Usage: twopass diff A.json B.json [--output json|table]\n\nCompares two snapshots saved by \`twopass run --save-snapshot DIR\` of the same function:\nthe targets that appeared, vanished, changed, and whose use changed.`,
   demo: `Usage: twopass demo [--output json|table]

@@ -159,6 +159,17 @@ export function ruleManifests(rule: Rule, namespace: string, image: string): Man
                           fieldRef: { fieldPath: "metadata.labels['batch.kubernetes.io/job-name']" },
                         },
                       },
+                      // As the built-in CronJobs: metrics for the shipped alerts, and the webhook.
+                      {
+                        name: 'TWOPASS_PUSHGATEWAY',
+                        valueFrom: {
+                          configMapKeyRef: { name: 'twopass-monitoring', key: 'pushgateway', optional: true },
+                        },
+                      },
+                      {
+                        name: 'TWOPASS_WEBHOOK_URL',
+                        valueFrom: { secretKeyRef: { name: 'twopass-webhook', key: 'url', optional: true } },
+                      },
                     ],
                     resources: { requests: { cpu: '50m', memory: '128Mi' }, limits: { memory: '512Mi' } },
                     securityContext: {

@@ -136,6 +136,23 @@ test('functions lists defaults; config overrides them', () => {
     /grace 1h/,
     'flags over the file',
   );
+  // --grace raises every kind that would wait less; a kind that waits longer keeps its wait
+  const raised = twopass(['functions', '--grace', '3h']).out;
+  assert.match(raised, /grace 3h \(DanmBit=3h\)/);
+  assert.match(
+    raised,
+    /grace 3h \(IPPoolAllocationNotListed=3h, OverlappingRangeIPReservationNotListed=3h\)/,
+  );
+  assert.match(twopass(['functions', '--grace', '2m']).out, /grace 2m \(DanmBit=10m\)/);
+  writeFileSync(
+    join(dir, 'k.yaml'),
+    'functions:\n  danm-endpoints:\n    grace: 30m\n    kindGrace: { DanmBit: 10m }\n',
+  );
+  assert.match(
+    twopass(['functions', '--config', join(dir, 'k.yaml')]).out,
+    /grace 30m \(DanmBit=30m\)/,
+    'a kindGrace below the grace is raised to it',
+  );
 });
 
 test('state show and reset on an empty store; diff of two snapshots', () => {

@@ -73,6 +73,20 @@ test('explain by the name the table prints: both objects of the name, each with 
     (byKey.json()[0] as { matches: { key: string }[] }).matches.map((m) => m.key),
     [ctx.oldUid],
   );
+  // the two objects' names differ: the pod UID (short) and the address
+  const names = out.matches.map((m) => (m as { name?: string }).name ?? '');
+  assert.is(new Set(names).size, 2, `two names: ${names}`);
+  for (const m of out.matches as { name?: string; key: string }[])
+    assert.match(m.name ?? '', /ss-cinfo-0 eth0 \S+ \(pod [0-9a-f-]{1,8}\)$/);
+  // by the pod's name alone: both DanmEps of it
+  for (const q of [`${ctx.ns}/ss-cinfo-0`, 'ss-cinfo-0']) {
+    const byPod = await twopassAsync(['explain', 'danm-endpoints', q, ...ctx.base, '--output', 'json']);
+    assert.equal(
+      (byPod.json()[0] as { matches: { key: string }[] }).matches.map((m) => m.key).sort(),
+      [ctx.oldUid, ctx.newUid].sort(),
+      q,
+    );
+  }
   const none = await twopassAsync(['explain', 'danm-endpoints', 'no/such eth0', ...ctx.base]);
   assert.is(none.code, 0);
   assert.match(none.out, /nothing called `no\/such eth0`/);

@@ -134,6 +134,34 @@ offline(
   },
 );
 
+offline(
+  "a rule's CronJob has the environment of the built-in ones (metrics for the alerts, the webhook)",
+  () => {
+    type Env = { name: string; valueFrom?: unknown };
+    const envOf = (docs: { kind: string; spec?: { jobTemplate?: unknown } }[]) => {
+      const cj = docs.find((d) => d.kind === 'CronJob') as unknown as {
+        spec: { jobTemplate: { spec: { template: { spec: { containers: { env: Env[] }[] } } } } };
+      };
+      return cj.spec.jobTemplate.spec.template.spec.containers[0]!.env;
+    };
+    const builtIn = envOf(
+      parseAllDocuments(
+        readFileSync(join(ROOT, 'infra/kustomize/components/danm-endpoints/cronjob.yaml'), 'utf8'),
+      ).map((d) => d.toJS()),
+    );
+    for (const p of ['cilium-endpoints', 'cilium-identities']) {
+      const r = twopass(['rules', 'manifests', join(ROOT, 'functions/rules', p, 'rule.yaml')]);
+      const env = envOf(parseAllDocuments(r.out).map((d) => d.toJS()));
+      for (const e of builtIn)
+        assert.equal(
+          env.find((x) => x.name === e.name),
+          e,
+          `${p}: ${e.name} as in the built-in CronJobs`,
+        );
+    }
+  },
+);
+
 offline('each function may touch exactly the state ConfigMaps and the Lease its store uses', () => {
   for (const fn of ['danm-endpoints', 'whereabouts-ips', 'lbaas-ports']) {
     const docs = parseAllDocuments(

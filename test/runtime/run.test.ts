@@ -327,4 +327,36 @@ test("the file store keeps the evidence guard's window across runs: a drop is ac
   assert.is(w.final, 'ok');
 });
 
+test('run --apply --report: the report of what the run set out to delete is written before it deletes', async ({
+  dir,
+}) => {
+  const w = world(['a', 'b']);
+  const s = setup(dir, w);
+  await run(s.deps, s.req());
+  s.advance(11 * MIN);
+  const written: { entries: number; writesBefore: number }[] = [];
+  const r = await run(
+    s.deps,
+    s.req({
+      report: async (rep) => {
+        written.push({ entries: rep.entries.length, writesBefore: w.writes.length });
+        return join(dir, 'r.json');
+      },
+    }),
+  );
+  assert.equal([...r.deleted].sort(), ['a', 'b']);
+  assert.equal(written, [{ entries: 2, writesBefore: 0 }], 'written once, before the first deletion');
+  assert.match(String(s.cap.events('report.written')[0]?.why), /apply/);
+});
+
+test('a dry run without --record says that its observations are not recorded', async ({ dir }) => {
+  const s = setup(dir, world(['a']));
+  await run(s.deps, s.req({ apply: false }));
+  const said = s.cap.events('state.not-recorded');
+  assert.is(said.length, 1);
+  assert.match(String(said[0]!.reason), /not saved, so the next run sees every candidate as new again/);
+  await run(s.deps, s.req({ apply: false, record: true }));
+  assert.is(s.cap.events('state.not-recorded').length, 1, 'a recording run does not say it');
+});
+
 test.run();
