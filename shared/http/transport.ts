@@ -171,10 +171,25 @@ export class HttpTransport {
         );
       throw new ConnectionError(
         req.call,
-        timedOut ? `timed out after ${timeoutMs} ms` : (err as Error).message,
+        timedOut ? `timed out after ${timeoutMs} ms` : connectionWhy(err),
         timedOut,
         err,
       );
     }
   }
+}
+
+/** A connection failure in one line: TLS errors in words, not OpenSSL's source location. */
+export function connectionWhy(err: unknown): string {
+  const e = err as NodeJS.ErrnoException & { reason?: string };
+  const text = String(e.message ?? err);
+  if (/wrong version number|WRONG_VERSION_NUMBER|packet length too long/i.test(text))
+    return 'TLS handshake failed: the server does not speak TLS (is its URL http:// rather than https://?)';
+  if (e.code === 'ERR_SSL_WRONG_VERSION_NUMBER') return 'TLS handshake failed: the server does not speak TLS';
+  if (/certificate|self[- ]signed|UNABLE_TO_VERIFY|CERT_/i.test(`${e.code ?? ''} ${text}`))
+    return `TLS: the server's certificate is not trusted (${e.code ?? text.split('\n')[0]}): check the kubeconfig's certificate-authority`;
+  return text
+    .split('\n')[0]!
+    .replace(/:\.\.\/deps\/openssl\S*$/, '')
+    .trim();
 }

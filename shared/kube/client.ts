@@ -8,7 +8,7 @@
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { ListIncompleteError } from '../errors.ts';
+import { fsWhy, ListIncompleteError, yamlMessage } from '../errors.ts';
 import { ConnectionError, HttpTransport, type TlsOptions, type TransportOptions } from '../http/transport.ts';
 import type { Time } from '../time.ts';
 import { ConflictError, KubeApiError } from './errors.ts';
@@ -73,15 +73,58 @@ export async function kubeOptionsFromConfig(
 ): Promise<Omit<KubeClientOptions, 'time'>> {
   const { KubeConfig } = await import('@kubernetes/client-node');
   const kc = new KubeConfig();
-  if (kubeconfig !== undefined) kc.loadFromFile(kubeconfig);
+  // The caller names an explicit file; the files of $KUBECONFIG are named here.
+  const load = (file: string, into: InstanceType<typeof KubeConfig>, named = false) => {
+    try {
+      into.loadFromFile(file);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      const why = code ? fsWhy(err) : yamlMessage(err);
+      throw new Error(named ? `${file}: ${why}` : why, { cause: err });
+    }
+  };
+  if (kubeconfig !== undefined) load(kubeconfig, kc);
   else {
     const missing = whereNoKubeconfig(process.env);
     if (missing) throw new Error(missing);
-    kc.loadFromDefault();
+    // As kubectl: every file of $KUBECONFIG that exists, merged in order (missing ones skipped).
+    const files = (process.env.KUBECONFIG ?? '').split(delimiter).filter((p) => p !== '' && existsSync(p));
+    if (files.length === 0) kc.loadFromDefault();
+    else {
+      load(files[0]!, kc, true);
+      for (const f of files.slice(1)) {
+        const more = new KubeConfig();
+        load(f, more, true);
+        kc.mergeConfig(more, true);
+      }
+    }
   }
-  if (context !== undefined) kc.setCurrentContext(context);
+  const names = kc.getContexts().map((c) => c.name);
+  if (context !== undefined) {
+    if (!names.includes(context))
+      throw new Error(`context \`${context}\` is not in it (contexts: ${names.join(', ') || 'none'})`);
+    kc.setCurrentContext(context);
+  }
   const cluster = kc.getCurrentCluster();
-  if (!cluster) throw new Error('kubeconfig has no current cluster');
+  if (!cluster) {
+    const current = kc.getCurrentContext();
+    throw new Error(
+      !current
+        ? `it names no current context (contexts: ${names.join(', ') || 'none'}); pass --context NAME`
+        : !names.includes(current)
+          ? `its current context \`${current}\` is not one of its contexts (${names.join(', ') || 'none'}); pass --context NAME`
+          : `the cluster of context \`${current}\` is not in it`,
+    );
+  }
+  let server = cluster.server;
+  // As client-go: a server without a scheme is https when TLS is configured, else http.
+  if (server && !/^[a-z][a-z0-9+.-]*:\/\//i.test(server))
+    server = `${cluster.caData || cluster.caFile || cluster.skipTLSVerify ? 'https' : 'http'}://${server}`;
+  try {
+    new URL(server);
+  } catch {
+    throw new Error(`the server of cluster \`${cluster.name}\` is not a URL: \`${cluster.server}\``);
+  }
   const opts: {
     headers?: Record<string, string>;
     ca?: Buffer;
@@ -98,7 +141,7 @@ export async function kubeOptionsFromConfig(
   if (opts.key) tls.key = opts.key;
   if (opts.rejectUnauthorized !== undefined) tls.rejectUnauthorized = opts.rejectUnauthorized;
   if (opts.servername) tls.servername = opts.servername;
-  return { server: cluster.server, headers: { ...(opts.headers ?? {}) }, tls };
+  return { server, headers: { ...(opts.headers ?? {}) }, tls };
 }
 
 /**
@@ -471,7 +514,9 @@ export class KubeHttpClient implements KubeClient {
           c.what,
           0,
           'BadBody',
-          `response body is not JSON (${text.length} bytes; truncated?)`,
+          /^\s*</.test(text)
+            ? `the answer is HTML, not JSON (${text.length} bytes): the kubeconfig's server is not a Kubernetes API server (a web page, a login portal, a proxy?)`
+            : `response body is not JSON (${text.length} bytes; truncated?)`,
           {
             cause: err,
           },

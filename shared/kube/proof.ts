@@ -112,15 +112,22 @@ export class ListProof {
   }
 }
 
+/** What an answer of another kind is, in words: a Status in a success answer says its code and message. */
+function otherKind(o: KubeObject, ref: ResourceRef): string {
+  const st = o as KubeObject & { code?: unknown; reason?: unknown; message?: unknown };
+  if (o.kind === 'Status')
+    return `the server answered success with a Status (${String(st.code ?? '?')} ${String(st.reason ?? '')}: ${String(st.message ?? '')}), not a ${groupVersion(ref)} ${ref.kind}: is the kubeconfig's server a Kubernetes API server, or a proxy in front of one?`;
+  if (o.kind === undefined && o.apiVersion === undefined)
+    return `the answer has no kind and no apiVersion, not a ${groupVersion(ref)} ${ref.kind}: is the kubeconfig's server a Kubernetes API server?`;
+  return `the answer is a ${String(o.apiVersion ?? '?')} ${String(o.kind ?? '?')}, not a ${groupVersion(ref)} ${ref.kind}`;
+}
+
 /** An answer of the kind asked for (an unnamed create: generateName, or a review that is never stored). */
 export function checkKind(body: unknown, ref: ResourceRef): KubeObject {
   if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body))
     throw new ProofError('the answer is not an object');
   const o = body as KubeObject;
-  if (o.kind !== ref.kind || o.apiVersion !== groupVersion(ref))
-    throw new ProofError(
-      `the answer is a ${String(o.apiVersion ?? '?')} ${String(o.kind ?? '?')}, not a ${groupVersion(ref)} ${ref.kind}`,
-    );
+  if (o.kind !== ref.kind || o.apiVersion !== groupVersion(ref)) throw new ProofError(otherKind(o, ref));
   return o;
 }
 
@@ -137,10 +144,7 @@ export function checkObject(
   if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body))
     fail('the answer is not an object');
   const o = body as KubeObject;
-  if (o.kind !== ref.kind || o.apiVersion !== groupVersion(ref))
-    fail(
-      `the answer is a ${String(o.apiVersion ?? '?')} ${String(o.kind ?? '?')}, not a ${groupVersion(ref)} ${ref.kind}`,
-    );
+  if (o.kind !== ref.kind || o.apiVersion !== groupVersion(ref)) fail(otherKind(o, ref));
   const md = o.metadata;
   if (!md || typeof md !== 'object') fail('the answer has no metadata');
   if (md.name !== name) fail(`the answer is ${String(md.name)}, not ${name}`);

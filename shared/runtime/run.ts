@@ -366,6 +366,8 @@ async function runLocked<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Inner): 
 
   // A deletion nobody can read about is not made: the diff log is the audit trail.
   const sink = deps.logSink;
+  // The lines just written reach a closed pipe's error a turn of the event loop later.
+  if (sink && actions.length > 0) await new Promise<void>((r) => setImmediate(r));
   const lostBefore = actions.length > 0 ? sink?.lost() : undefined;
   if (sink && lostBefore !== undefined) {
     const error = `the diff log is gone (${lostBefore}): nothing deleted, ${actions.length} confirmed deletions not started`;

@@ -5,6 +5,8 @@
  * exit code, and nothing written to the cluster.
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
@@ -579,7 +581,8 @@ test('`twopass run --apply … | head -1`: a deleting run whose diff log is gone
   ];
   assert.is((await twopassAsync([...args, '--record', '--output', 'json'])).code, 0);
   const mark = fake.requests.length;
-  const r = await closedAfterFirstLine([...args, '--apply', '--output', 'json']);
+  // the reader is gone before the run starts acting (`| head -1` once its line came)
+  const r = await spawnCli([...args, '--apply', '--output', 'json'], (c) => c.stdout?.destroy());
   assert.is(r.code, 1, r.err);
   assert.match(r.err, /the diff log is gone \(its reader closed the pipe\): nothing deleted/);
   assert.not.match(r.err, /EPIPE|\n\s+at /);
@@ -607,6 +610,104 @@ test('`state accept-evidence --output json` prints one JSON object', async ({ kc
   assert.is(o.accepted, false, 'no drop to accept on a first snapshot');
   assert.is(o.deleted, 0);
   assert.type(o.baseline, 'object');
+});
+
+/** A server that is not Kubernetes: it answers every request 200 with `body`. */
+async function notKubernetes(
+  type: string,
+  body: string,
+): Promise<{ url: string; close: () => Promise<void> }> {
+  const srv = createServer((_q, r) => {
+    r.writeHead(200, { 'content-type': type });
+    r.end(body);
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  const { port } = srv.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, close: () => new Promise((r) => srv.close(() => r())) };
+}
+
+test('kubeconfig variants kubectl accepts, and servers that are not Kubernetes: one line each, the right exit code', async ({
+  fake,
+  kc,
+}) => {
+  const text = readFileSync(kc, 'utf8');
+  const server = /server: "([^"]+)"/.exec(text)![1]!;
+  const html = await notKubernetes('text/html', '<html><body>Sign in</body></html>');
+  const status = await notKubernetes(
+    'application/json',
+    '{"kind":"Status","apiVersion":"v1","status":"Failure","code":401,"reason":"Unauthorized","message":"Unauthorized"}',
+  );
+  const show = ['state', 'show', 'danm-endpoints', '--state', 'configmap:default'];
+  const cases: [string, string[], Record<string, string>, number, RegExp][] = [
+    [
+      'a current context that is not one of its contexts',
+      ['--kubeconfig', file('ctx.kc', text.replace('current-context: fake', 'current-context: other'))],
+      {},
+      2,
+      /kubeconfig .*ctx\.kc: its current context `other` is not one of its contexts \(fake\); pass --context NAME/,
+    ],
+    [
+      '--context that is not in it',
+      ['--kubeconfig', kc, '--context', 'nope'],
+      {},
+      2,
+      /context `nope` is not in it \(contexts: fake\)/,
+    ],
+    ['a kubeconfig that is a directory', ['--kubeconfig', dir], {}, 2, /kubeconfig .*: is a directory/],
+    [
+      'a server that answers HTML',
+      ['--kubeconfig', file('html.kc', text.replace(server, html.url))],
+      {},
+      3,
+      /the answer is HTML, not JSON .*not a Kubernetes API server/,
+    ],
+    [
+      'a server that answers a Status with 200',
+      ['--kubeconfig', file('status.kc', text.replace(server, status.url))],
+      {},
+      3,
+      /answered success with a Status \(401 Unauthorized: Unauthorized\)/,
+    ],
+    [
+      'a server without a scheme, TLS asked for, plain HTTP there',
+      ['--kubeconfig', file('noscheme.kc', text.replace(server, server.replace('http://', '')))],
+      {},
+      3,
+      /TLS handshake failed: the server does not speak TLS/,
+    ],
+  ];
+  try {
+    for (const [what, args, env, code, says] of cases) {
+      const r = await twopassAsync([...show, ...args], env);
+      assert.is(r.code, code, `${what}: ${r.err}`);
+      assert.match(r.err, says, what);
+      assert.is(r.err.trimEnd().split('\n').length, 1, `${what}: one line: ${r.err}`);
+    }
+    // $KUBECONFIG with several files, one missing: kubectl skips it, and so does twopass
+    const merged = await twopassAsync([...show, '--output', 'json'], {
+      KUBECONFIG: `${join(dir, 'missing.kc')}:${kc}`,
+    });
+    assert.is(merged.code, 0, merged.err);
+    assert.is((JSON.parse(merged.out) as { function: string }).function, 'danm-endpoints');
+    assert.ok(fake.requests.length > 0);
+  } finally {
+    await html.close();
+    await status.close();
+  }
+});
+
+test('schedule --listen on a port in use: exit 2, one line', async ({ kc }) => {
+  const busy = createServer();
+  await new Promise<void>((r) => busy.listen(0, '127.0.0.1', () => r()));
+  const { port } = busy.address() as AddressInfo;
+  try {
+    const r = await twopassAsync(['schedule', '--kubeconfig', kc, '--listen', `127.0.0.1:${port}`]);
+    assert.is(r.code, 2, r.err);
+    assert.match(r.err, new RegExp(`--listen 127\\.0\\.0\\.1:${port}: cannot listen: the port is in use`));
+    assert.is(r.err.trimEnd().split('\n').length, 1, r.err);
+  } finally {
+    await new Promise<void>((r) => busy.close(() => r()));
+  }
 });
 
 test.run();
