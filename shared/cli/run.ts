@@ -8,7 +8,7 @@ import { RunMetrics } from '../metrics/metrics.ts';
 import { findFunction, functionsOf } from '../rules/registry.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { checkReport, describeReport, loadReport } from '../runtime/report.ts';
-import type { LogSink } from '../runtime/run.ts';
+import type { LogSink } from '../runtime/result.ts';
 import { startScheduler } from '../runtime/scheduler.ts';
 import { type RunOptions, runFunction } from '../runtime/wire.ts';
 import { VERSION } from '../version.ts';

@@ -10,7 +10,7 @@
  */
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { Counter, Gauge, Pushgateway, Registry } from 'prom-client';
-import type { RunHooks, RunOutcome, RunResult } from '../runtime/run.ts';
+import type { RunHooks, RunOutcome, RunResult } from '../runtime/result.ts';
 
 export const OUTCOMES: readonly RunOutcome[] = ['ok', 'failed', 'aborted', 'refused', 'locked', 'approval'];
 const LAST_SUCCESS = 'twopass_last_success_timestamp_seconds';
@@ -48,6 +48,9 @@ class LastRun {
     };
   }
 
+  /** The kinds each function's last run deleted (their series are this run's, or none). */
+  private readonly deletedKinds = new Map<string, Set<string>>();
+
   notifyFailed(fn: string): void {
     this.g.notify!.set({ function: fn }, 1);
   }
@@ -60,7 +63,11 @@ class LastRun {
     g.exit!.set(l, r.exitCode);
     g.duration!.set(l, r.durationMs / 1000);
     g.confirmed!.set(l, r.confirmed.length);
+    // Only the kinds of this run: a kind the previous run deleted and this one did not is removed.
+    for (const kind of this.deletedKinds.get(r.function) ?? [])
+      if (!(kind in r.deletedByKind)) g.deleted!.remove({ ...l, kind });
     for (const [kind, n] of Object.entries(r.deletedByKind)) g.deleted!.set({ ...l, kind }, n);
+    this.deletedKinds.set(r.function, new Set(Object.keys(r.deletedByKind)));
     g.skipped!.set(l, r.skipped.length);
     g.failed!.set(l, r.failed.length);
     g.refused!.set(l, r.outcome === 'refused' ? 1 : 0);

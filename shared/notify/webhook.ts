@@ -8,7 +8,7 @@
 import { request } from 'undici';
 import type { Config } from '../config.ts';
 import type { Logger } from '../log/logger.ts';
-import type { RunResult } from '../runtime/run.ts';
+import type { RunResult } from '../runtime/result.ts';
 
 export type NotifyOn =
   | 'refused'

@@ -16,9 +16,13 @@ import {
   type TwopassFunction,
 } from '../contract/index.ts';
 import type { DeleteAction, Target } from '../engine/types.ts';
+import { messageOf } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 import type { Time } from '../time.ts';
-import type { RunHooks } from './run.ts';
+import { EXIT } from './errors.ts';
+import type { Persisted, Scope } from './phases.ts';
+import type { Finish, RunHooks } from './result.ts';
+import type { RunDeps } from './run.ts';
 
 export type ActDeps<R, W> = Readonly<{
   fn: TwopassFunction<R, W>;
@@ -74,39 +78,57 @@ export function unitsOf<R, W>(fn: TwopassFunction<R, W>, actions: readonly Delet
   return units;
 }
 
-export async function act<R, W>(deps: ActDeps<R, W>, req: ActRequest): Promise<ActOutcome> {
-  const { fn, log } = deps;
-  const cache = new EvidenceCache(deps.time.now, req.evidenceMaxAgeMs);
-  const ctx: FunctionContext = { ...req.ctx, fresh: cache.get, concurrency: req.concurrency };
-  const signal = ctx.signal;
-  const deleted: string[] = [];
-  const deletedByKind: Record<string, number> = {};
-  const skipped: string[] = [];
-  const failed: string[] = [];
-  const drop = new Set<string>();
-  const settled = new Set<string>();
+type Removed = { target: Target; detail?: string | undefined };
+const baseOf = (t: Pick<Target, 'key' | 'kind' | 'name'>) => ({ key: t.key, kind: t.kind, name: t.name });
 
-  const baseOf = (t: Pick<Target, 'key' | 'kind' | 'name'>) => ({ key: t.key, kind: t.kind, name: t.name });
-  const failOne = (t: Target, error: string) => {
-    failed.push(t.key);
-    settled.add(t.key);
-    log.error({ event: 'delete.failed', ...baseOf(t), error }, 'delete.failed');
-  };
-  const skipOne = (t: Target, reason: string) => {
-    skipped.push(t.key);
-    settled.add(t.key);
-    drop.add(t.key);
-    log.warn({ event: 'delete.skipped', ...baseOf(t), reason }, 'delete.skipped');
-  };
-  const count = (kind: string) => {
-    deletedByKind[kind] = (deletedByKind[kind] ?? 0) + 1;
-  };
-  const deletedOne = async (t: Target, outcome: 'deleted' | 'gone', detail: string | undefined) => {
-    deleted.push(t.key);
-    settled.add(t.key);
-    count(t.kind);
-    drop.add(t.key);
-    log.info(
+/** One act phase: its tallies, and how each outcome is told (logged as it is known, counted by kind). */
+class Acting<R, W> {
+  readonly deleted: string[] = [];
+  readonly deletedByKind: Record<string, number> = {};
+  readonly skipped: string[] = [];
+  readonly failed: string[] = [];
+  readonly drop = new Set<string>();
+  readonly settled = new Set<string>();
+  readonly ctx: FunctionContext;
+
+  private readonly deps: ActDeps<R, W>;
+
+  constructor(deps: ActDeps<R, W>, ctx: FunctionContext) {
+    this.deps = deps;
+    this.ctx = ctx;
+  }
+
+  fail(t: Target, error: string): void {
+    this.failed.push(t.key);
+    this.settled.add(t.key);
+    this.deps.log.error({ event: 'delete.failed', ...baseOf(t), error }, 'delete.failed');
+  }
+
+  skip(t: Target, reason: string): void {
+    this.skipped.push(t.key);
+    this.settled.add(t.key);
+    this.drop.add(t.key);
+    this.deps.log.warn({ event: 'delete.skipped', ...baseOf(t), reason }, 'delete.skipped');
+  }
+
+  /** A hook (metrics, Events) that fails is logged; it never fails the deletion it was told of. */
+  private async tell(t: Target, detail: string | undefined): Promise<void> {
+    try {
+      await this.deps.hooks?.deleted?.(t, detail);
+    } catch (err) {
+      this.deps.log.warn(
+        { event: 'hook.failed', call: 'hooks.deleted', key: t.key, error: messageOf(err) },
+        'hook.failed',
+      );
+    }
+  }
+
+  async gone(t: Target, outcome: 'deleted' | 'gone', detail: string | undefined): Promise<void> {
+    this.deleted.push(t.key);
+    this.settled.add(t.key);
+    this.deletedByKind[t.kind] = (this.deletedByKind[t.kind] ?? 0) + 1;
+    this.drop.add(t.key);
+    this.deps.log.info(
       {
         event: 'resource.deleted',
         ...baseOf(t),
@@ -115,117 +137,175 @@ export async function act<R, W>(deps: ActDeps<R, W>, req: ActRequest): Promise<A
       },
       'resource.deleted',
     );
-    await deps.hooks?.deleted?.(t, detail);
-  };
-  /** A further resource of a unit: deleted (counted under its own kind) or left, and why. */
-  const partOf = async (t: Target, p: RemovedPart) => {
-    const part = { key: p.key, kind: p.kind, name: p.name, partOf: t.key };
-    if (p.outcome === 'left') {
-      skipped.push(p.key);
-      log.warn({ event: 'delete.skipped', ...part, reason: p.detail }, 'delete.skipped');
-      return;
+    await this.tell(t, detail);
+  }
+
+  /** Further resources of a unit: deleted (counted under their own kind) or left, and why. */
+  async parts(t: Target, ps: readonly RemovedPart[] | undefined): Promise<void> {
+    const { log } = this.deps;
+    for (const p of ps ?? []) {
+      const part = { key: p.key, kind: p.kind, name: p.name, partOf: t.key };
+      if (p.outcome === 'left') {
+        this.skipped.push(p.key);
+        log.warn({ event: 'delete.skipped', ...part, reason: p.detail }, 'delete.skipped');
+      } else if (p.outcome === 'failed') {
+        this.failed.push(p.key);
+        log.error({ event: 'delete.failed', ...part, error: p.detail }, 'delete.failed');
+      } else {
+        this.deleted.push(p.key);
+        this.deletedByKind[p.kind] = (this.deletedByKind[p.kind] ?? 0) + 1;
+        const gone = p.outcome === 'gone' ? { alreadyGone: true } : {};
+        log.info({ event: 'resource.deleted', ...part, detail: p.detail, ...gone }, 'resource.deleted');
+        await this.tell({ key: p.key, kind: p.kind, name: p.name, fingerprint: '', keep: false }, p.detail);
+      }
     }
-    if (p.outcome === 'failed') {
-      failed.push(p.key);
-      log.error({ event: 'delete.failed', ...part, error: p.detail }, 'delete.failed');
-      return;
-    }
-    deleted.push(p.key);
-    count(p.kind);
-    log.info(
-      {
-        event: 'resource.deleted',
-        ...part,
-        detail: p.detail,
-        ...(p.outcome === 'gone' ? { alreadyGone: true } : {}),
-      },
-      'resource.deleted',
-    );
-    await deps.hooks?.deleted?.(
-      { key: p.key, kind: p.kind, name: p.name, fingerprint: '', keep: false },
-      p.detail,
-    );
-  };
-  const parts = async (t: Target, ps: readonly RemovedPart[] | undefined) => {
-    for (const p of ps ?? []) await partOf(t, p);
-  };
-  const recordEvent = async (removed: { target: Target; detail?: string | undefined }[]) => {
-    const note = deps.recordEvent && removed.length > 0 ? fn.eventFor(removed) : undefined;
+  }
+
+  async event(removed: readonly Removed[]): Promise<void> {
+    const { deps } = this;
+    const note = deps.recordEvent && removed.length > 0 ? deps.fn.eventFor(removed) : undefined;
     if (!note) return;
-    await deps.recordEvent!(note, signal).catch((err) =>
-      log.warn(
-        {
-          event: 'event.failed',
-          kind: note.involved.kind,
-          name: note.involved.name,
-          error: (err as Error).message,
-        },
+    await deps.recordEvent!(note, this.ctx.signal).catch((err) =>
+      deps.log.warn(
+        { event: 'event.failed', kind: note.involved.kind, name: note.involved.name, error: messageOf(err) },
         'event.failed',
       ),
     );
-  };
+  }
 
-  const one = async (t: Target) => {
-    const check = await fn.recheck(deps.reader, t, ctx);
-    if (!check.ok) return skipOne(t, `re-check: ${check.reason}`);
-    const res = await fn.remove(deps.writer, t, ctx);
+  /** One target: re-check, remove with its precondition, read back. */
+  async one(t: Target): Promise<void> {
+    const { fn, reader, writer } = this.deps;
+    const check = await fn.recheck(reader, t, this.ctx);
+    if (!check.ok) return this.skip(t, `re-check: ${check.reason}`);
+    const res = await fn.remove(writer, t, this.ctx);
     // Parts first: a floating IP deleted before its port was skipped is told, never lost.
-    await parts(t, res.parts);
-    if (res.outcome === 'skipped') return skipOne(t, res.reason);
-    if (!(await fn.confirmGone(deps.reader, t, ctx)))
-      return failOne(t, `the server answered ${res.outcome} but a read still finds it`);
-    await deletedOne(t, res.outcome, res.detail);
-    if (res.outcome === 'deleted') await recordEvent([{ target: t, detail: res.detail }]);
-  };
-  const batch = async (ts: readonly Target[]) => {
-    const results = await fn.removeBatch(deps.reader, deps.writer, ts, ctx);
+    await this.parts(t, res.parts);
+    if (res.outcome === 'skipped') return this.skip(t, res.reason);
+    if (!(await fn.confirmGone(reader, t, this.ctx)))
+      return this.fail(t, `the server answered ${res.outcome} but a read still finds it`);
+    await this.gone(t, res.outcome, res.detail);
+    if (res.outcome === 'deleted') await this.event([{ target: t, detail: res.detail }]);
+  }
+
+  /** The targets of one batch: re-checked, removed and read back by the function together. */
+  async batch(ts: readonly Target[]): Promise<void> {
+    const results = await this.deps.fn.removeBatch(this.deps.reader, this.deps.writer, ts, this.ctx);
     const byKey = new Map(results.map((r) => [r.key, r]));
-    const removed: { target: Target; detail?: string | undefined }[] = [];
+    const removed: Removed[] = [];
     for (const t of ts) {
       const r = byKey.get(t.key);
       if (!r) {
-        failOne(t, 'the batch removal returned no result for it');
+        this.fail(t, 'the batch removal returned no result for it');
         continue;
       }
-      await parts(t, r.parts);
-      if (r.outcome === 'skipped') skipOne(t, r.reason);
-      else if (r.outcome === 'failed') failOne(t, r.error);
+      await this.parts(t, r.parts);
+      if (r.outcome === 'skipped') this.skip(t, r.reason);
+      else if (r.outcome === 'failed') this.fail(t, r.error);
       else {
-        await deletedOne(t, r.outcome, r.detail);
+        await this.gone(t, r.outcome, r.detail);
         if (r.outcome === 'deleted') removed.push({ target: t, detail: r.detail });
       }
     }
-    await recordEvent(removed);
-  };
+    await this.event(removed);
+  }
+}
 
-  const units = unitsOf(fn, req.actions);
+export async function act<R, W>(deps: ActDeps<R, W>, req: ActRequest): Promise<ActOutcome> {
+  const cache = new EvidenceCache(deps.time.now, req.evidenceMaxAgeMs);
+  const a = new Acting(deps, { ...req.ctx, fresh: cache.get, concurrency: req.concurrency });
+  const { signal } = a.ctx;
+  const units = unitsOf(deps.fn, req.actions);
   const queue = [...units];
   const worker = async () => {
-    for (;;) {
-      const unit = queue.shift();
-      if (!unit) return;
+    for (let unit = queue.shift(); unit; unit = queue.shift()) {
       if (signal.aborted) {
-        const why = `not attempted: ${String((signal.reason as Error)?.message ?? signal.reason)}`;
-        for (const t of unit.targets) failOne(t, why);
+        const why = `not attempted: ${messageOf(signal.reason)}`;
+        for (const t of unit.targets) a.fail(t, why);
         continue;
       }
       try {
-        if (unit.batched) await batch(unit.targets);
-        else await one(unit.targets[0]!);
+        if (unit.batched) await a.batch(unit.targets);
+        else await a.one(unit.targets[0]!);
       } catch (err) {
-        for (const t of unit.targets) if (!settled.has(t.key)) failOne(t, (err as Error).message);
+        for (const t of unit.targets) if (!a.settled.has(t.key)) a.fail(t, messageOf(err));
       }
     }
   };
+  const fn = deps.fn;
   const workers = Math.max(1, Math.min(req.concurrency, fn.maxConcurrency ?? req.concurrency, queue.length));
   await Promise.all(Array.from({ length: workers }, worker));
+  const { deleted, deletedByKind, skipped, failed, drop } = a;
+  return { deleted, deletedByKind, skipped, failed, drop, units: units.length, evidenceReads: cache.total() };
+}
+
+/**
+ * The act phase of a run: not started when the diff log is gone (the record of every
+ * deletion), stopped when it goes; then the state saved again without what was deleted or
+ * skipped (a skipped candidate starts over).
+ */
+export async function actPhase<R, W>(
+  deps: RunDeps<R, W>,
+  x: Scope,
+  ctx: FunctionContext,
+  actions: readonly DeleteAction[],
+  persisted: Persisted,
+  opts: Readonly<{ concurrency: number; evidenceMaxAgeMs: number }>,
+): Promise<Finish> {
+  const { fn } = deps;
+  const sink = deps.logSink;
+  // The lines just written reach a closed pipe's error a turn of the event loop later.
+  if (sink && actions.length > 0) await new Promise<void>((r) => setImmediate(r));
+  const lostBefore = actions.length > 0 ? sink?.lost() : undefined;
+  if (sink && lostBefore !== undefined) {
+    const error = `the diff log is gone (${lostBefore}): nothing deleted, ${actions.length} confirmed deletions not started`;
+    sink.warn(`twopass: ${fn.name}: ${error}`);
+    return { outcome: 'failed', exitCode: EXIT.error, error };
+  }
+  const onLost = () =>
+    sink?.warn(
+      `twopass: ${fn.name}: the diff log went away while deleting (${sink.lost()}): deletions not yet started are abandoned; the ones made are in the state and the Kubernetes Events`,
+    );
+  sink?.signal.addEventListener('abort', onLost, { once: true });
+  const done = await act(
+    {
+      fn,
+      reader: deps.reader,
+      writer: deps.writer,
+      time: deps.time,
+      log: x.log,
+      hooks: deps.hooks,
+      recordEvent: deps.recordEvent,
+    },
+    {
+      actions,
+      ctx: sink ? { ...ctx, signal: AbortSignal.any([ctx.signal, sink.signal]) } : ctx,
+      concurrency: opts.concurrency,
+      evidenceMaxAgeMs: opts.evidenceMaxAgeMs,
+    },
+  );
+  sink?.signal.removeEventListener('abort', onLost);
+  if (actions.length > 0)
+    x.log.info(
+      { event: 'act.summary', units: done.units, evidenceReads: done.evidenceReads, actions: actions.length },
+      'act.summary',
+    );
+  if (done.drop.size > 0) {
+    const candidates = { ...persisted.state.candidates };
+    for (const k of done.drop) delete candidates[k];
+    const state = { ...persisted.state, candidates };
+    await deps.store
+      .save(fn.name, state, persisted.version, x.signal)
+      .catch((err) => x.side('state.save-failed', 'state.save', err));
+  }
+  const { deleted, deletedByKind, skipped, failed } = done;
+  const bad = failed.length > 0;
   return {
+    outcome: bad ? 'failed' : 'ok',
+    exitCode: bad ? EXIT.error : EXIT.ok,
     deleted,
     deletedByKind,
     skipped,
     failed,
-    drop,
-    units: units.length,
-    evidenceReads: cache.total(),
   };
 }

@@ -9,21 +9,29 @@ import type { AddressInfo } from 'node:net';
 import { type ScheduledTask, schedule, validate } from 'node-cron';
 import { type Config, functionConfig } from '../config.ts';
 import type { AnyFunction } from '../contract/index.ts';
-import { ConfigError } from '../errors.ts';
+import { ConfigError, messageOf } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 import { RunMetrics } from '../metrics/metrics.ts';
 import { VERSION } from '../version.ts';
-import type { RunResult } from './run.ts';
+import type { RunResult } from './result.ts';
 import { type Environment, runFunction } from './wire.ts';
 
-export type SchedulerOptions = Readonly<{ host: string; port: number; functions: readonly AnyFunction[] }>;
+export type SchedulerOptions = Readonly<{
+  host: string;
+  port: number;
+  functions: readonly AnyFunction[];
+  /** How many of the latest results `results` keeps (default 20). */
+  keepResults?: number;
+}>;
 
 export type Scheduler = Readonly<{
   url: string;
   metrics: RunMetrics;
   tasks: ReadonlyMap<string, ScheduledTask>;
-  /** Resolves with every finished run (tests wait on it). */
+  /** The latest finished runs (at most `keepResults`), oldest first. */
   results: RunResult[];
+  /** Runs finished since the scheduler started. */
+  readonly runs: number;
   stop: () => Promise<void>;
 }>;
 
@@ -37,6 +45,8 @@ export async function startScheduler(
   const controller = new AbortController();
   const running = new Set<Promise<unknown>>();
   const results: RunResult[] = [];
+  const keep = opts.keepResults ?? 20;
+  const counted = { runs: 0 };
   const tasks = new Map<string, ScheduledTask>();
   const enabled = opts.functions
     .map((fn) => ({ fn, fc: functionConfig(cfg, fn.name, fn.defaults) }))
@@ -56,8 +66,16 @@ export async function startScheduler(
       return;
     }
     if (req.url === '/metrics') {
-      res.writeHead(200, { 'content-type': metrics.registry.contentType });
-      res.end(await metrics.text());
+      // A collector that fails is a 500 for this scrape, never an unhandled rejection (Node would exit).
+      try {
+        const text = await metrics.text();
+        res.writeHead(200, { 'content-type': metrics.registry.contentType });
+        res.end(text);
+      } catch (err) {
+        log.warn({ event: 'metrics.failed', error: messageOf(err) }, 'metrics.failed');
+        if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+        res.end('metrics could not be collected\n');
+      }
       return;
     }
     res.writeHead(404).end();
@@ -94,7 +112,10 @@ export async function startScheduler(
             hooks: {
               finished: (r) => {
                 metrics.record(r);
+                // The last few results, for tests and the stop message; never every run of a process that runs for months.
                 results.push(r);
+                if (results.length > keep) results.splice(0, results.length - keep);
+                counted.runs++;
               },
             },
           },
@@ -131,6 +152,9 @@ export async function startScheduler(
     metrics,
     tasks,
     results,
+    get runs() {
+      return counted.runs;
+    },
     stop: async () => {
       stopping = true;
       for (const t of tasks.values()) await t.stop();

@@ -6,12 +6,14 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import { Gauge } from 'prom-client';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { FUNCTIONS } from '../../functions/index.ts';
 import { resolveConfig } from '../../shared/config.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import { EVENTS } from '../../shared/kube/resources.ts';
+import { RunMetrics } from '../../shared/metrics/metrics.ts';
 import { startScheduler } from '../../shared/runtime/scheduler.ts';
 import { runFunction } from '../../shared/runtime/wire.ts';
 import { leakedEndpoint } from '../../shared/sandbox/scenarios/danm.ts';
@@ -44,10 +46,11 @@ test('schedule runs a function on a six-field (seconds) cron expression and serv
   const s = await startScheduler(
     cfg,
     { time: testTime(), log: cap.log, kubeOptions: t.options },
-    { host: '127.0.0.1', port: 0, functions: FUNCTIONS },
+    { host: '127.0.0.1', port: 0, functions: FUNCTIONS, keepResults: 1 },
   );
   try {
-    await eventually('two scheduled runs', () => (s.results.length >= 2 ? true : undefined));
+    await eventually('two scheduled runs', () => (s.runs >= 2 ? true : undefined));
+    assert.is(s.results.length, 1, 'only the latest results are kept (a scheduler runs for months)');
     const health = await fetch(`${s.url}/healthz`);
     assert.is(health.status, 200);
     const text = await (await fetch(`${s.url}/metrics`)).text();
@@ -60,13 +63,13 @@ test('schedule runs a function on a six-field (seconds) cron expression and serv
     await s.stop();
   }
   // Stopped means destroyed: node-cron holds no timer for the task any more, so no run can follow.
-  const n = s.results.length;
+  const n = s.runs;
   for (const [name, task] of s.tasks) {
     assert.is(task.getStatus(), 'destroyed', name);
     // and a tick that fires anyway (one already due) starts no run
     await Promise.resolve(task.execute()).catch(() => undefined);
   }
-  assert.is(s.results.length, n, 'no run after stop');
+  assert.is(s.runs, n, 'no run after stop');
   assert.ok(cap.events('schedule.stopped').length === 1);
 });
 
@@ -254,6 +257,59 @@ test('a refused run leaves a Warning Event on the CronJob', async ({ t, dir }) =
   assert.is(ev.involvedObject.name, 'twopass-danm-endpoints');
   assert.is(ev.type, 'Warning');
   await kube.close();
+});
+
+test('/metrics: a collector that fails is a 500 for that scrape, and the scheduler lives on', async ({
+  t,
+  dir,
+}) => {
+  const cfg = resolveConfig(
+    { functions: { 'danm-endpoints': { schedule: '0 0 1 1 *' }, 'whereabouts-ips': { enabled: false } } },
+    'test',
+    { state: `file:${join(dir, 'sched-500')}` },
+  );
+  const s = await startScheduler(
+    cfg,
+    { time: testTime(), log: captureLog(Date.now).log, kubeOptions: t.options },
+    { host: '127.0.0.1', port: 0, functions: FUNCTIONS },
+  );
+  try {
+    new Gauge({
+      name: 'broken_collector',
+      help: 'fails to collect',
+      registers: [s.metrics.registry],
+      collect() {
+        throw new Error('collector broke');
+      },
+    });
+    assert.is((await fetch(`${s.url}/metrics`)).status, 500);
+    assert.is((await fetch(`${s.url}/healthz`)).status, 200, 'still serving');
+  } finally {
+    await s.stop();
+  }
+});
+
+test('last_run_deleted has only the kinds of the latest run', async () => {
+  const m = new RunMetrics(() => 1_800_000_000_000, '0.0.0');
+  const base = {
+    function: 'f',
+    runId: 'r',
+    outcome: 'ok' as const,
+    exitCode: 0 as const,
+    dryRun: false,
+    confirmed: [],
+    deleted: ['a', 'b'],
+    skipped: [],
+    failed: [],
+    notices: [],
+    sideFailures: 0,
+    durationMs: 1,
+  };
+  m.record({ ...base, deletedByKind: { DanmEp: 1, DanmBit: 1 } });
+  m.record({ ...base, deleted: ['c'], deletedByKind: { DanmEp: 1 } });
+  const text = await m.text();
+  assert.match(text, /twopass_last_run_deleted\{function="f",kind="DanmEp"\} 1/);
+  assert.not.match(text, /twopass_last_run_deleted\{function="f",kind="DanmBit"\}/);
 });
 
 test.run();

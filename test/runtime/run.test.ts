@@ -359,4 +359,65 @@ test('a dry run without --record says that its observations are not recorded', a
   assert.is(s.cap.events('state.not-recorded').length, 1, 'a recording run does not say it');
 });
 
+test('run() owns every outcome: a snapshot file, a report or a hook that fails is logged and counted, and the run still ends with run.finished', async ({
+  dir,
+}) => {
+  const w = world(['a']);
+  const s = setup(dir, w);
+  const deps = {
+    ...s.deps,
+    saveSnapshot: async () => {
+      throw new Error('ENOSPC: no space left');
+    },
+    hooks: {
+      deleted: () => {
+        throw new Error('metrics registry broke');
+      },
+      finished: () => {
+        throw new Error('webhook hook broke');
+      },
+    },
+  };
+  const failingReport = async () => {
+    throw new Error('EACCES: report dir');
+  };
+  const dry = await run(deps, s.req({ apply: false, record: true, report: failingReport }));
+  assert.is(dry.exitCode, EXIT.error, 'a lost side output makes a clean run exit 1');
+  assert.is(dry.sideFailures, 2, 'the snapshot file and the report');
+  assert.equal(
+    s.cap.lines.filter((l) => String(l.event).endsWith('failed')).map((l) => l.event),
+    ['snapshot.save-failed', 'report.failed', 'hook.failed'],
+  );
+  assert.is(s.cap.events('run.finished').length, 1);
+  s.advance(11 * MIN);
+  const applied = await run(deps, s.req());
+  assert.equal(applied.deleted, ['a'], 'a hook that throws does not undo or fail the deletion');
+  assert.equal(applied.failed, []);
+  assert.ok(s.cap.events('hook.failed').some((e) => e.call === 'hooks.deleted'));
+  assert.is(s.cap.events('run.finished').length, 2);
+});
+
+test('run() owns every outcome: anything a phase did not expect is a failed run with run.finished, exit 1, the lock released', async ({
+  dir,
+}) => {
+  const w = world(['a']);
+  const s = setup(dir, w);
+  const fn = {
+    ...s.deps.fn,
+    batchOf: () => {
+      throw new Error('a bug in batchOf');
+    },
+  };
+  await run(s.deps, s.req());
+  s.advance(11 * MIN);
+  const r = await run({ ...s.deps, fn }, s.req());
+  assert.is(r.outcome, 'failed');
+  assert.is(r.exitCode, EXIT.error);
+  assert.match(String(r.error), /a bug in batchOf/);
+  const fin = s.cap.events('run.finished');
+  assert.is(fin.at(-1)?.exitCode, EXIT.error);
+  const again = await run(s.deps, s.req());
+  assert.is(again.outcome, 'ok', 'the lock was released');
+});
+
 test.run();

@@ -1,0 +1,52 @@
+/**
+ * What a run hands back and tells: its result, the hooks told of its outcomes, and the sink
+ * of its diff log. Metrics, notifications and the entry points import these, never run().
+ */
+import type { DiffEvent, DiffSummary, Target } from '../engine/types.ts';
+import type { ExitCode } from './errors.ts';
+
+export type RunOutcome = 'ok' | 'aborted' | 'refused' | 'locked' | 'failed' | 'approval';
+
+export type RunResult = Readonly<{
+  function: string;
+  runId: string;
+  snapshotId?: string;
+  outcome: RunOutcome;
+  exitCode: ExitCode;
+  dryRun: boolean;
+  summary?: DiffSummary;
+  confirmed: readonly string[];
+  deleted: readonly string[];
+  /** How many of `deleted` were of each target kind. */
+  deletedByKind: Readonly<Record<string, number>>;
+  skipped: readonly string[];
+  failed: readonly string[];
+  /** The run-level events of the decision (evidence accepted, run refused or aborted), for commands that report them. */
+  notices: readonly DiffEvent[];
+  /** Side outputs that failed (a snapshot file, a report, a state save after deleting, a hook): logged, counted here. */
+  sideFailures: number;
+  error?: string;
+  durationMs: number;
+}>;
+
+/** What a phase that ends the run says; `run()` adds the rest. */
+export type Finish = Pick<RunResult, 'outcome' | 'exitCode'> &
+  Partial<Omit<RunResult, 'durationMs' | 'function' | 'runId' | 'dryRun' | 'sideFailures'>>;
+
+export type RunHooks = Readonly<{
+  deleted?: (target: Target, detail: string | undefined) => Promise<void> | void;
+  finished?: (result: RunResult) => Promise<void> | void;
+  /** A run's notification could not be delivered (counted in metrics). */
+  notifyFailed?: (fn: string) => void;
+}>;
+
+/**
+ * The diff log is the audit trail of what a run deleted. `lost()` says why it is gone (a
+ * closed pipe), `signal` aborts when it goes, and `warn` reaches the operator another way
+ * (stderr): a run whose log is gone does not start deleting, and one that is deleting stops.
+ */
+export type LogSink = Readonly<{
+  lost: () => string | undefined;
+  signal: AbortSignal;
+  warn: (message: string) => void;
+}>;
