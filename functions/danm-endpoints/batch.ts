@@ -29,7 +29,7 @@ import {
   type Typed,
 } from '../../shared/contract/index.ts';
 import { ConflictError } from '../../shared/kube/errors.ts';
-import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
+import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { PODS } from '../../shared/kube/resources.ts';
 import { parseAddress } from '../../shared/net/ip.ts';
 import { Bitmap } from './bitmap.ts';
@@ -170,7 +170,7 @@ function newlySet(before: Bitmap, now: Bitmap): boolean {
  */
 export async function removeOnNetwork(
   reader: KubeReader,
-  kube: KubeClient,
+  kube: KubeReadWriter,
   targets: readonly Typed<NetData>[],
   ctx: Ctx,
 ): Promise<BatchItemResult[]> {
@@ -402,7 +402,7 @@ function note(m: Map<string, string[]>, key: string, text: string): void {
   else m.set(key, [text]);
 }
 
-export const networkBatch: BatchSpec<NetData, KubeReader, KubeClient, Settings> = {
+export const networkBatch: BatchSpec<NetData, KubeReader, KubeReadWriter, Settings> = {
   key: networkOf,
   remove: removeOnNetwork,
 };

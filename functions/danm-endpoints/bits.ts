@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { KindSpec } from '../../shared/contract/index.ts';
-import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
+import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { networkBatch, networkEvent, removeOnNetwork } from './batch.ts';
 import { networkType, type Settings } from './endpoint.ts';
 import { poolOf, readNetwork } from './evidence.ts';
@@ -25,7 +25,7 @@ export const bitData = z.object({
 });
 export type BitData = z.output<typeof bitData>;
 
-export const bitKind: KindSpec<BitData, KubeReader, KubeClient, Settings> = {
+export const bitKind: KindSpec<BitData, KubeReader, KubeReadWriter, Settings> = {
   data: bitData,
   unused:
     "the address is set in the network's bitmap, no DanmEp holds it, and no pod is being set up on the network",

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { KindSpec } from '../../shared/contract/index.ts';
-import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
+import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { PODS } from '../../shared/kube/resources.ts';
 import { networkBatch, networkEvent, removeOnNetwork } from './batch.ts';
 import { danmResources } from './model.ts';
@@ -33,7 +33,7 @@ export const epData = z.object({
 });
 export type EpData = z.output<typeof epData>;
 
-export const endpointKind: KindSpec<EpData, KubeReader, KubeClient, Settings> = {
+export const endpointKind: KindSpec<EpData, KubeReader, KubeReadWriter, Settings> = {
   data: epData,
   unused: 'the Pod it was created for (by UID) is gone',
   removal:

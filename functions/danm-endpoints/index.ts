@@ -12,7 +12,7 @@ import {
   type ObserveContext,
   pageSizeSetting,
 } from '../../shared/contract/index.ts';
-import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
+import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { PODS } from '../../shared/kube/resources.ts';
 import { formatAddress } from '../../shared/net/ip.ts';
 import { type BitData, bitKind } from './bits.ts';
@@ -196,7 +196,7 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
   }
 }
 
-export const danmEndpoints = defineFunction<typeof danmEndpointsSettings, KubeReader, KubeClient, Kinds>({
+export const danmEndpoints = defineFunction<typeof danmEndpointsSettings, KubeReader, KubeReadWriter, Kinds>({
   name: NAME,
   description:
     'DanmEps whose Pod (by UID) is gone, the IPs they held, and leaked bits in DANM network bitmaps',

@@ -26,7 +26,7 @@ import {
   type RunContext,
   type Typed,
 } from '../../shared/contract/index.ts';
-import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
+import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { type KubeObject, SERVICES } from '../../shared/kube/resources.ts';
 import { loadCloudConfig } from '../../shared/openstack/config.ts';
 import { Http } from '../../shared/openstack/http.ts';
@@ -43,7 +43,7 @@ export type LbaasReader = Readonly<{
   kube: KubeReader;
   neutron: NeutronReader & { supports(alias: string, signal?: AbortSignal): Promise<boolean> };
 }>;
-export type LbaasWriter = Readonly<{ kube: KubeClient; neutron: NeutronClient }>;
+export type LbaasWriter = Readonly<{ kube: KubeReadWriter; neutron: NeutronClient }>;
 
 export const lbaasPortsSettings = z
   .object({

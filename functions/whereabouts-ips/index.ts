@@ -12,7 +12,7 @@ import {
   type ObserveContext,
   pageSizeSetting,
 } from '../../shared/contract/index.ts';
-import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
+import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { PODS } from '../../shared/kube/resources.ts';
 import {
   type AllocData,
@@ -177,7 +177,12 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
   }
 }
 
-export const whereaboutsIps = defineFunction<typeof whereaboutsIpsSettings, KubeReader, KubeClient, Kinds>({
+export const whereaboutsIps = defineFunction<
+  typeof whereaboutsIpsSettings,
+  KubeReader,
+  KubeReadWriter,
+  Kinds
+>({
   name: NAME,
   description:
     'whereabouts IPPool allocations and OverlappingRangeIPReservations whose pod is gone or no longer has the address',

@@ -16,7 +16,7 @@ import {
   type Typed,
 } from '../../shared/contract/index.ts';
 import { ConflictError, KubeApiError } from '../../shared/kube/errors.ts';
-import type { KubeClient, KubeReader } from '../../shared/kube/ports.ts';
+import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
 import { GROUP, IPPOOLS, networkStatusIps, RESERVATIONS } from './model.ts';
 
@@ -163,7 +163,7 @@ async function freshPods(
  */
 async function removeAllocations(
   reader: KubeReader,
-  kube: KubeClient,
+  kube: KubeReadWriter,
   targets: readonly Typed<AllocData>[],
   ctx: Ctx,
 ): Promise<BatchItemResult[]> {
@@ -256,12 +256,12 @@ async function removeAllocations(
   return results.all('the pool kept changing');
 }
 
-const allocBatch: BatchSpec<AllocData, KubeReader, KubeClient, Settings> = {
+const allocBatch: BatchSpec<AllocData, KubeReader, KubeReadWriter, Settings> = {
   key: (d) => d.poolUid,
   remove: removeAllocations,
 };
 
-export const allocationKind: KindSpec<AllocData, KubeReader, KubeClient, Settings> = {
+export const allocationKind: KindSpec<AllocData, KubeReader, KubeReadWriter, Settings> = {
   data: allocData,
   unused: 'no pod of its podref (namespace/name) exists',
   removal:
@@ -296,7 +296,7 @@ export const allocationKind: KindSpec<AllocData, KubeReader, KubeClient, Setting
   batch: allocBatch,
 };
 
-export const reservationKind: KindSpec<ResvData, KubeReader, KubeClient, Settings> = {
+export const reservationKind: KindSpec<ResvData, KubeReader, KubeReadWriter, Settings> = {
   data: resvData,
   unused: 'no pod of its podref (namespace/name) exists',
   removal: 'DELETE the OverlappingRangeIPReservation (preconditions: uid, resourceVersion)',

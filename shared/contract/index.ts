@@ -12,7 +12,7 @@ import type { z } from 'zod';
 import type { Indeterminate, Policy, Snapshot, SourceMeta, Target } from '../engine/types.ts';
 import { ConfigError } from '../errors.ts';
 import type { InvolvedObject } from '../kube/events.ts';
-import type { KubeClient } from '../kube/ports.ts';
+import type { KubeReadWriter } from '../kube/ports.ts';
 import type { FreshEvidence } from './fresh.ts';
 
 export { ConfigError, ListIncompleteError, NotInstalledError, TwopassError } from '../errors.ts';
@@ -114,7 +114,7 @@ export type FunctionDefaults = Policy &
 
 /** What a function may use to build its ports (the entry point's environment, never read below). */
 export type ConnectContext<S = Readonly<Record<string, unknown>>> = Readonly<{
-  kube: KubeClient;
+  kube: KubeReadWriter;
   settings: S;
   env: Readonly<Record<string, string | undefined>>;
   time: Time;

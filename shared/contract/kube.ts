@@ -1,5 +1,5 @@
 /** Removal helpers every Kubernetes-backed kind shares. */
-import type { KubeClient } from '../kube/ports.ts';
+import type { KubeReadWriter } from '../kube/ports.ts';
 import type { ResourceRef } from '../kube/resources.ts';
 import type { RemoveResult } from './index.ts';
 
@@ -12,7 +12,7 @@ export type Observed = Readonly<{ namespace?: string | undefined; name: string; 
  * changed (409).
  */
 export async function deleteAsObserved(
-  kube: KubeClient,
+  kube: KubeReadWriter,
   ref: ResourceRef,
   o: Observed,
   what: string,

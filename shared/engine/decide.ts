@@ -10,7 +10,6 @@ import {
   type DeleteAction,
   type DiffEvent,
   type EvidenceDrop,
-  evidenceCount,
   isComplete,
   type LastSnapshot,
   type Policy,
@@ -318,23 +317,6 @@ export function deletionGuard(confirmed: number, targets: number, policy: Policy
   return reasons.length > 0 ? reasons.join('; ') : undefined;
 }
 
-/** Law 7: the blast-radius guard (without acceptance). Returns the reason for refusing, or undefined. */
-export function guard(
-  before: LastSnapshot | undefined,
-  now: LastSnapshot,
-  confirmed: number,
-  targets: number,
-  policy: Policy,
-): string | undefined {
-  const reasons = evidenceDrops(before, now, policy).map(
-    (d) =>
-      `evidence ${d.name} shrank from ${d.was} to ${d.now} (${d.percent.toFixed(1)}% > maxEvidenceDropPercent ${policy.maxEvidenceDropPercent}%)`,
-  );
-  const del = deletionGuard(confirmed, targets, policy);
-  if (del !== undefined) reasons.push(del);
-  return reasons.length > 0 ? reasons.join('; ') : undefined;
-}
-
 function firstObservation(t: Target, now: number): Candidate {
   return {
     kind: t.kind,
@@ -348,20 +330,16 @@ function firstObservation(t: Target, now: number): Candidate {
 
 export function summarize(snapshot: Snapshot): LastSnapshot {
   const counts: Record<string, number> = {};
-  const listVersions: Record<string, string> = {};
   const evidence: Record<string, true> = {};
   for (const s of snapshot.sources) {
     counts[s.name] = s.count;
     // Only pure evidence is guarded: a source that also lists targets shrinks when twopass works.
     if (s.role === 'evidence') evidence[s.name] = true;
-    if (s.listVersion !== undefined) listVersions[s.name] = s.listVersion;
   }
   return {
     id: snapshot.id,
     takenAt: snapshot.takenAt,
     counts,
-    listVersions,
     evidence,
-    evidenceCount: evidenceCount(snapshot),
   };
 }

@@ -62,10 +62,8 @@ export type LastSnapshot = Readonly<{
   id: string;
   takenAt: number;
   counts: Readonly<Record<string, number>>;
-  listVersions: Readonly<Record<string, string>>;
   /** Names of the sources that are evidence (their counts are guarded against sharp drops). */
   evidence?: Readonly<Record<string, true>>;
-  evidenceCount: number;
 }>;
 
 export const STATE_SCHEMA_VERSION = 1;
@@ -169,10 +167,4 @@ export function emptyState(fn: string): State {
 
 export function isComplete(snapshot: Snapshot): boolean {
   return snapshot.sources.length > 0 && snapshot.sources.every((s) => s.complete);
-}
-
-export function evidenceCount(snapshot: Snapshot): number {
-  let n = 0;
-  for (const s of snapshot.sources) if (s.role === 'evidence') n += s.count;
-  return n;
 }

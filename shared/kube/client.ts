@@ -453,8 +453,26 @@ export class KubeHttpClient implements KubeClient {
     namespace: string | undefined,
     name: string,
     signal?: AbortSignal,
+    options?: Readonly<{ gracePeriodSeconds?: number }>,
   ): Promise<DeleteOutcome> {
-    return this.doDelete(ref, namespace, name, undefined, signal);
+    const body =
+      options?.gracePeriodSeconds !== undefined
+        ? { kind: 'DeleteOptions', apiVersion: 'v1', gracePeriodSeconds: options.gracePeriodSeconds }
+        : undefined;
+    return this.doDelete(ref, namespace, name, body, signal);
+  }
+
+  async replaceStatus(ref: ResourceRef, obj: KubeObject, signal?: AbortSignal): Promise<KubeObject> {
+    const { name, namespace } = obj.metadata;
+    const what = `update status of ${describe(ref, namespace, name)}`;
+    const body = await this.call<unknown>({
+      method: 'PUT',
+      path: `${objectPath(ref, namespace, name)}/status`,
+      body: obj,
+      signal,
+      what,
+    });
+    return written(what, body, ref, namespace, name);
   }
 
   private async doDelete(

@@ -55,6 +55,11 @@ export interface KubeReader {
   serves(group: string, version: string, plural: string, signal?: AbortSignal): Promise<boolean>;
 }
 
+/**
+ * What a function may write: every delete carries preconditions {uid, resourceVersion}, so
+ * an object re-created or changed since it was judged is never deleted (law 6). The plain
+ * DELETE is not here: only the tool's own objects (state shards) and the sandbox use it.
+ */
 export interface KubeWriter {
   create(ref: ResourceRef, obj: NewObject, signal?: AbortSignal): Promise<KubeObject>;
   /** PUT with metadata.resourceVersion: a stale version throws ConflictError. */
@@ -81,13 +86,23 @@ export interface KubeWriter {
     pre: Preconditions,
     signal?: AbortSignal,
   ): Promise<DeleteOutcome>;
-  /** Plain DELETE (used for cleanup of the tool's own objects). */
+}
+
+/** Writes that are not a function's: the tool's own objects (state shards), and the sandbox's seeding. */
+export interface KubeOwnWriter {
+  /** Plain DELETE, optionally with a grace period (0: force, as an operator does after a node is lost). */
   delete(
     ref: ResourceRef,
     namespace: string | undefined,
     name: string,
     signal?: AbortSignal,
+    options?: Readonly<{ gracePeriodSeconds?: number }>,
   ): Promise<DeleteOutcome>;
+  /** PUT of the status subresource (a controller's write, for the sandbox and tests). */
+  replaceStatus(ref: ResourceRef, obj: KubeObject, signal?: AbortSignal): Promise<KubeObject>;
 }
 
-export type KubeClient = KubeReader & KubeWriter;
+/** A function's writer: it reads back what it wrote, and every delete it can make is preconditioned. */
+export type KubeReadWriter = KubeReader & KubeWriter;
+
+export type KubeClient = KubeReader & KubeWriter & KubeOwnWriter;

@@ -22,7 +22,7 @@ import {
   type RunContext,
 } from '../contract/index.ts';
 import { parseDuration } from '../engine/duration.ts';
-import type { KubeClient, KubeReader } from '../kube/ports.ts';
+import type { KubeReader, KubeReadWriter } from '../kube/ports.ts';
 import { apiVersionOf, type KubeObject } from '../kube/resources.ts';
 import { toCel } from './cel.ts';
 import type { EvidenceSpec, ListSpec, Rule } from './rule.ts';
@@ -347,7 +347,7 @@ export function ruleFunction(rule: Rule): AnyFunction {
       });
   }
 
-  const kind: KindSpec<ObjectData, KubeReader, KubeClient, Settings> = {
+  const kind: KindSpec<ObjectData, KubeReader, KubeReadWriter, Settings> = {
     data: objectData,
     note: `decided by rule ${rule.name} (${rule.source}): in use when ${rule.inUse.source.trim()}`,
     unused: rule.unused,
@@ -395,7 +395,7 @@ export function ruleFunction(rule: Rule): AnyFunction {
     },
   };
 
-  return defineFunction<typeof ruleSettings, KubeReader, KubeClient, Kinds>({
+  return defineFunction<typeof ruleSettings, KubeReader, KubeReadWriter, Kinds>({
     name: rule.name,
     description: rule.description,
     settings: ruleSettings,

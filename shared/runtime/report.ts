@@ -40,7 +40,6 @@ export const reportSchema = z.object({
 });
 
 export type Report = z.infer<typeof reportSchema>;
-export type ReportEntry = z.infer<typeof entrySchema>;
 
 export function buildReport(
   fn: Pick<TwopassFunction<unknown, unknown>, 'name' | 'kindReport'>,

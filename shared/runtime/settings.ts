@@ -14,7 +14,6 @@ export function validateSettings(
   settings: Readonly<Record<string, unknown>>,
   where: string,
 ): Readonly<Record<string, unknown>> {
-  if (!fn.settingsSchema) return settings;
   const r = fn.settingsSchema.safeParse(settings);
   if (r.success) return Object.freeze(r.data as Record<string, unknown>);
   throw new ConfigError(

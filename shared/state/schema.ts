@@ -20,9 +20,7 @@ const stateSchema = z.object({
       id: z.string(),
       takenAt: z.number().finite(),
       counts: z.record(z.string(), z.number()),
-      listVersions: z.record(z.string(), z.string()),
       evidence: z.record(z.string(), z.literal(true)).optional(),
-      evidenceCount: z.number(),
     })
     .optional(),
   /** The lower evidence counts held since `firstSeenAt` (the automatic acceptance's window). */

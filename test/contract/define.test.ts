@@ -7,6 +7,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { z } from 'zod';
 import { defineFunction, MINUTE } from '../../shared/contract/index.ts';
+import type { KubeReadWriter } from '../../shared/kube/ports.ts';
 import { memFunction, world } from '../helpers/memfn.ts';
 
 const ctx = { now: 0, signal: new AbortController().signal, settings: {}, note: () => {} };
@@ -80,3 +81,13 @@ test('a target whose data does not fit its kind is never dispatched: re-check re
 });
 
 test.run();
+
+// A function's writer cannot make a delete without preconditions: the plain DELETE is not on
+// its type (typecheck fails here if it ever is).
+{
+  const writer = {} as KubeReadWriter;
+  // @ts-expect-error a function's writer has no plain delete
+  void (() => writer.delete);
+  // @ts-expect-error nor the status subresource's write
+  void (() => writer.replaceStatus);
+}

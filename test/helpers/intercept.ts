@@ -52,7 +52,12 @@ export function intercept(inner: KubeClient, around: Around): KubeClient {
       around(at('patch', ref, ns, name), () => inner.mergePatch(ref, ns, name, p, s)),
     deleteWithPreconditions: (ref, ns, name, pre, s) =>
       around(at('delete', ref, ns, name), () => inner.deleteWithPreconditions(ref, ns, name, pre, s)),
-    delete: (ref, ns, name, s) => around(at('delete', ref, ns, name), () => inner.delete(ref, ns, name, s)),
+    delete: (ref, ns, name, s, o) =>
+      around(at('delete', ref, ns, name), () => inner.delete(ref, ns, name, s, o)),
+    replaceStatus: (ref, obj, s) =>
+      around({ verb: 'replace', resource: `${ref.plural}/status`, ...named(obj) }, () =>
+        inner.replaceStatus(ref, obj, s),
+      ),
   };
 }
 

@@ -106,6 +106,11 @@ export class SimKube implements port.KubeClient {
     return after;
   }
 
+  /** The simulator has no status subresource: a status write is a replace. */
+  replaceStatus(ref: ResourceRef, obj: KubeObject): Promise<KubeObject> {
+    return this.replace(ref, obj);
+  }
+
   async jsonPatch(
     ref: ResourceRef,
     ns: string | undefined,

@@ -160,13 +160,7 @@ export async function leakedEndpoint(
 
 /** Force-deletes a pod (grace 0), as an operator does after a node is lost. */
 export async function forceDeletePod(kube: KubeClient, ns: string, name: string): Promise<void> {
-  const c = kube as unknown as { call: (c: unknown) => Promise<unknown> };
-  await c.call({
-    method: 'DELETE',
-    path: `/api/v1/namespaces/${ns}/pods/${name}`,
-    body: { gracePeriodSeconds: 0 },
-    what: `force delete pod ${ns}/${name}`,
-  });
+  await kube.delete(PODS, ns, name, undefined, { gracePeriodSeconds: 0 });
 }
 
 export type SeedWorld = {

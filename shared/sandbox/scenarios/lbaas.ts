@@ -64,11 +64,5 @@ export async function createService(
 /** Writes status.loadBalancer.ingress through the status subresource, as the controller does. */
 export async function setIngress(kube: KubeClient, ns: string, name: string, ip: string): Promise<void> {
   const svc = (await kube.get(SERVICES, ns, name))!;
-  const c = kube as unknown as { call: (c: unknown) => Promise<unknown> };
-  await c.call({
-    method: 'PUT',
-    path: `/api/v1/namespaces/${ns}/services/${name}/status`,
-    body: { ...svc, status: { loadBalancer: { ingress: [{ ip }] } } },
-    what: `update status of Service ${ns}/${name}`,
-  });
+  await kube.replaceStatus(SERVICES, { ...svc, status: { loadBalancer: { ingress: [{ ip }] } } });
 }

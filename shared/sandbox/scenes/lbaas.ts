@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import { lbaasPorts } from '../../../functions/lbaas-ports/index.ts';
 import { resolveConfig } from '../../config.ts';
 import { MINUTE as MIN } from '../../contract/index.ts';
-import type { KubeClient } from '../../kube/ports.ts';
 import { SERVICES } from '../../kube/resources.ts';
 import type { RunResult } from '../../runtime/run.ts';
 import { FakeOpenStack } from '../openstack/server.ts';
