@@ -11,7 +11,7 @@ import type { Io } from './cli/io.ts';
 import { envOverrides, loadConfigFile, type Overrides, resolveConfig } from './config.ts';
 import type { OutputMode } from './log/logger.ts';
 import { EXIT } from './runtime/errors.ts';
-import { systemTime } from './time.ts';
+import { systemTime, timeFromEnv } from './time.ts';
 
 const OPTIONS = {
   help: { type: 'boolean', short: 'h' },
@@ -226,7 +226,16 @@ export async function main(
 export async function cli(): Promise<void> {
   tolerateClosedPipe(process.stdout);
   tolerateClosedPipe(process.stderr);
+  let time: Io['time'];
+  try {
+    time = timeFromEnv(process.env);
+  } catch (err) {
+    process.stderr.write(`twopass: ${(err as Error).message}\n`);
+    process.exitCode = EXIT.config;
+    return;
+  }
   process.exitCode = await main(process.argv.slice(2), {
+    time,
     out: process.stdout,
     err: process.stderr,
     env: process.env,

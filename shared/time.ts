@@ -40,3 +40,24 @@ export function instantTime(now: () => number): Time {
     timeout: () => new AbortController().signal,
   };
 }
+
+/**
+ * The system clock, started at `startMs` instead of now (it then advances in real time):
+ * `TWOPASS_CLOCK_START` (epoch ms), read only by the command's entry point. Tests of whole
+ * processes use it to place each run on one timeline (a Lease left by a killed run, then a
+ * run past its expiry) without waiting for the real clock.
+ */
+export function shiftedTime(startMs: number): Time {
+  const offset = startMs - Date.now();
+  return { ...systemTime, now: () => Date.now() + offset };
+}
+
+/** `shiftedTime` from the environment, when `TWOPASS_CLOCK_START` is set; else the system clock. */
+export function timeFromEnv(env: Readonly<Record<string, string | undefined>>): Time {
+  const start = env.TWOPASS_CLOCK_START;
+  if (start === undefined || start === '') return systemTime;
+  const ms = Number(start);
+  if (!Number.isFinite(ms) || ms <= 0)
+    throw new Error(`TWOPASS_CLOCK_START: expected epoch milliseconds, got \`${start}\``);
+  return shiftedTime(ms);
+}

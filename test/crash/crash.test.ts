@@ -18,8 +18,8 @@ import { bits, ORPHANS, present, SETTLED, STATE_NS, world } from './world.ts';
 const killWhen = (method: string, path: string) => method === 'GET' && path.includes('/danmnets');
 
 /** The CLI as a child process; stdout and stderr together (the assertions read both). */
-const runCli = async (args: string[], onSpawn?: (c: ChildProcess) => void) => {
-  const r = await spawnCli(args, onSpawn);
+const runCli = async (args: string[], onSpawn?: (c: ChildProcess) => void, clockStart?: number) => {
+  const r = await spawnCli(args, onSpawn, clockStart ? { TWOPASS_CLOCK_START: String(clockStart) } : {});
   return { code: r.code, signal: r.signal, out: r.out + r.err };
 };
 
@@ -30,8 +30,8 @@ function cliArgs(t: KubeTarget, config: string): string[] {
   return ['run', 'danm-endpoints', ...files, '--apply'];
 }
 
-// Real processes keep real time: the grace and the Lease are short, and the test waits them out.
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+// Each process runs on one timeline through TWOPASS_CLOCK_START: no test waits for the real clock.
+const MIN = 60_000;
 
 test('SIGKILL while holding the Lease: later runs delete nothing in use and reclaim every orphan', async () => {
   const w = await world();
@@ -39,34 +39,46 @@ test('SIGKILL while holding the Lease: later runs delete nothing in use and recl
     const fake = w.t.fake!;
     const args = cliArgs(
       w.t,
-      `leaseDuration: 2s\nallowShortGrace: true\nfunctions:\n  danm-endpoints:\n    grace: 1s\n    minAge: 0s\n    kindGrace: { DanmBit: 1s }\n    maxDeletionPercent: 100\n    settings: { namespaces: [${w.ns}] }\n`,
+      `leaseDuration: 60s\nfunctions:\n  danm-endpoints:\n    grace: 1m\n    minAge: 1m\n    kindGrace: { DanmBit: 1m }\n    maxDeletionPercent: 100\n    settings: { namespaces: [${w.ns}] }\n`,
     );
+    const t0 = Date.now();
     const mark = fake.requests.length;
-    const first = await runCli(args);
+    const first = await runCli(args, undefined, t0);
     assert.is(first.code, 0, first.out.slice(-500));
-    await sleep(1100);
     let killed = false;
-    const crashed = await runCli(args, (c) => {
-      fake.onRequest = (m, p) => {
-        if (!killed && killWhen(m, p)) {
-          killed = true;
-          c.kill('SIGKILL');
-        }
-      };
-    });
+    const crashed = await runCli(
+      args,
+      (c) => {
+        fake.onRequest = (m, p) => {
+          if (!killed && killWhen(m, p)) {
+            killed = true;
+            c.kill('SIGKILL');
+          }
+        };
+      },
+      t0 + 2 * MIN,
+    );
     fake.onRequest = undefined;
     assert.ok(killed, 'the run reached the network list');
     assert.is(crashed.signal, 'SIGKILL');
-    // the Lease left by the killed run blocks until it expires (2 s of real time: on a loaded
-    // machine it may have expired already; crash-points.test.ts proves the block on its clock)
-    const blocked = await runCli(args);
-    assert.ok(blocked.code === 5 || blocked.code === 0, `exit ${blocked.code}: ${blocked.out.slice(-500)}`);
-    await sleep(2200);
-    for (let i = 0; i < 10 && JSON.stringify(await bits(w)) !== JSON.stringify(SETTLED); i++) {
-      const r = await runCli(args);
+    // 10 s later on the timeline the Lease of the killed run still holds: exit 5, nothing written
+    const writesBefore = fake.requests.filter((r) => r.method !== 'GET').length;
+    const blocked = await runCli(args, undefined, t0 + 2 * MIN + 10_000);
+    assert.is(blocked.code, 5, blocked.out.slice(-500));
+    assert.match(blocked.out, /held by twopass-/);
+    assert.is(
+      fake.requests.filter((r) => r.method !== 'GET').length,
+      writesBefore,
+      'the blocked run wrote nothing',
+    );
+    // past the Lease's expiry, runs a grace apart settle the world
+    let runs = 0;
+    for (let i = 1; i <= 6 && JSON.stringify(await bits(w)) !== JSON.stringify(SETTLED); i++) {
+      const r = await runCli(args, undefined, t0 + 4 * MIN + i * 2 * MIN);
       assert.is(r.code, 0, r.out.slice(-800));
-      await sleep(1100);
+      runs++;
     }
+    assert.ok(runs >= 1 && runs <= 3, `settled within three runs after the Lease expired (took ${runs})`);
     for (const ep of w.live) assert.ok(await present(w, ep), 'a live DanmEp survived');
     for (const ep of w.orphans) assert.not.ok(await present(w, ep), 'every orphan DanmEp reclaimed');
     assert.equal(await bits(w), SETTLED, 'live addresses kept, orphans and the leaked bit freed');
@@ -85,8 +97,17 @@ test('two runs at once: exactly one proceeds, the other exits 5 having observed 
   try {
     const args = cliArgs(w.t, 'leaseDuration: 30s\n');
     // the first run is still observing when the second starts
-    w.t.fake!.faults.add({ method: 'GET', path: '/api/v1/pods', delayMs: 1500, times: 1 });
-    const [a, b] = await Promise.all([runCli(args), sleep(300).then(() => runCli(args))]);
+    w.t.fake!.faults.add({ method: 'GET', path: '/api/v1/pods', delayMs: 5000, times: 1 });
+    // the second starts once the first has taken the Lease (its first list is held back)
+    let second: Promise<Awaited<ReturnType<typeof runCli>>> | undefined;
+    const fake = w.t.fake!;
+    fake.onRequest = (m, p) => {
+      if (!second && m === 'GET' && p.includes('/api/v1/pods')) second = runCli(args);
+    };
+    const a = await runCli(args);
+    fake.onRequest = undefined;
+    assert.ok(second, 'the first run reached its pod list');
+    const b = await second!;
     const codes = [a.code, b.code].sort();
     assert.equal(codes, [0, 5]);
     const loser = a.code === 5 ? a : b;
