@@ -265,7 +265,7 @@ export const allocationKind: KindSpec<AllocData, KubeReader, KubeReadWriter, Set
   data: allocData,
   unused: 'no pod of its podref (namespace/name) exists',
   removal:
-    "remove the allocation from the IPPool (a JSON patch that first tests the allocation's container id)",
+    "remove the allocation from the IPPool (one JSON patch a pool, that first tests the pool's resourceVersion read with the evidence: a pool changed since is read again, never patched blind)",
   async recheck(kube, { data: d }, ctx): Promise<RecheckResult> {
     const pool = await freshPool(kube, d, ctx.signal);
     if (!pool) return { ok: false, reason: 'pool is gone' };

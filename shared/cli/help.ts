@@ -82,7 +82,16 @@ overlaps the previous one of the same function) and serves /healthz and /metrics
 SIGTERM/SIGINT: no new runs start, a running run abandons the deletions it has not
 started, and the process exits 0 when it is done.
 ${COMMON}`,
-  functions: `Usage: twopass functions [--config FILE]\n\nLists the functions (built in, and the config's rules), what they delete and their effective defaults.\n${COMMON}`,
+  functions: `Usage: twopass functions [--config FILE] [--grace DURATION] [--output json|table]
+
+Lists the functions (built in, and the config's rules), what they delete, their kinds
+and their effective defaults (--grace shows them as a run with it would use them).
+
+Options:
+  --config FILE            YAML config
+  --grace DURATION         as for run
+  --output json|table      default: table on a terminal, else json
+  -h, --help               this help`,
   rules: `Usage: twopass rules <subcommand> FILE [options]
 
 A rule file defines a function in CEL (see README, "Write your own rule"). Every
