@@ -1,15 +1,13 @@
 /** `twopass explain`: what the engine decides for one target now, next to the stored state. */
 
-import { type Config, describePolicy, functionConfig } from '../config.ts';
-import { decide } from '../engine/decide.ts';
+import { type Config, describePolicy } from '../config.ts';
 import { formatDuration } from '../engine/duration.ts';
-import type { Candidate, Snapshot, Target } from '../engine/types.ts';
+import type { Candidate, Target } from '../engine/types.ts';
 import { ConfigError } from '../errors.ts';
-import { createLogger, type OutputMode } from '../log/logger.ts';
+import type { OutputMode } from '../log/logger.ts';
 import { findFunction } from '../rules/registry.ts';
 import { EXIT } from '../runtime/errors.ts';
-import { validateSettings } from '../runtime/settings.ts';
-import { connectKube, connectPorts, stateFor } from '../runtime/wire.ts';
+import { observeAndDecide } from '../runtime/wire.ts';
 import type { Io } from './io.ts';
 
 type Match = {
@@ -35,20 +33,16 @@ export async function explainCommand(
     );
   const fn = findFunction(name, cfg);
   if (!fn) throw new ConfigError(`unknown function \`${name}\``);
-  const fc = functionConfig(cfg, name, fn.defaults);
-  const settings = validateSettings(fn, { pageSize: cfg.pageSize, ...fc.settings }, `config ${cfg.source}`);
-  const kube = await connectKube(cfg, { time: io.time, log: createLogger({ output: 'json' }) });
-  try {
-    const { store } = stateFor(cfg, kube, io.time);
-    const { state } = await store.load(name);
-    const now = io.time.now();
-    const ports = await connectPorts(fn, kube, cfg, settings, io.env, io.time);
-    const obs = await fn
-      .observe(ports.reader, { now, signal: io.time.timeout(cfg.deadlineMs), settings, note: () => {} })
-      .finally(() => ports.close());
-    const snapshot: Snapshot = { id: 'explain', function: name, takenAt: now, ...obs };
-    const d = decide(state, snapshot, fc.policy, now);
-    // A key, or a name: the old and the new DanmEp of a re-created pod share their name.
+  const {
+    state,
+    snapshot,
+    decision: d,
+    policy,
+  } = await observeAndDecide(fn, cfg, {
+    time: io.time,
+    processEnv: io.env,
+  });
+  {
     // A name matches whole or by its leading words: `ns/pod`, `ns/pod eth0` (or `pod` alone)
     // find every DanmEp of the pod, whatever address and pod UID follow.
     const keys = new Set<string>();
@@ -89,7 +83,7 @@ export async function explainCommand(
             .join('; ')}`;
     if (output === 'json') {
       io.out.write(
-        `${JSON.stringify({ function: name, query, matches, ...(refused ? { run: refused } : {}), policy: fc.policy })}\n`,
+        `${JSON.stringify({ function: name, query, matches, ...(refused ? { run: refused } : {}), policy })}\n`,
       );
       return EXIT.ok;
     }
@@ -114,9 +108,7 @@ export async function explainCommand(
       for (const s of m.now) io.out.write(`  now: ${s}\n`);
     }
     if (refused) io.out.write(`  ${refused}\n`);
-    io.out.write(`  policy: ${describePolicy(fc.policy)}\n`);
+    io.out.write(`  policy: ${describePolicy(policy)}\n`);
     return EXIT.ok;
-  } finally {
-    await kube.close();
   }
 }

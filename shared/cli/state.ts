@@ -1,5 +1,6 @@
 /** `twopass state show|reset|accept-evidence`. */
 
+import { Writable } from 'node:stream';
 import type { Config } from '../config.ts';
 import type { AnyFunction } from '../contract/index.ts';
 import { formatDuration } from '../engine/duration.ts';
@@ -101,28 +102,18 @@ async function acceptEvidenceCommand(
   output: OutputMode,
   io: Io,
 ): Promise<number> {
-  const lines: Record<string, unknown>[] = [];
-  const log = createLogger({
-    output: 'json',
-    stream: {
-      write: (chunk: string) => {
-        for (const l of chunk.split('\n')) if (l.trim()) lines.push(JSON.parse(l) as Record<string, unknown>);
-      },
-    } as never,
-    clock: io.time.now,
-  });
+  // The run's own diff log is not this command's output: its result says what happened.
+  const quiet = createLogger({ output: 'json', stream: new Writable({ write: (_c, _e, cb) => cb() }) });
   const r = await runFunction(
     fn,
     { ...cfg, apply: false },
-    { time: io.time, log, processEnv: io.env },
+    { time: io.time, log: quiet, processEnv: io.env },
     { apply: false, record: true, acceptEvidence: true },
   );
-  const accepted = lines.find((l) => l.event === 'evidence.accepted');
-  const taken = lines.find((l) => l.event === 'snapshot.taken');
+  const accepted = r.notices.find((e) => e.event === 'evidence.accepted');
   if (r.exitCode !== EXIT.ok) {
-    const why = String(
-      lines.find((l) => l.event === 'run.refused' || l.event === 'run.aborted')?.reason ?? r.error,
-    );
+    const said = r.notices.find((e) => e.event === 'run.refused' || e.event === 'run.aborted');
+    const why = said && 'reason' in said ? String(said.reason) : (r.error ?? r.outcome);
     if (output === 'json')
       io.out.write(
         `${JSON.stringify({ function: fn.name, accepted: false, exitCode: r.exitCode, reason: why, deleted: 0 })}\n`,
@@ -132,10 +123,11 @@ async function acceptEvidenceCommand(
     );
     return r.exitCode;
   }
-  const counts = (accepted?.counts ?? {}) as Record<string, { was: number; now: number }>;
-  const sources = ((taken?.sources ?? []) as { name: string; role: string; count: number }[]).filter(
-    (x) => x.role === 'evidence',
-  );
+  const counts = (accepted && 'counts' in accepted ? accepted.counts : {}) as Record<
+    string,
+    { was: number; now: number }
+  >;
+  const baseline = r.evidence ?? {};
   if (output === 'json') {
     io.out.write(
       `${JSON.stringify({
@@ -143,7 +135,7 @@ async function acceptEvidenceCommand(
         snapshotId: r.snapshotId,
         accepted: accepted !== undefined,
         counts,
-        baseline: Object.fromEntries(sources.map((x) => [x.name, x.count])),
+        baseline,
         candidatesKept: true,
         deleted: 0,
       })}\n`,
@@ -157,7 +149,11 @@ async function acceptEvidenceCommand(
         )
           .map(([k, c]) => `${k} ${c.was} -> ${c.now}`)
           .join(', ')}. The candidates were kept; nothing was deleted.\n`
-      : `${fn.name}: no evidence drop to accept; the baseline is now snapshot ${r.snapshotId} (${sources.map((x) => `${x.name}=${x.count}`).join(' ')}). Nothing was deleted.\n`,
+      : `${fn.name}: no evidence drop to accept; the baseline is now snapshot ${r.snapshotId} (${Object.entries(
+          baseline,
+        )
+          .map(([k, n]) => `${k}=${n}`)
+          .join(' ')}). Nothing was deleted.\n`,
   );
   return EXIT.ok;
 }

@@ -4,7 +4,7 @@
  */
 import { Writable } from 'node:stream';
 import pino, { type Logger } from 'pino';
-import { HEADER, renderRow } from './table.ts';
+import { HEADER, renderEvent } from './table.ts';
 
 export type OutputMode = 'json' | 'table';
 export type { Logger };
@@ -35,30 +35,37 @@ export type LoggerOptions = Readonly<{
 export function createLogger(opts: LoggerOptions): Logger {
   const out = opts.stream ?? process.stdout;
   const clock = opts.clock ?? Date.now;
+  const options: pino.LoggerOptions = {
+    level: opts.level ?? 'info',
+    base: null,
+    timestamp: () => `,"time":"${new Date(clock()).toISOString()}"`,
+    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+    formatters: { level: (label) => ({ level: label }) },
+  };
+  if (opts.output === 'json') return pino(options, out as pino.DestinationStream);
+  // The table renders each event from its values (the logger's bindings and the call's
+  // object) before any JSON is made; nothing is serialised and parsed back.
   let headed = false;
-  const dest =
-    opts.output === 'table'
-      ? new Writable({
-          write(chunk: Buffer, _enc, cb) {
-            for (const line of chunk.toString().split('\n')) {
-              if (!line) continue;
-              if (!headed) out.write(`${HEADER}\n`);
-              headed = true;
-              const row = renderRow(line);
-              if (row !== undefined) out.write(`${row}\n`);
-            }
-            cb();
-          },
-        })
-      : out;
   return pino(
     {
-      level: opts.level ?? 'info',
-      base: null,
-      timestamp: () => `,"time":"${new Date(clock()).toISOString()}"`,
-      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-      formatters: { level: (label) => ({ level: label }) },
+      ...options,
+      hooks: {
+        logMethod(args) {
+          const [first, msg] = args as unknown as [unknown, unknown];
+          const fields =
+            first !== null && typeof first === 'object' ? (first as Record<string, unknown>) : {};
+          const event = {
+            ...(this.bindings() as Record<string, unknown>),
+            ...fields,
+            ...(typeof first === 'string' ? { msg: first } : typeof msg === 'string' ? { msg } : {}),
+            time: new Date(clock()).toISOString(),
+          };
+          if (!headed) out.write(`${HEADER}\n`);
+          headed = true;
+          out.write(`${renderEvent(event)}\n`);
+        },
+      },
     },
-    dest as pino.DestinationStream,
+    new Writable({ write: (_chunk, _enc, cb) => cb() }),
   );
 }

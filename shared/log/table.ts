@@ -59,13 +59,8 @@ function detail(e: Record<string, unknown>): string {
   }
 }
 
-export function renderRow(line: string): string | undefined {
-  let e: Record<string, unknown>;
-  try {
-    e = JSON.parse(line) as Record<string, unknown>;
-  } catch {
-    return line;
-  }
+/** One event (its structured values) as a row of the table. */
+export function renderEvent(e: Readonly<Record<string, unknown>>): string {
   const time = typeof e.time === 'string' ? e.time.slice(11, 19) : '';
   const event = typeof e.event === 'string' ? e.event : String(e.msg ?? '');
   const kind =

@@ -21,6 +21,8 @@ export type RunResult = Readonly<{
   deletedByKind: Readonly<Record<string, number>>;
   skipped: readonly string[];
   failed: readonly string[];
+  /** The evidence counts of the run's snapshot, by source (absent when no snapshot was taken). */
+  evidence?: Readonly<Record<string, number>>;
   /** The run-level events of the decision (evidence accepted, run refused or aborted), for commands that report them. */
   notices: readonly DiffEvent[];
   /** Side outputs that failed (a snapshot file, a report, a state save after deleting, a hook): logged, counted here. */

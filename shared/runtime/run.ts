@@ -217,7 +217,10 @@ async function phases<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Scope, runI
   const notices = decision.diff.events.filter(
     (e) => e.event === 'evidence.accepted' || e.event === 'run.refused' || e.event === 'run.aborted',
   );
-  const base = { snapshotId, summary: decision.diff.summary, notices };
+  const evidence = Object.fromEntries(
+    snapshot.sources.filter((x) => x.role === 'evidence').map((x) => [x.name, x.count]),
+  );
+  const base = { snapshotId, summary: decision.diff.summary, notices, evidence };
   if (decision.diff.outcome === 'aborted')
     return { ...base, outcome: 'aborted', exitCode: EXIT.incomplete, error: 'snapshot incomplete' };
   const persisted = await persist(deps.store, fn.name, loaded, decision, req.apply || req.record, x);
