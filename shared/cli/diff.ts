@@ -1,6 +1,8 @@
 /** `twopass diff`: two saved snapshots compared. */
+
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { firstIssue } from '../contract/settings.ts';
 import { diffSnapshots } from '../engine/diff.ts';
 import type { Snapshot } from '../engine/types.ts';
 import { ConfigError } from '../errors.ts';
@@ -29,9 +31,8 @@ function load(path: string): Snapshot {
   }
   const r = savedSnapshot.safeParse(raw);
   if (!r.success) {
-    const i = r.error.issues[0]!;
     throw new ConfigError(
-      `${path}: not a saved snapshot (\`twopass run --save-snapshot DIR\` writes them): ${i.path.join('.') || '(root)'}: ${i.message}`,
+      `${path}: not a saved snapshot (\`twopass run --save-snapshot DIR\` writes them): ${firstIssue(r.error)}`,
     );
   }
   return r.data as unknown as Snapshot;

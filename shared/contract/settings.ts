@@ -29,6 +29,17 @@ export function describeIssues(where: string, error: z.ZodError, root: string): 
     .join('\n');
 }
 
+/** The first zod issue, `path: message` (one line for a file that is not what it should be). */
+export function firstIssue(error: z.ZodError, root = '(root)'): string {
+  const i = error.issues[0];
+  return i ? `\`${i.path.join('.') || root}\`: ${i.message}` : 'invalid';
+}
+
+/** Zod issues on one line, `path: message; ...` (`root` names an issue without a path). */
+export function describeIssuesInline(error: z.ZodError, root: string): string {
+  return error.issues.map((i) => `${i.path.join('.') || root}: ${i.message}`).join('; ');
+}
+
 /** A list of namespace names (DNS-1123 labels). */
 export const namespacesSetting = z.array(
   z

@@ -42,7 +42,7 @@ export function createLogger(opts: LoggerOptions): Logger {
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
     formatters: { level: (label) => ({ level: label }) },
   };
-  if (opts.output === 'json') return pino(options, out as pino.DestinationStream);
+  if (opts.output !== 'table') return pino(options, out as pino.DestinationStream);
   // The table renders each event from its values (the logger's bindings and the call's
   // object) before any JSON is made; nothing is serialised and parsed back.
   let headed = false;

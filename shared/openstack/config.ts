@@ -9,6 +9,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { firstIssue } from '../contract/settings.ts';
 import { yamlMessage } from '../errors.ts';
 import { OpenStackConfigError } from './errors.ts';
 
@@ -168,10 +169,7 @@ export function fromCloud(name: string, raw: unknown, source: string): CloudConf
     strip((pre as { auth: Record<string, unknown> }).auth);
   const r = cloudSchema.safeParse(pre);
   if (!r.success) {
-    const i = r.error.issues[0]!;
-    throw new OpenStackConfigError(
-      `${source}: cloud ${name}: \`${i.path.join('.') || '(root)'}\`: ${i.message}`,
-    );
+    throw new OpenStackConfigError(`${source}: cloud ${name}: ${firstIssue(r.error)}`);
   }
   const c = r.data;
   const a = c.auth;

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { envOverrides, type FileConfig, fileSchema, resolveConfig } from '../config.ts';
 import type { AnyFunction } from '../contract/index.ts';
-import { describeIssues, describeValue } from '../contract/settings.ts';
+import { describeIssues, describeValue, firstIssue } from '../contract/settings.ts';
 import { ConfigError } from '../errors.ts';
 import { createLogger } from '../log/logger.ts';
 import { systemTime, type Time } from '../time.ts';
@@ -70,10 +70,7 @@ export function makeHandler(
       throw new ConfigError(`${fn.name} handler: \`apply\` and \`dryRun\` contradict each other`);
     const parsed = fileSchema.safeParse(ev.config ?? {});
     if (!parsed.success) {
-      const i = parsed.error.issues[0];
-      throw new ConfigError(
-        `${fn.name} handler: config \`${i?.path.join('.') || '(root)'}\`: ${i?.message ?? 'invalid'}`,
-      );
+      throw new ConfigError(`${fn.name} handler: config ${firstIssue(parsed.error)}`);
     }
     const env = io.env ?? process.env;
     const time = io.time ?? systemTime;

@@ -5,11 +5,13 @@
  * that are still confirmed now, with the same key and fingerprint, after the usual fresh
  * snapshot, re-check and precondition.
  */
+
 import { readFileSync } from 'node:fs';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { z } from 'zod';
 import type { TwopassFunction } from '../contract/index.ts';
+import { firstIssue } from '../contract/settings.ts';
 import { formatDuration } from '../engine/duration.ts';
 import type { DeleteAction, Snapshot } from '../engine/types.ts';
 import { ConfigError } from '../errors.ts';
@@ -87,9 +89,8 @@ export function loadReport(path: string): Report {
   }
   const r = reportSchema.safeParse(raw);
   if (!r.success) {
-    const i = r.error.issues[0]!;
     throw new ConfigError(
-      `${path}: not a report (\`twopass run <function> --report FILE\` writes them): ${i.path.join('.') || '(root)'}: ${i.message}`,
+      `${path}: not a report (\`twopass run <function> --report FILE\` writes them): ${firstIssue(r.error)}`,
     );
   }
   return r.data;

@@ -59,10 +59,61 @@ export async function startScheduler(
       );
   }
   let stopping = false;
+  const server = await serve(metrics, log, () => stopping, opts);
+  const addr = server.address() as AddressInfo;
+  const url = `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`;
+  const finished = (r: RunResult) => {
+    metrics.record(r);
+    // The last few results, for tests and the stop message; never every run of a process that runs for months.
+    results.push(r);
+    if (results.length > keep) results.splice(0, results.length - keep);
+    counted.runs++;
+  };
+  for (const { fn, fc } of enabled) {
+    const runOnce = async () => {
+      if (stopping) return;
+      const p = runFunction(fn, cfg, { ...env, hooks: { finished } }, { signal: controller.signal }).catch(
+        (err: Error) =>
+          log.error({ event: 'run.aborted', function: fn.name, reason: err.message }, 'run.aborted'),
+      );
+      running.add(p);
+      await p;
+      running.delete(p);
+    };
+    tasks.set(fn.name, scheduleTask(fn.name, fc.schedule, fc.apply, runOnce, log));
+  }
+  return {
+    url,
+    metrics,
+    tasks,
+    results,
+    get runs() {
+      return counted.runs;
+    },
+    stop: async () => {
+      stopping = true;
+      for (const t of tasks.values()) await t.stop();
+      controller.abort(new Error('shutting down: deletions not yet started are abandoned'));
+      await Promise.allSettled([...running]);
+      for (const t of tasks.values()) await t.destroy();
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+      log.info({ event: 'schedule.stopped' }, 'schedule.stopped');
+    },
+  };
+}
+
+/** /healthz (503 once stopping) and /metrics (500 for a scrape whose collector fails), listening on HOST:PORT. */
+async function serve(
+  metrics: RunMetrics,
+  log: Logger,
+  stopping: () => boolean,
+  opts: SchedulerOptions,
+): Promise<Server> {
   const server: Server = createServer(async (req, res) => {
     if (req.url === '/healthz') {
-      res.writeHead(stopping ? 503 : 200, { 'content-type': 'text/plain' });
-      res.end(stopping ? 'stopping\n' : 'ok\n');
+      res.writeHead(stopping() ? 503 : 200, { 'content-type': 'text/plain' });
+      res.end(stopping() ? 'stopping\n' : 'ok\n');
       return;
     }
     if (req.url === '/metrics') {
@@ -97,73 +148,33 @@ export async function startScheduler(
     });
     server.listen(opts.port, opts.host, () => resolve());
   });
-  const addr = server.address() as AddressInfo;
-  const url = `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`;
-  for (const { fn, fc } of enabled) {
-    const task = schedule(
-      fc.schedule,
-      async () => {
-        if (stopping) return;
-        const p = runFunction(
-          fn,
-          cfg,
-          {
-            ...env,
-            hooks: {
-              finished: (r) => {
-                metrics.record(r);
-                // The last few results, for tests and the stop message; never every run of a process that runs for months.
-                results.push(r);
-                if (results.length > keep) results.splice(0, results.length - keep);
-                counted.runs++;
-              },
-            },
-          },
-          { signal: controller.signal },
-        ).catch((err: Error) =>
-          log.error({ event: 'run.aborted', function: fn.name, reason: err.message }, 'run.aborted'),
-        );
-        running.add(p);
-        await p;
-        running.delete(p);
-      },
-      { name: fn.name, noOverlap: true },
-    );
-    task.on('execution:overlap', () =>
-      log.warn(
-        { event: 'run.skipped', function: fn.name, reason: 'the previous run is still busy' },
-        'run.skipped',
-      ),
-    );
-    tasks.set(fn.name, task);
-    log.info(
-      {
-        event: 'schedule.started',
-        function: fn.name,
-        schedule: fc.schedule,
-        apply: fc.apply,
-        next: task.getNextRun()?.toISOString(),
-      },
-      'schedule.started',
-    );
-  }
-  return {
-    url,
-    metrics,
-    tasks,
-    results,
-    get runs() {
-      return counted.runs;
+  return server;
+}
+
+/** One function's cron task: never two runs at once (an overlapping tick is logged and skipped). */
+function scheduleTask(
+  name: string,
+  cron: string,
+  apply: boolean,
+  runOnce: () => Promise<void>,
+  log: Logger,
+): ScheduledTask {
+  const task = schedule(cron, runOnce, { name, noOverlap: true });
+  task.on('execution:overlap', () =>
+    log.warn(
+      { event: 'run.skipped', function: name, reason: 'the previous run is still busy' },
+      'run.skipped',
+    ),
+  );
+  log.info(
+    {
+      event: 'schedule.started',
+      function: name,
+      schedule: cron,
+      apply,
+      next: task.getNextRun()?.toISOString(),
     },
-    stop: async () => {
-      stopping = true;
-      for (const t of tasks.values()) await t.stop();
-      controller.abort(new Error('shutting down: deletions not yet started are abandoned'));
-      await Promise.allSettled([...running]);
-      for (const t of tasks.values()) await t.destroy();
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
-      log.info({ event: 'schedule.stopped' }, 'schedule.stopped');
-    },
-  };
+    'schedule.started',
+  );
+  return task;
 }

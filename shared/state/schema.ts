@@ -1,5 +1,7 @@
 /** Validation of stored state: what comes back from a store is untrusted input. */
+
 import { z } from 'zod';
+import { firstIssue } from '../contract/settings.ts';
 import { STATE_SCHEMA_VERSION, type State } from '../engine/types.ts';
 import { resetCommand, StateCorruptError } from './errors.ts';
 
@@ -54,9 +56,8 @@ export function parseState(raw: unknown, fn: string, where: string, store: strin
   }
   const r = stateSchema.safeParse(raw);
   if (!r.success) {
-    const issue = r.error.issues[0];
     throw new StateCorruptError(
-      `${where}: stored state is not valid (${issue ? `${issue.path.join('.') || '(root)'}: ${issue.message}` : 'unknown'}); nothing will be deleted until it is repaired or reset with \`${resetCommand(fn, store)}\``,
+      `${where}: stored state is not valid (${firstIssue(r.error)}); nothing will be deleted until it is repaired or reset with \`${resetCommand(fn, store)}\``,
     );
   }
   if (r.data.function !== fn) {

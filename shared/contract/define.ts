@@ -1,0 +1,230 @@
+/**
+ * `defineFunction`: a function's declaration (its kinds, each with the schema of its data,
+ * its re-check, removal and read-back; one `observe`) made into what the run loop calls.
+ * Targets are built through the context, so their data is checked when they are built and
+ * once more, per target, when they are dispatched; nothing downstream casts.
+ */
+import type { z } from 'zod';
+import type { Indeterminate, SourceMeta, Target } from '../engine/types.ts';
+import { ConfigError } from '../errors.ts';
+import {
+  type BatchItemResult,
+  type ConnectContext,
+  type FunctionContext,
+  type FunctionSpec,
+  KEEP_MARK,
+  type KindSpec,
+  type Marks,
+  type ObserveContext,
+  type Removed,
+  type RunContext,
+  type TargetInit,
+  type TwopassFunction,
+  type Typed,
+} from './index.ts';
+import { describeIssuesInline } from './settings.ts';
+
+export function keepMarked(marks: readonly Marks[] | undefined): boolean {
+  for (const m of marks ?? []) {
+    const v = m.annotations?.[KEEP_MARK];
+    if (v !== undefined && v !== 'false') return true;
+    if (m.tags?.includes(KEEP_MARK)) return true;
+  }
+  return false;
+}
+
+const issueText = (e: z.ZodError) => describeIssuesInline(e, '(data)');
+
+/** Builds the run loop's view of a function from its declaration. */
+export function defineFunction<S extends z.ZodObject, R, W, K extends Record<string, unknown>>(
+  spec: FunctionSpec<S, R, W, K>,
+): TwopassFunction<R, W> {
+  type Settings = z.output<S>;
+  type AnyKind = KindSpec<unknown, R, W, Settings>;
+  const kinds = spec.kinds as unknown as Readonly<Record<string, AnyKind>>;
+  const kindOf = (name: string): AnyKind | undefined =>
+    Object.hasOwn(kinds, name) ? kinds[name] : undefined;
+
+  // Settings are parsed once per settings object (a run passes one object to every call).
+  const parsedSettings = new WeakMap<object, Settings>();
+  const settingsOf = (raw: Readonly<Record<string, unknown>>): Settings => {
+    let s = parsedSettings.get(raw);
+    if (s !== undefined) return s;
+    const r = spec.settings.safeParse(raw);
+    if (!r.success) throw new ConfigError(`${spec.name}: settings: ${issueText(r.error)}`);
+    s = r.data as Settings;
+    parsedSettings.set(raw, s);
+    return s;
+  };
+  const typedCtx = (ctx: FunctionContext): RunContext<Settings> => ({
+    ...ctx,
+    settings: settingsOf(ctx.settings),
+  });
+
+  /**
+   * The target with its data checked against its kind, or why it cannot be dispatched:
+   * checked once per target object (its batch key, re-check, removal, read-back and Event
+   * all dispatch the same object).
+   */
+  type Dispatched = { kind: AnyKind; target: Typed<unknown> } | { error: string };
+  const dispatched = new WeakMap<Target, Dispatched>();
+  const dispatch = (t: Target): Dispatched => {
+    let d = dispatched.get(t);
+    if (d) return d;
+    const kind = kindOf(t.kind);
+    if (!kind) d = { error: `${spec.name} has no target kind ${t.kind}` };
+    else if (t.data === undefined) d = { error: 'target has no removal data' };
+    else {
+      const r = kind.data.safeParse(t.data);
+      d = r.success
+        ? { kind, target: { ...t, data: r.data } }
+        : { error: `target data does not fit kind ${t.kind}: ${issueText(r.error)}` };
+    }
+    dispatched.set(t, d);
+    return d;
+  };
+
+  const kindGraceMs: Record<string, number> = { ...(spec.defaults.kindGraceMs ?? {}) };
+  const kindNotes: Record<string, string> = {};
+  const kindReport: Record<string, { unused: string; removal: string }> = {};
+  for (const [name, k] of Object.entries(kinds)) {
+    if (k.graceMs !== undefined) kindGraceMs[name] = k.graceMs;
+    if (k.note !== undefined) kindNotes[name] = k.note;
+    kindReport[name] = { unused: k.unused, removal: k.removal };
+  }
+  // Kinds that share a BatchSpec are batched together: the spec's identity is part of the key.
+  const batchIds = new Map<object, number>();
+  for (const k of Object.values(kinds))
+    if (k.batch && !batchIds.has(k.batch)) batchIds.set(k.batch, batchIds.size);
+
+  return {
+    name: spec.name,
+    description: spec.description,
+    defaults: { ...spec.defaults, ...(Object.keys(kindGraceMs).length ? { kindGraceMs } : {}) },
+    kindNotes,
+    kindReport,
+    settingsSchema: spec.settings,
+    ...(spec.maxConcurrency !== undefined ? { maxConcurrency: spec.maxConcurrency } : {}),
+    ...(spec.connect
+      ? { connect: (ctx: ConnectContext) => spec.connect!({ ...ctx, settings: settingsOf(ctx.settings) }) }
+      : {}),
+
+    async observe(reader, raw) {
+      const ctx = typedCtx(raw);
+      const sources: SourceMeta[] = [];
+      const targets: Target[] = [];
+      // A target's data is attached at the end, and only to targets not in use: only those
+      // can be removed (or reported), and at 150,000 targets the data of the rest would be
+      // a third of the snapshot's memory.
+      const data: unknown[] = [];
+      const used: string[] = [];
+      const indeterminate: Indeterminate[] = [];
+      const blockers: string[] = [];
+      const build = (kind: string, init: Omit<TargetInit<unknown>, 'data'>, data: unknown): Target => ({
+        key: init.key,
+        kind,
+        fingerprint: init.fingerprint,
+        name: init.name,
+        keep: keepMarked(init.marks),
+        ...(init.createdAt !== undefined ? { createdAt: init.createdAt } : {}),
+        ...(data !== undefined ? { data } : {}),
+      });
+      const octx: ObserveContext<Settings, K> = {
+        ...ctx,
+        source: (name, role, list) => {
+          if ('notServed' in list) {
+            sources.push({ name, role, count: 0, complete: true, reason: 'not served' });
+            return;
+          }
+          sources.push({
+            name,
+            role,
+            count: list.items.length,
+            ...(list.resourceVersion !== undefined ? { listVersion: list.resourceVersion } : {}),
+            ...(list.pages !== undefined ? { pages: list.pages } : {}),
+            complete: true,
+          });
+        },
+        target: (kindName, init) => {
+          const kind = kindOf(kindName);
+          if (!kind) throw new Error(`${spec.name}: target kind ${kindName} is not declared`);
+          const r = kind.data.safeParse(init.data);
+          // A bug, not bad input: the function built data its own kind does not accept.
+          if (!r.success) throw new Error(`${spec.name}: ${kindName} ${init.key}: ${issueText(r.error)}`);
+          const i = targets.push(build(kindName, init, undefined)) - 1;
+          data[i] = r.data;
+          return {
+            used: () => {
+              used.push(init.key);
+              data[i] = undefined;
+            },
+            indeterminate: (reason) => void indeterminate.push({ key: init.key, reason }),
+          };
+        },
+        unreadable: (kindName, init, reason) => {
+          targets.push(build(kindName, init, undefined));
+          indeterminate.push({ key: init.key, reason });
+        },
+        blocker: (reason) => void blockers.push(reason),
+      };
+      await spec.observe(reader, octx);
+      for (const [i, d] of data.entries()) if (d !== undefined) targets[i] = { ...targets[i]!, data: d };
+      return { sources, targets, used, indeterminate, ...(blockers.length ? { blockers } : {}) };
+    },
+
+    async recheck(reader, t, ctx) {
+      const d = dispatch(t);
+      if ('error' in d) return { ok: false, reason: d.error };
+      return d.kind.recheck(reader, d.target, typedCtx(ctx));
+    },
+    async remove(writer, t, ctx) {
+      const d = dispatch(t);
+      if ('error' in d) return { outcome: 'skipped', reason: d.error };
+      return d.kind.remove(writer, d.target, typedCtx(ctx));
+    },
+    async confirmGone(reader, t, ctx) {
+      const d = dispatch(t);
+      // Data that cannot be dispatched cannot be read back either: not proven gone.
+      if ('error' in d) return false;
+      return d.kind.confirmGone(reader, d.target, typedCtx(ctx));
+    },
+    batchOf(t) {
+      const kind = kindOf(t.kind);
+      if (!kind?.batch) return undefined;
+      const d = dispatch(t);
+      if ('error' in d) return undefined;
+      return `${batchIds.get(kind.batch)}/${kind.batch.key(d.target.data)}`;
+    },
+    async removeBatch(reader, writer, ts, ctx) {
+      const first = kindOf(ts[0]?.kind ?? '');
+      const batch = first?.batch;
+      const typed: Typed<unknown>[] = [];
+      const refused: BatchItemResult[] = [];
+      for (const t of ts) {
+        const d = dispatch(t);
+        if ('error' in d) refused.push({ key: t.key, outcome: 'skipped', reason: d.error });
+        else if (d.kind.batch !== batch)
+          refused.push({
+            key: t.key,
+            outcome: 'skipped',
+            reason: `kind ${t.kind} is not batched with ${ts[0]?.kind}`,
+          });
+        else typed.push(d.target);
+      }
+      if (!batch || typed.length === 0) return refused;
+      return [...(await batch.remove(reader, writer, typed, typedCtx(ctx))), ...refused];
+    },
+    eventFor(removed) {
+      const first = removed[0];
+      if (!first) return undefined;
+      const kind = kindOf(first.target.kind);
+      if (!kind?.event) return undefined;
+      const typed: Removed<unknown>[] = [];
+      for (const r of removed) {
+        const d = dispatch(r.target);
+        if (!('error' in d)) typed.push({ target: d.target, detail: r.detail });
+      }
+      return typed.length ? kind.event(typed) : undefined;
+    },
+  };
+}
