@@ -9,8 +9,7 @@
  * settings parsing and the FaaS handler.
  */
 import type { z } from 'zod';
-import type { Indeterminate, Policy, Snapshot, SourceMeta, Target } from '../engine/types.ts';
-import { ConfigError } from '../errors.ts';
+import type { Policy, Snapshot, SourceMeta, Target } from '../engine/types.ts';
 import type { InvolvedObject } from '../kube/events.ts';
 import type { KubeReadWriter } from '../kube/ports.ts';
 import type { FreshEvidence } from './fresh.ts';
