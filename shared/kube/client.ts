@@ -1,17 +1,8 @@
-/**
- * KubeHttpClient: the Kubernetes adapter. Configuration and credentials come from
- * @kubernetes/client-node's KubeConfig; requests go over one shared keep-alive
- * undici Agent (client-node's generated APIs open a connection per request). client-node
- * is imported only when a kubeconfig is read: its generated API models cost a run about
- * 80 MiB of memory that nothing else uses.
- */
-import { existsSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { delimiter, join } from 'node:path';
-import { fsWhy, ListIncompleteError, yamlMessage } from '../errors.ts';
-import { ConnectionError, HttpTransport, type TlsOptions, type TransportOptions } from '../http/transport.ts';
-import type { Time } from '../time.ts';
+import { ListIncompleteError } from '../errors.ts';
+import { ConnectionError, HttpTransport } from '../http/transport.ts';
+import { answerOf, written } from './answer.ts';
 import { ConflictError, KubeApiError } from './errors.ts';
+import type { KubeClientOptions } from './options.ts';
 import type {
   DeleteOutcome,
   JsonPatchOp,
@@ -21,39 +12,12 @@ import type {
   NewObject,
   Preconditions,
 } from './ports.ts';
-import { checkDiscovery, checkKind, checkObject, isNotFoundStatus, ListProof, ProofError } from './proof.ts';
+import { checkDiscovery, checkObject, compareResourceVersions, ListProof, ProofError } from './proof.ts';
 import { collectionPath, describe, type KubeObject, objectPath, type ResourceRef } from './resources.ts';
 
 const METADATA_ACCEPT = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json';
 
-export type KubeClientOptions = Readonly<{
-  server: string;
-  headers?: Readonly<Record<string, string>>;
-  tls?: TlsOptions;
-  /** Per-call timeout. */
-  callTimeoutMs?: number;
-  /** Attempts for idempotent reads on 429/5xx/connection errors. */
-  readAttempts?: number;
-  /** The clock, sleeps and timeouts (injected: tests never wait on a real clock). */
-  time: Time;
-  pageSize?: number;
-  /** Restarts of a list after 410 Expired. */
-  maxListRestarts?: number;
-  connections?: number;
-  /** Each list page as it arrives (what, pages and items so far): progress on a terminal. */
-  onPage?: (progress: { what: string; pages: number; items: number }) => void;
-  /** Ask for gzip, as client-go does (default true): large lists cost a fraction of the bytes. */
-  gzip?: boolean;
-  /** The User-Agent header (default `twopass`; the runtime adds its version). */
-  userAgent?: string;
-  /** Counts requests and bytes (on the wire, and decoded), for benchmarks and tests. */
-  onResponse?: TransportOptions['onResponse'];
-  /**
-   * A run's client: a list that answers older than the newest list this client read
-   * before it is refused as stale (decision 0007).
-   */
-  freshLists?: boolean;
-}>;
+export type { KubeClientOptions } from './options.ts';
 
 type Call = {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -66,121 +30,12 @@ type Call = {
   what: string;
 };
 
-/** Builds client options from a kubeconfig file, $KUBECONFIG, ~/.kube/config or the in-cluster account. */
-export async function kubeOptionsFromConfig(
-  kubeconfig?: string,
-  context?: string,
-): Promise<Omit<KubeClientOptions, 'time'>> {
-  const { KubeConfig } = await import('@kubernetes/client-node');
-  const kc = new KubeConfig();
-  // The caller names an explicit file; the files of $KUBECONFIG are named here.
-  const load = (file: string, into: InstanceType<typeof KubeConfig>, named = false) => {
-    try {
-      into.loadFromFile(file);
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      const why = code ? fsWhy(err) : yamlMessage(err);
-      throw new Error(named ? `${file}: ${why}` : why, { cause: err });
-    }
-  };
-  if (kubeconfig !== undefined) load(kubeconfig, kc);
-  else {
-    const missing = whereNoKubeconfig(process.env);
-    if (missing) throw new Error(missing);
-    // As kubectl: every file of $KUBECONFIG that exists, merged in order (missing ones skipped).
-    const files = (process.env.KUBECONFIG ?? '').split(delimiter).filter((p) => p !== '' && existsSync(p));
-    if (files.length === 0) kc.loadFromDefault();
-    else {
-      load(files[0]!, kc, true);
-      for (const f of files.slice(1)) {
-        const more = new KubeConfig();
-        load(f, more, true);
-        kc.mergeConfig(more, true);
-      }
-    }
-  }
-  const names = kc.getContexts().map((c) => c.name);
-  if (context !== undefined) {
-    if (!names.includes(context))
-      throw new Error(`context \`${context}\` is not in it (contexts: ${names.join(', ') || 'none'})`);
-    kc.setCurrentContext(context);
-  }
-  const cluster = kc.getCurrentCluster();
-  if (!cluster) {
-    const current = kc.getCurrentContext();
-    throw new Error(
-      !current
-        ? `it names no current context (contexts: ${names.join(', ') || 'none'}); pass --context NAME`
-        : !names.includes(current)
-          ? `its current context \`${current}\` is not one of its contexts (${names.join(', ') || 'none'}); pass --context NAME`
-          : `the cluster of context \`${current}\` is not in it`,
-    );
-  }
-  let server = cluster.server;
-  // As client-go: a server without a scheme is https when TLS is configured, else http.
-  if (server && !/^[a-z][a-z0-9+.-]*:\/\//i.test(server))
-    server = `${cluster.caData || cluster.caFile || cluster.skipTLSVerify ? 'https' : 'http'}://${server}`;
-  try {
-    new URL(server);
-  } catch {
-    throw new Error(`the server of cluster \`${cluster.name}\` is not a URL: \`${cluster.server}\``);
-  }
-  const opts: {
-    headers?: Record<string, string>;
-    ca?: Buffer;
-    cert?: Buffer;
-    key?: Buffer;
-    rejectUnauthorized?: boolean;
-    servername?: string;
-  } = {};
-  await kc.applyToHTTPSOptions(opts as never);
-  const tls: { ca?: Buffer; cert?: Buffer; key?: Buffer; rejectUnauthorized?: boolean; servername?: string } =
-    {};
-  if (opts.ca) tls.ca = opts.ca;
-  if (opts.cert) tls.cert = opts.cert;
-  if (opts.key) tls.key = opts.key;
-  if (opts.rejectUnauthorized !== undefined) tls.rejectUnauthorized = opts.rejectUnauthorized;
-  if (opts.servername) tls.servername = opts.servername;
-  return { server, headers: { ...(opts.headers ?? {}) }, tls };
-}
-
-/**
- * Where a kubeconfig is looked for when none is named, in order; undefined when one is
- * there, else a message that says where it looked (instead of the client library's
- * fallback to http://localhost:8080 and its confusing TLS error).
- */
-export function whereNoKubeconfig(env: Readonly<Record<string, string | undefined>>): string | undefined {
-  const looked: string[] = ['--kubeconfig: not given'];
-  const paths = (env.KUBECONFIG ?? '').split(delimiter).filter((p) => p !== '');
-  if (paths.some((p) => existsSync(p))) return undefined;
-  looked.push(paths.length > 0 ? `$KUBECONFIG: ${paths.join(delimiter)} not found` : '$KUBECONFIG: not set');
-  const home = join(env.HOME ?? homedir(), '.kube', 'config');
-  if (existsSync(home)) return undefined;
-  looked.push(`${home}: not found`);
-  const token = '/var/run/secrets/kubernetes.io/serviceaccount/token';
-  if (env.KUBERNETES_SERVICE_HOST && existsSync(token)) return undefined;
-  looked.push(
-    env.KUBERNETES_SERVICE_HOST
-      ? `in-cluster: ${token} not found`
-      : 'in-cluster: KUBERNETES_SERVICE_HOST not set',
-  );
-  return `no kubeconfig found (${looked.join('; ')}); pass --kubeconfig FILE or set KUBECONFIG`;
-}
+export { kubeOptionsFromConfig, whereNoKubeconfig } from './kubeconfig.ts';
 
 /** Lists read again with a larger page when their last page is exactly full (decision 0007). */
 const AMBIGUOUS_RELISTS = 2;
 
-/**
- * Orders two resourceVersions as KEP-5504 allows (positive integers without leading zeros:
- * `k8s.io/apimachinery/pkg/util/resourceversion.CompareResourceVersion`); undefined when
- * either is not of that form, and so not comparable by a client.
- */
-export function compareResourceVersions(a: string, b: string): number | undefined {
-  const ok = (s: string) => /^[1-9][0-9]*$/.test(s);
-  if (!ok(a) || !ok(b)) return undefined;
-  if (a.length !== b.length) return a.length - b.length;
-  return a < b ? -1 : a > b ? 1 : 0;
-}
+export { compareResourceVersions } from './proof.ts';
 
 export class KubeHttpClient implements KubeClient {
   readonly server: string;
@@ -522,58 +377,6 @@ export class KubeHttpClient implements KubeClient {
         cause: err,
       });
     }
-    const { status, text } = res;
-    if (status >= 200 && status < 300) {
-      if (text === '') return undefined as T;
-      try {
-        return JSON.parse(text) as T;
-      } catch (err) {
-        throw new KubeApiError(
-          c.what,
-          0,
-          'BadBody',
-          /^\s*</.test(text)
-            ? `the answer is HTML, not JSON (${text.length} bytes): the kubeconfig's server is not a Kubernetes API server (a web page, a login portal, a proxy?)`
-            : `response body is not JSON (${text.length} bytes; truncated?)`,
-          {
-            cause: err,
-          },
-        );
-      }
-    }
-    let reason = 'Unknown';
-    let message = text.slice(0, 300);
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-      const st = parsed as { reason?: string; message?: string };
-      reason = st.reason ?? reason;
-      message = st.message ?? message;
-    } catch {
-      /* not a Status body */
-    }
-    const Cls = status === 409 ? ConflictError : KubeApiError;
-    const err = new Cls(c.what, status, reason, message);
-    err.notFound = isNotFoundStatus(status, parsed);
-    throw err;
-  }
-}
-
-/** A write's answer must be the object written; anything else is an error (the write may not have happened). */
-function written(
-  what: string,
-  body: unknown,
-  ref: ResourceRef,
-  namespace: string | undefined,
-  name: string | undefined,
-): KubeObject {
-  try {
-    if (name !== undefined) return checkObject(body, ref, namespace, name);
-    // An unnamed create (generateName, or a review that is never stored): the kind asked for.
-    return checkKind(body, ref);
-  } catch (err) {
-    throw new KubeApiError(what, 0, 'BadBody', `the server answered success, but ${(err as Error).message}`, {
-      cause: err,
-    });
+    return answerOf<T>(c.what, res.status, res.text);
   }
 }

@@ -175,3 +175,15 @@ export function isNotFoundStatus(status: number, body: unknown): boolean {
   const s = body as { kind?: unknown; reason?: unknown } | null | undefined;
   return !!s && typeof s === 'object' && s.kind === 'Status' && s.reason === 'NotFound';
 }
+
+/**
+ * Orders two resourceVersions as KEP-5504 allows (positive integers without leading zeros:
+ * `k8s.io/apimachinery/pkg/util/resourceversion.CompareResourceVersion`); undefined when
+ * either is not of that form, and so not comparable by a client.
+ */
+export function compareResourceVersions(a: string, b: string): number | undefined {
+  const ok = (s: string) => /^[1-9][0-9]*$/.test(s);
+  if (!ok(a) || !ok(b)) return undefined;
+  if (a.length !== b.length) return a.length - b.length;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
