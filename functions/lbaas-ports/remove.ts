@@ -1,0 +1,196 @@
+import {
+  type BatchItemResult,
+  BatchResults,
+  type KindSpec,
+  keepMarked,
+  type RecheckResult,
+  type RemovedPart,
+  type RemoveResult,
+  type RunContext,
+  type Typed,
+} from '../../shared/contract/index.ts';
+import { SERVICES } from '../../shared/kube/resources.ts';
+
+import {
+  type LbaasReader,
+  type LbaasWriter,
+  MANAGED_TAG,
+  type PortData,
+  portData,
+  type ServiceEvidence,
+  type Settings,
+  serviceEvidence,
+  serviceView,
+  usedBy,
+} from './model.ts';
+export type Ctx = RunContext<Settings>;
+
+/** Re-reads the port and its floating IP and judges them against `ev` (a fresh list of Services). */
+export async function recheckPort(
+  r: LbaasReader,
+  d: PortData,
+  ev: ServiceEvidence,
+  ctx: Ctx,
+): Promise<RecheckResult> {
+  const scopeTag = ctx.settings.scopeTag;
+  const p = await r.neutron.getPort(d.portId, ctx.signal);
+  if (!p) return { ok: false, reason: 'port is already gone' };
+  if (p.revision_number !== d.revision)
+    return { ok: false, reason: `port changed (revision ${d.revision} -> ${p.revision_number})` };
+  if (!p.tags?.includes(MANAGED_TAG) || (scopeTag && !p.tags.includes(scopeTag)))
+    return { ok: false, reason: 'port lost its tags' };
+  if (keepMarked([{ tags: p.tags }])) return { ok: false, reason: 'port carries the keep-mark' };
+  if ((p.device_id ?? '') !== d.deviceId) return { ok: false, reason: 'port has a new device' };
+  if (d.fip) {
+    const f = await r.neutron.getFloatingIp(d.fip.id, ctx.signal);
+    if (f && (f.port_id !== d.portId || f.revision_number !== d.fip.revision))
+      return { ok: false, reason: 'its floating IP changed' };
+  }
+  const use = usedBy(ev, d);
+  if (use) return { ok: false, reason: use };
+  if (ev.placing.length) return { ok: false, reason: `Service ${ev.placing[0]} is being placed` };
+  return { ok: true };
+}
+
+/**
+ * The floating IP of a deleted port: re-read, and deleted only if it is now unassociated,
+ * still managed and not keep-marked, with If-Match on the revision just read (deleting the
+ * port disassociated it, which gave it a new revision).
+ */
+export async function removeFip(
+  unit: LbaasUnit,
+  fip: NonNullable<PortData['fip']>,
+  ctx: Ctx,
+): Promise<RemovedPart> {
+  const part = { kind: 'FloatingIP', key: fip.id, name: `${fip.address ?? '?'} (${fip.id})` };
+  const left = (why: string): RemovedPart => ({
+    ...part,
+    outcome: 'left',
+    detail: `floating IP left: ${why} (its port was deleted; later runs report it as unassociated)`,
+  });
+  try {
+    const f = await unit.r.neutron.getFloatingIp(fip.id, ctx.signal);
+    if (!f) return { ...part, outcome: 'gone', detail: 'floating IP was already gone' };
+    if (f.port_id) return left(`it is on port ${f.port_id} now`);
+    if (!f.tags?.includes(MANAGED_TAG)) return left('it lost the managed tag');
+    if (keepMarked([{ tags: f.tags }])) return left('it carries the keep-mark');
+    if ((f.floating_ip_address ?? undefined) !== fip.address) return left('its address changed');
+    if (unit.conditional && f.revision_number === undefined) return left('it has no revision_number');
+    const out = await unit.w.neutron.deleteFloatingIp(
+      fip.id,
+      unit.conditional ? f.revision_number : undefined,
+      ctx.signal,
+    );
+    if (out === 'conflict') return left('it changed between its read and its delete (412)');
+    if (out === 'gone') return { ...part, outcome: 'gone', detail: 'floating IP was already gone' };
+    return {
+      ...part,
+      outcome: 'deleted',
+      detail: `floating IP ${fip.address ?? fip.id} deleted (unassociated since its port was deleted)`,
+    };
+  } catch (err) {
+    return {
+      ...part,
+      outcome: 'failed',
+      detail: `floating IP left: ${(err as Error).message} (its port was deleted; later runs report it as unassociated, delete it by hand)`,
+    };
+  }
+}
+
+export type LbaasUnit = Readonly<{ r: LbaasReader; w: LbaasWriter; conditional: boolean }>;
+
+/**
+ * One unit: the port first, under its If-Match (a port changed since the re-check is skipped
+ * and keeps its floating IP), then, once a read shows the port gone, its floating IP.
+ */
+export async function removeUnit(
+  r: LbaasReader,
+  w: LbaasWriter,
+  d: PortData,
+  ctx: Ctx,
+): Promise<RemoveResult> {
+  const unit: LbaasUnit = { r, w, conditional: d.conditional };
+  const out = await w.neutron.deletePort(d.portId, d.conditional ? d.revision : undefined, ctx.signal);
+  if (out === 'conflict')
+    return {
+      outcome: 'skipped',
+      reason: `precondition failed (412): the port changed${d.fip ? '; its floating IP was not touched' : ''}`,
+    };
+  if (out === 'gone')
+    return {
+      outcome: 'gone',
+      detail: 'port was already gone',
+      ...(d.fip
+        ? {
+            parts: [
+              {
+                kind: 'FloatingIP',
+                key: d.fip.id,
+                name: `${d.fip.address ?? '?'} (${d.fip.id})`,
+                outcome: 'left' as const,
+                detail: 'floating IP left: its port was deleted by someone else, who owns it',
+              },
+            ],
+          }
+        : {}),
+    };
+  if (await r.neutron.getPort(d.portId, ctx.signal))
+    throw new Error(
+      'the server answered deleted but a read still finds the port; its floating IP was not touched',
+    );
+  const parts = d.fip ? [await removeFip(unit, d.fip, ctx)] : [];
+  return { outcome: 'deleted', detail: `port ${d.portId} deleted`, parts };
+}
+
+/** Fresh Services, listed just before a group's deletes: the controller may hand a cached port to a new Service at any time. */
+export async function freshServices(r: LbaasReader, ctx: Ctx): Promise<ServiceEvidence> {
+  return serviceEvidence((await r.kube.listAll(SERVICES, { signal: ctx.signal, view: serviceView })).items);
+}
+
+/**
+ * Every confirmed port of the run, in groups of `concurrency`: each group is re-checked
+ * against one fresh list of Services (never older than the group) and its units removed
+ * in parallel.
+ */
+export async function removePorts(
+  r: LbaasReader,
+  w: LbaasWriter,
+  targets: readonly Typed<PortData>[],
+  ctx: Ctx,
+): Promise<BatchItemResult[]> {
+  const results = new BatchResults(targets);
+  const n = ctx.settings.concurrency;
+  for (let i = 0; i < targets.length && !ctx.signal.aborted; i += n) {
+    const group = targets.slice(i, i + n);
+    const ev = await freshServices(r, ctx);
+    await Promise.all(
+      group.map(async (t) => {
+        try {
+          const check = await recheckPort(r, t.data, ev, ctx);
+          if (!check.ok) return results.skip(t.key, `re-check: ${check.reason}`);
+          results.set({ key: t.key, ...(await removeUnit(r, w, t.data, ctx)) });
+        } catch (err) {
+          results.set({ key: t.key, outcome: 'failed', error: (err as Error).message });
+        }
+      }),
+    );
+  }
+  return results.all('not attempted: the run was stopped');
+}
+
+export const portKind: KindSpec<PortData, LbaasReader, LbaasWriter, Settings> = {
+  data: portData,
+  unused:
+    'no Service names it in its inbound-port annotation or has one of its addresses (fixed or floating) as load-balancer ingress, and no Service is being placed',
+  removal:
+    'DELETE the port with If-Match on the revision_number read (a changed port is skipped and keeps its floating IP); then re-read its floating IP and DELETE it, with If-Match, only if it is unassociated and still managed',
+  async recheck(r, { data: d }, ctx) {
+    return recheckPort(r, d, await freshServices(r, ctx), ctx);
+  },
+  remove: (w, { data: d }, ctx) => removeUnit(w, w, d, ctx),
+  async confirmGone(r, { data: d }, ctx) {
+    return (await r.neutron.getPort(d.portId, ctx.signal)) === undefined;
+  },
+  // Every port of a run in one batch: it deletes them in groups, each on fresh Services.
+  batch: { key: () => 'ports', remove: removePorts },
+};
