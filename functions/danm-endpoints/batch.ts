@@ -30,76 +30,16 @@ import {
 } from '../../shared/contract/index.ts';
 import { ConflictError } from '../../shared/kube/errors.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
-import { PODS } from '../../shared/kube/resources.ts';
 import { parseAddress } from '../../shared/net/ip.ts';
 import { Bitmap } from './bitmap.ts';
 import type { BitData } from './bits.ts';
 import type { EpData, Settings } from './endpoint.ts';
-import {
-  BitEvidence,
-  danmPodViewer,
-  endpointViewer,
-  NETWORK_TYPES,
-  poolOf,
-  readNetwork,
-  withBitmaps,
-} from './evidence.ts';
-import {
-  bitIndex,
-  clearable,
-  danmResources,
-  type Network,
-  networkId,
-  type Pool,
-  parseNetwork,
-} from './model.ts';
+import { type DanmEvidence, poolOf, readDanmEvidence, readNetwork, withBitmaps } from './evidence.ts';
+import { bitIndex, clearable, danmResources, type Network, networkId, type Pool } from './model.ts';
 
 export type NetData = EpData | BitData;
 type Ctx = RunContext<Settings>;
 const WRITE_ATTEMPTS = 5;
-
-/** Fresh, complete evidence of who may hold any bit of any network (read after the decision). */
-export type DanmEvidence = Readonly<{
-  /** Every network, as listed before the DanmEps and pods. */
-  networks: ReadonlyMap<string, Network>;
-  /** DanmEp UID -> resourceVersion (those that parse and those that do not). */
-  eps: ReadonlyMap<string, string>;
-  /** Pod UID -> namespace. */
-  pods: ReadonlyMap<string, string | undefined>;
-  holders: BitEvidence;
-}>;
-
-export async function readDanmEvidence(
-  kube: KubeReader,
-  group: string,
-  pageSize: number,
-  signal: AbortSignal,
-): Promise<DanmEvidence> {
-  const R = danmResources(group);
-  const networks = new Map<string, Network>();
-  for (const type of NETWORK_TYPES) {
-    const ref = R[type];
-    if (!(await kube.serves(group, 'v1', ref.plural, signal))) continue;
-    for (const o of (await kube.listAll(ref, { pageSize, signal })).items) {
-      const n = parseNetwork(o, type);
-      networks.set(n.id, n);
-    }
-  }
-  const list = await kube.listAll(R.danmeps, { pageSize, signal, view: endpointViewer() });
-  const pods = await kube.listAll(PODS, { metadataOnly: true, pageSize, signal, view: danmPodViewer() });
-  const eps = new Map<string, string>();
-  for (const v of list.items)
-    if ('ep' in v) eps.set(v.ep.uid, v.ep.resourceVersion);
-    else if (v.failure.uid) eps.set(v.failure.uid, v.failure.resourceVersion);
-  const live = new Map<string, string | undefined>();
-  for (const p of pods.items) if (p.metadata?.uid) live.set(p.metadata.uid, p.metadata.namespace);
-  return {
-    networks,
-    eps,
-    pods: live,
-    holders: new BitEvidence(list.items, pods.items, networks, new Set(networks.keys())),
-  };
-}
 
 /** The evidence of the run's act phase (shared by every batch, re-read when older than the bound). */
 export function danmEvidence(
@@ -441,3 +381,5 @@ export function networkEvent(removed: readonly Removed<NetData>[]): EventNote | 
     message: `twopass ${parts.join('; and ')} in ${networkName(d0)}`,
   };
 }
+
+export { type DanmEvidence, readDanmEvidence } from './evidence.ts';

@@ -7,7 +7,7 @@
  */
 import { NotInstalledError } from '../../shared/contract/index.ts';
 import type { KubeReader } from '../../shared/kube/ports.ts';
-import type { KubeObject } from '../../shared/kube/resources.ts';
+import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
 import {
   bitIndex,
   danmResources,
@@ -213,3 +213,46 @@ export function withBitmaps(net: Network, v4: string | undefined, v6: string | u
 }
 
 export const poolOf = (net: Network, family: 4 | 6): Pool | undefined => (family === 4 ? net.v4 : net.v6);
+
+/** Fresh, complete evidence of who may hold any bit of any network (read after the decision). */
+export type DanmEvidence = Readonly<{
+  /** Every network, as listed before the DanmEps and pods. */
+  networks: ReadonlyMap<string, Network>;
+  /** DanmEp UID -> resourceVersion (those that parse and those that do not). */
+  eps: ReadonlyMap<string, string>;
+  /** Pod UID -> namespace. */
+  pods: ReadonlyMap<string, string | undefined>;
+  holders: BitEvidence;
+}>;
+
+export async function readDanmEvidence(
+  kube: KubeReader,
+  group: string,
+  pageSize: number,
+  signal: AbortSignal,
+): Promise<DanmEvidence> {
+  const R = danmResources(group);
+  const networks = new Map<string, Network>();
+  for (const type of NETWORK_TYPES) {
+    const ref = R[type];
+    if (!(await kube.serves(group, 'v1', ref.plural, signal))) continue;
+    for (const o of (await kube.listAll(ref, { pageSize, signal })).items) {
+      const n = parseNetwork(o, type);
+      networks.set(n.id, n);
+    }
+  }
+  const list = await kube.listAll(R.danmeps, { pageSize, signal, view: endpointViewer() });
+  const pods = await kube.listAll(PODS, { metadataOnly: true, pageSize, signal, view: danmPodViewer() });
+  const eps = new Map<string, string>();
+  for (const v of list.items)
+    if ('ep' in v) eps.set(v.ep.uid, v.ep.resourceVersion);
+    else if (v.failure.uid) eps.set(v.failure.uid, v.failure.resourceVersion);
+  const live = new Map<string, string | undefined>();
+  for (const p of pods.items) if (p.metadata?.uid) live.set(p.metadata.uid, p.metadata.namespace);
+  return {
+    networks,
+    eps,
+    pods: live,
+    holders: new BitEvidence(list.items, pods.items, networks, new Set(networks.keys())),
+  };
+}

@@ -1,0 +1,151 @@
+/**
+ * The networks a pod asks for (its interfaces annotation, or the default network DANM
+ * resolves) and whether a pod is being set up on a network: a pod with fewer DanmEps on a
+ * network than interfaces asked for there may hold an address there already.
+ */
+import type { KubeObject } from '../../shared/kube/resources.ts';
+import { type Endpoint, networkId } from './model.ts';
+
+export const INTERFACES_ANNOTATION = 'danm.k8s.io/interfaces';
+export const DEFAULT_NETWORK = 'default';
+
+/** The ids of the three networks a pod may be attached to by default, in DANM's order of preference. */
+export function defaultCandidates(namespace: string | undefined): string[] {
+  return [
+    networkId('DanmNet', namespace, DEFAULT_NETWORK),
+    networkId('TenantNetwork', namespace, DEFAULT_NETWORK),
+    networkId('ClusterNetwork', namespace, DEFAULT_NETWORK),
+  ];
+}
+
+/**
+ * The default network of a namespace, resolved as DANM's netcontrol does: DanmNet
+ * `default` in the namespace, else TenantNetwork `default` there, else ClusterNetwork
+ * `default`; none when no such network exists (DANM's CNI ADD then fails). `existing`
+ * is the set of network ids of one complete snapshot; without it the resolution is not
+ * certain and every candidate is returned.
+ */
+export function defaultNetwork(namespace: string | undefined, existing?: ReadonlySet<string>): string[] {
+  const all = defaultCandidates(namespace);
+  if (!existing) return all;
+  const first = all.find((id) => existing.has(id));
+  return first ? [first] : [];
+}
+
+/** What a pod asks for in `danm.k8s.io/interfaces`. */
+export type NetworkRequest =
+  | Readonly<{ kind: 'explicit'; ids: readonly string[] }>
+  /** No annotation, or an empty list: DANM attaches the pod to its namespace's default network. */
+  | Readonly<{ kind: 'default'; ids: readonly string[] }>
+  /** The annotation cannot be read: the pod may be set up on any network it can reach. */
+  | Readonly<{ kind: 'unreadable'; reason: string }>;
+
+/**
+ * The networks a pod asks for (`network` = DanmNet, `tenantNetwork`, `clusterNetwork`).
+ * No annotation or `[]` means the default network, resolved against `existing` when the
+ * caller has a complete list of networks, else every candidate default.
+ */
+export function requestedNetworks(pod: KubeObject, existing?: ReadonlySet<string>): NetworkRequest {
+  const ns = pod.metadata.namespace;
+  const raw = pod.metadata.annotations?.[INTERFACES_ANNOTATION];
+  if (raw === undefined) return { kind: 'default', ids: defaultNetwork(ns, existing) };
+  let v: unknown;
+  try {
+    v = JSON.parse(raw);
+  } catch {
+    return { kind: 'unreadable', reason: `${INTERFACES_ANNOTATION} is not JSON` };
+  }
+  if (!Array.isArray(v)) return { kind: 'unreadable', reason: `${INTERFACES_ANNOTATION} is not a list` };
+  if (v.length === 0) return { kind: 'default', ids: defaultNetwork(ns, existing) };
+  const out: string[] = [];
+  for (const e of v as unknown[]) {
+    if (!e || typeof e !== 'object' || Array.isArray(e))
+      return { kind: 'unreadable', reason: `${INTERFACES_ANNOTATION} has an entry that is not an object` };
+    const x = e as Record<string, unknown>;
+    const name = (k: string) => (typeof x[k] === 'string' && x[k] !== '' ? (x[k] as string) : undefined);
+    const net = name('network');
+    const tenant = name('tenantNetwork');
+    const cluster = name('clusterNetwork');
+    if (net !== undefined) out.push(networkId('DanmNet', ns, net));
+    else if (tenant !== undefined) out.push(networkId('TenantNetwork', ns, tenant));
+    else if (cluster !== undefined) out.push(networkId('ClusterNetwork', ns, cluster));
+    else
+      return {
+        kind: 'unreadable',
+        reason: `${INTERFACES_ANNOTATION} has an entry that names no network`,
+      };
+  }
+  return { kind: 'explicit', ids: out };
+}
+
+/** The namespace of a network id (undefined for a ClusterNetwork). */
+function namespaceOfId(id: string): string | undefined {
+  const parts = id.split('/');
+  return parts[0] === 'ClusterNetwork' ? undefined : parts[1];
+}
+
+/** For a network id: why a pod may be in CNI ADD on it (so its unheld bits must stay), or undefined. */
+export type SetUpCheck = (netId: string) => string | undefined;
+
+/**
+ * Networks on which a live pod is being set up: it asks for the network but has no DanmEp
+ * there yet, so its CNI ADD may have set a bit that no DanmEp holds. A pod on its default
+ * network counts as set up once it has a DanmEp on any candidate default (DANM gives it
+ * exactly one). A pod whose request cannot be read may be set up on every network it can
+ * reach: the networks of its namespace and every ClusterNetwork. Bits of these networks
+ * are never cleared. `existing`: the network ids of the same complete snapshot (exact
+ * default resolution); without it every candidate default counts.
+ */
+export function networksBeingSetUp(
+  pods: readonly KubeObject[],
+  endpoints: readonly Endpoint[],
+  existing?: ReadonlySet<string>,
+): SetUpCheck {
+  // DanmEps per pod and network: a pod may ask for several interfaces on one network, and
+  // each is set up by its own CNI ADD (its bit set before its DanmEp is written).
+  const has = new Map<string, number>();
+  for (const e of endpoints) {
+    const k = `${e.podUID}|${networkId(e.networkType, e.namespace, e.network)}`;
+    has.set(k, (has.get(k) ?? 0) + 1);
+  }
+  const ids = new Map<string, string>();
+  const namespaces = new Map<string, string>();
+  let cluster: string | undefined;
+  // Terminating pods count too: a pod deleted right after it was scheduled may still be in CNI ADD.
+  for (const p of pods) {
+    const req = requestedNetworks(p, existing);
+    const ns = p.metadata.namespace ?? '';
+    const who = () => `pod ${ns}/${p.metadata.name}`;
+    if (req.kind === 'unreadable') {
+      const why = `${who()} may be set up on any network it can reach (${req.reason})`;
+      if (!namespaces.has(ns)) namespaces.set(ns, why);
+      cluster ??= why;
+      continue;
+    }
+    if (req.kind === 'default') {
+      if (defaultCandidates(ns).some((id) => has.has(`${p.metadata.uid}|${id}`))) continue;
+      for (const n of req.ids)
+        if (!ids.has(n)) ids.set(n, `${who()} is being set up on its default network (no DanmEp yet)`);
+      continue;
+    }
+    const asked = new Map<string, number>();
+    for (const n of req.ids) asked.set(n, (asked.get(n) ?? 0) + 1);
+    for (const [n, want] of asked) {
+      const got = has.get(`${p.metadata.uid}|${n}`) ?? 0;
+      if (got >= want || ids.has(n)) continue;
+      ids.set(
+        n,
+        want === 1
+          ? `${who()} is being set up on it (no DanmEp yet)`
+          : `${who()} is being set up on it (${got} of its ${want} DanmEps there so far)`,
+      );
+    }
+  }
+  has.clear(); // the check below closes over this scope: drop what it does not read
+  return (netId) => {
+    const direct = ids.get(netId);
+    if (direct !== undefined) return direct;
+    const ns = namespaceOfId(netId);
+    return ns === undefined ? cluster : namespaces.get(ns);
+  };
+}

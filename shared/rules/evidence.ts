@@ -1,0 +1,139 @@
+import type { KubeReader } from '../kube/ports.ts';
+import { apiVersionOf, type KubeObject } from '../kube/resources.ts';
+import { toCel } from './cel.ts';
+import type { EvidenceSpec, ListSpec, Rule } from './rule.ts';
+
+/** Evidence indexes by name: key → the evidence objects (as CEL sees them) with that key. */
+export type Indexes = Record<string, Map<string, unknown[]>>;
+
+/** Lists one resource (per namespace when limited): every item, or ListIncompleteError. */
+export async function listSpec(
+  kube: KubeReader,
+  spec: ListSpec,
+  namespaces: readonly string[] | undefined,
+  pageSize: number,
+  signal: AbortSignal,
+): Promise<{ items: KubeObject[]; resourceVersion?: string; pages: number }> {
+  const scopes = spec.ref.namespaced && namespaces?.length ? namespaces : [undefined];
+  const items: KubeObject[] = [];
+  let pages = 0;
+  let resourceVersion: string | undefined;
+  for (const namespace of scopes) {
+    const l = await kube.listAll(spec.ref, {
+      ...(namespace !== undefined ? { namespace } : {}),
+      ...(spec.labelSelector ? { labelSelector: spec.labelSelector } : {}),
+      ...(spec.fieldSelector ? { fieldSelector: spec.fieldSelector } : {}),
+      metadataOnly: spec.metadataOnly,
+      pageSize,
+      signal,
+    });
+    for (const o of l.items) items.push(o);
+    pages += l.pages;
+    resourceVersion = l.resourceVersion;
+  }
+  return { items, pages, ...(scopes.length === 1 && resourceVersion ? { resourceVersion } : {}) };
+}
+
+export type EvidenceRead = Readonly<{
+  indexes: Indexes;
+  /** Why nothing can be decided against this evidence (an unserved list, a key that cannot be read). */
+  blockers: string[];
+  counts: Record<string, { count: number; pages: number; resourceVersion?: string; notServed?: true }>;
+}>;
+
+/** Lists every evidence source of a rule and indexes it by its key expression. */
+export async function readEvidence(
+  rule: Rule,
+  kube: KubeReader,
+  pageSize: number,
+  signal: AbortSignal,
+): Promise<EvidenceRead> {
+  const indexes: Indexes = {};
+  const blockers: string[] = [];
+  const counts: EvidenceRead['counts'] = {};
+  for (const e of rule.evidence) {
+    const index = new Map<string, unknown[]>();
+    indexes[e.name] = index;
+    if (!(await kube.serves(e.ref.group, e.ref.version, e.ref.plural, signal))) {
+      counts[e.name] = { count: 0, pages: 0, notServed: true };
+      if (!e.optional)
+        blockers.push(
+          `evidence ${e.name} (${e.ref.plural}.${apiVersionOf(e.ref)}) is not served; nothing can be shown unused without it (mark it \`optional\` if its absence means it holds nothing)`,
+        );
+      continue;
+    }
+    const l = await listSpec(kube, e, e.namespaces, pageSize, signal);
+    counts[e.name] = {
+      count: l.items.length,
+      pages: l.pages,
+      ...(l.resourceVersion ? { resourceVersion: l.resourceVersion } : {}),
+    };
+    const bad = await indexEvidence(e, l.items, index, signal);
+    if (bad.length > 0)
+      blockers.push(
+        `evidence ${e.name}: the key of ${bad.length} object(s) cannot be read, so what they hold is unknown: ${bad.slice(0, 3).join('; ')}`,
+      );
+  }
+  return { indexes, blockers, counts };
+}
+
+const NO_OBJECTS: unknown[] = [];
+
+/**
+ * Evaluation is synchronous: a loop over 150,000 objects would hold the process (its
+ * deadline, SIGTERM, a scheduler's other functions and /healthz) until it ends. The pacer
+ * gives the event loop a turn every few milliseconds of evaluation and stops the loop
+ * once the run's signal is aborted.
+ */
+export function pacer(signal: AbortSignal, sliceMs = 10): () => Promise<void> | undefined {
+  let since = performance.now();
+  let n = 0;
+  return () => {
+    if (++n % 64 !== 0 || performance.now() - since < sliceMs) return undefined;
+    return new Promise<void>((resolve, reject) =>
+      setImmediate(() => {
+        since = performance.now();
+        if (signal.aborted) reject(signal.reason);
+        else resolve();
+      }),
+    );
+  };
+}
+
+/** Adds each object under its key(s); returns why the keys of some objects cannot be read. */
+async function indexEvidence(
+  e: EvidenceSpec,
+  items: readonly KubeObject[],
+  index: Map<string, unknown[]>,
+  signal: AbortSignal,
+): Promise<string[]> {
+  const bad: string[] = [];
+  const pace = pacer(signal);
+  for (const o of items) {
+    await pace();
+    const object = toCel(o);
+    const r = e.key.evaluate({ object });
+    const where = () => `${o.metadata?.namespace ? `${o.metadata.namespace}/` : ''}${o.metadata?.name}`;
+    if (!r.ok) {
+      bad.push(`${where()}: ${r.error}`);
+      continue;
+    }
+    const keys = Array.isArray(r.value) ? r.value : [r.value];
+    for (const k of keys) {
+      if (k === null || k === undefined) continue;
+      if (typeof k !== 'string' && typeof k !== 'bigint') {
+        bad.push(`${where()}: the key is ${typeof k}, not a string or an int`);
+        continue;
+      }
+      const key = String(k);
+      // only the keys matter unless a condition reads the objects: one shared empty list
+      if (!e.readsValues) index.set(key, NO_OBJECTS);
+      else {
+        const at = index.get(key);
+        if (at) at.push(object);
+        else index.set(key, [object]);
+      }
+    }
+  }
+  return bad;
+}
