@@ -1,3 +1,8 @@
+/**
+ * A rule's lists: its targets and its evidence, complete or not at all, and the evidence
+ * indexed by each list's key expression. Evaluation gives the event loop a turn every few
+ * milliseconds (the pacer), so a run's deadline and SIGTERM stop it between objects.
+ */
 import type { KubeReader } from '../kube/ports.ts';
 import { apiVersionOf, type KubeObject } from '../kube/resources.ts';
 import { toCel } from './cel.ts';
