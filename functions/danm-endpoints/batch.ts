@@ -25,6 +25,7 @@ import {
   type FreshRead,
   freshEvidence,
   type Removed,
+  type RemoveResult,
   type RunContext,
   type Typed,
 } from '../../shared/contract/index.ts';
@@ -383,3 +384,10 @@ export function networkEvent(removed: readonly Removed<NetData>[]): EventNote | 
 }
 
 export { type DanmEvidence, readDanmEvidence } from './evidence.ts';
+
+/** One DanmEp or bit alone: the same removal as its network's batch, of one. */
+export async function removeOne(kube: KubeReadWriter, t: Typed<NetData>, ctx: Ctx): Promise<RemoveResult> {
+  const [r] = await removeOnNetwork(kube, kube, [t], ctx);
+  if (!r || r.outcome === 'failed') throw new Error(r?.error ?? 'no result');
+  return r;
+}

@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import type { KindSpec } from '../../shared/contract/index.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
-import { networkBatch, networkEvent, removeOnNetwork } from './batch.ts';
+import { networkBatch, networkEvent, removeOne } from './batch.ts';
 import { networkType, type Settings } from './endpoint.ts';
 import { poolOf, readNetwork } from './evidence.ts';
 
@@ -40,11 +40,7 @@ export const bitKind: KindSpec<BitData, KubeReader, KubeReadWriter, Settings> = 
     return { ok: true };
   },
   // One bit alone: the same batch as its network's, of one.
-  async remove(kube, t, ctx) {
-    const [r] = await removeOnNetwork(kube, kube, [t], ctx);
-    if (!r || r.outcome === 'failed') throw new Error(r?.error ?? 'no result');
-    return r;
-  },
+  remove: (kube, t, ctx) => removeOne(kube, t, ctx),
   async confirmGone(kube, { data: d }, ctx) {
     const net = await readNetwork(kube, d.group, d.networkType, d.namespace, d.name, ctx.signal);
     const pool = net ? poolOf(net, d.family) : undefined;

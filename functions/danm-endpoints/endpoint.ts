@@ -7,7 +7,7 @@ import { z } from 'zod';
 import type { KindSpec } from '../../shared/contract/index.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { PODS } from '../../shared/kube/resources.ts';
-import { networkBatch, networkEvent, removeOnNetwork } from './batch.ts';
+import { networkBatch, networkEvent, removeOne } from './batch.ts';
 import { danmResources } from './model.ts';
 
 export type Settings = Readonly<{
@@ -49,11 +49,7 @@ export const endpointKind: KindSpec<EpData, KubeReader, KubeReadWriter, Settings
     return { ok: true };
   },
   // One DanmEp alone: the same batch as its network's, of one.
-  async remove(kube, t, ctx) {
-    const [r] = await removeOnNetwork(kube, kube, [t], ctx);
-    if (!r || r.outcome === 'failed') throw new Error(r?.error ?? 'no result');
-    return r;
-  },
+  remove: (kube, t, ctx) => removeOne(kube, t, ctx),
   async confirmGone(kube, { data: d }, ctx) {
     const ep = await kube.get(danmResources(d.group).danmeps, d.namespace, d.name, ctx.signal);
     return !ep || ep.metadata.uid !== d.uid;

@@ -49,13 +49,7 @@ export function validPodref(podref: unknown): podref is string {
 export function parsePool(o: KubeObject): Pool {
   const md = o.metadata;
   const spec = (o.spec ?? {}) as { range?: unknown; allocations?: unknown };
-  const base = {
-    uid: md.uid,
-    name: md.name,
-    namespace: md.namespace ?? '',
-    resourceVersion: md.resourceVersion,
-    annotations: md.annotations,
-  };
+  const base = identityOf(md);
   const cidr = parseRange(spec.range);
   const rawAllocs =
     spec.allocations && typeof spec.allocations === 'object' && !Array.isArray(spec.allocations)
@@ -105,11 +99,7 @@ export function parseReservation(o: KubeObject): Reservation {
   const ip =
     parseAddress(md.name) ?? (md.name.includes('-') ? parseAddress(md.name.replace(/-/g, ':')) : undefined);
   const r = {
-    uid: md.uid,
-    name: md.name,
-    namespace: md.namespace ?? '',
-    resourceVersion: md.resourceVersion,
-    annotations: md.annotations,
+    ...identityOf(md),
     containerid: typeof spec.containerid === 'string' ? spec.containerid : '',
     podref: typeof spec.podref === 'string' ? spec.podref : '',
     ifname: typeof spec.ifname === 'string' ? spec.ifname : '',
@@ -145,4 +135,15 @@ export function networkStatusIps(
     }
   }
   return ips;
+}
+
+/** What a pool or a reservation is known by: its identity, its version and its keep-mark. */
+function identityOf(md: KubeObject['metadata']) {
+  return {
+    uid: md.uid,
+    name: md.name,
+    namespace: md.namespace ?? '',
+    resourceVersion: md.resourceVersion,
+    annotations: md.annotations,
+  };
 }

@@ -24,15 +24,11 @@ import type { Persisted, Scope } from './phases.ts';
 import type { Finish, RunHooks } from './result.ts';
 import type { RunDeps } from './run.ts';
 
-export type ActDeps<R, W> = Readonly<{
-  fn: TwopassFunction<R, W>;
-  reader: R;
-  writer: W;
-  time: Time;
-  log: Logger;
-  hooks?: RunHooks | undefined;
-  recordEvent?: ((note: EventNote, signal: AbortSignal) => Promise<void>) | undefined;
-}>;
+/** What the act phase uses of a run's dependencies (the log is the run's, with its snapshot id). */
+export type ActDeps<R, W> = Pick<
+  RunDeps<R, W>,
+  'fn' | 'reader' | 'writer' | 'time' | 'log' | 'hooks' | 'recordEvent'
+>;
 
 export type ActRequest = Readonly<{
   actions: readonly DeleteAction[];
@@ -268,15 +264,7 @@ export async function actPhase<R, W>(
     );
   sink?.signal.addEventListener('abort', onLost, { once: true });
   const done = await act(
-    {
-      fn,
-      reader: deps.reader,
-      writer: deps.writer,
-      time: deps.time,
-      log: x.log,
-      hooks: deps.hooks,
-      recordEvent: deps.recordEvent,
-    },
+    { ...deps, log: x.log },
     {
       actions,
       ctx: sink ? { ...ctx, signal: AbortSignal.any([ctx.signal, sink.signal]) } : ctx,

@@ -56,6 +56,16 @@ const unreachable = (command: string, args: string[], says = /could not read wha
   says,
 });
 
+/** `twopass run danm-endpoints` against the fake, with this config file. */
+const runWith = (kc: string, config: string) => [
+  'run',
+  'danm-endpoints',
+  '--kubeconfig',
+  kc,
+  '--config',
+  config,
+];
+
 const CASES: Case[] = [
   { what: 'no command', args: () => [], exit: 2, says: /Usage: twopass/ },
   { what: 'an unknown command', args: () => ['frobnicate'], exit: 2, says: /unknown command `frobnicate`/ },
@@ -86,14 +96,8 @@ const CASES: Case[] = [
   },
   {
     what: 'an unknown settings key',
-    args: (kc) => [
-      'run',
-      'danm-endpoints',
-      '--kubeconfig',
-      kc,
-      '--config',
-      file('typo.yaml', 'functions:\n  danm-endpoints:\n    settings: { namespace: [a] }\n'),
-    ],
+    args: (kc) =>
+      runWith(kc, file('typo.yaml', 'functions:\n  danm-endpoints:\n    settings: { namespace: [a] }\n')),
     exit: 2,
     says: /namespace/,
   },
@@ -283,14 +287,7 @@ const CASES: Case[] = [
   ...['grace: 0', 'grace: "0"', 'grace: 0s', 'minAge: 10s', 'kindGrace: { DanmBit: 0s }'].map(
     (line, i): Case => ({
       what: `a config with \`${line}\``,
-      args: (kc) => [
-        'run',
-        'danm-endpoints',
-        '--kubeconfig',
-        kc,
-        '--config',
-        file(`zero-${i}.yaml`, `functions:\n  danm-endpoints:\n    ${line}\n`),
-      ],
+      args: (kc) => runWith(kc, file(`zero-${i}.yaml`, `functions:\n  danm-endpoints:\n    ${line}\n`)),
       exit: 2,
       says: /`functions\.danm-endpoints\.(grace|minAge|kindGrace\.DanmBit)`: `\d+(ms|s)` is below the floor/,
       oneLine: true,
@@ -298,27 +295,17 @@ const CASES: Case[] = [
   ),
   {
     what: 'a config with `grace: 15` (a number without a unit)',
-    args: (kc) => [
-      'run',
-      'danm-endpoints',
-      '--kubeconfig',
-      kc,
-      '--config',
-      file('grace-15.yaml', 'functions:\n  danm-endpoints:\n    grace: 15\n'),
-    ],
+    args: (kc) => runWith(kc, file('grace-15.yaml', 'functions:\n  danm-endpoints:\n    grace: 15\n')),
     exit: 2,
     says: /expected a duration like `15m`, got `15`/,
   },
   {
     what: 'kindGrace of a kind the function does not have',
-    args: (kc) => [
-      'run',
-      'danm-endpoints',
-      '--kubeconfig',
-      kc,
-      '--config',
-      file('kind-typo.yaml', 'functions:\n  danm-endpoints:\n    kindGrace: { DanmBitt: 10m }\n'),
-    ],
+    args: (kc) =>
+      runWith(
+        kc,
+        file('kind-typo.yaml', 'functions:\n  danm-endpoints:\n    kindGrace: { DanmBitt: 10m }\n'),
+      ),
     exit: 2,
     says: /`functions\.danm-endpoints\.kindGrace\.DanmBitt`: unknown kind; the kinds of danm-endpoints: DanmEp, DanmBit/,
     oneLine: true,
@@ -342,14 +329,7 @@ const CASES: Case[] = [
   },
   {
     what: '`callTimeout: 0s`',
-    args: (kc) => [
-      'run',
-      'danm-endpoints',
-      '--kubeconfig',
-      kc,
-      '--config',
-      file('ct.yaml', 'callTimeout: 0s\n'),
-    ],
+    args: (kc) => runWith(kc, file('ct.yaml', 'callTimeout: 0s\n')),
     exit: 2,
     says: /`callTimeout`: expected at least `100ms`/,
     oneLine: true,
@@ -569,16 +549,7 @@ test('`twopass run --apply … | head -1`: a deleting run whose diff log is gone
     'piped-apply.yaml',
     'allowShortGrace: true\nfunctions:\n  danm-endpoints:\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    settings: { namespaces: [default] }\n',
   );
-  const args = [
-    'run',
-    'danm-endpoints',
-    '--kubeconfig',
-    kc,
-    '--config',
-    cfg,
-    '--state',
-    `file:${join(dir, 'piped-apply')}`,
-  ];
+  const args = [...runWith(kc, cfg), '--state', `file:${join(dir, 'piped-apply')}`];
   assert.is((await twopassAsync([...args, '--record', '--output', 'json'])).code, 0);
   const mark = fake.requests.length;
   // the reader is gone before the run starts acting (`| head -1` once its line came)

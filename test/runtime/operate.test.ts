@@ -33,15 +33,19 @@ test.before(async (ctx) => {
 });
 test.after(async (ctx) => ctx.t.close());
 
+/** A config that schedules danm-endpoints alone, with its state in `stateDir`. */
+const danmOnly = (schedule: string, stateDir: string) =>
+  resolveConfig(
+    { functions: { 'danm-endpoints': { schedule }, 'whereabouts-ips': { enabled: false } } },
+    'test',
+    { state: `file:${stateDir}` },
+  );
+
 test('schedule runs a function on a six-field (seconds) cron expression and serves metrics', async ({
   t,
   dir,
 }) => {
-  const cfg = resolveConfig(
-    { functions: { 'danm-endpoints': { schedule: '*/1 * * * * *' }, 'whereabouts-ips': { enabled: false } } },
-    'test',
-    { state: `file:${join(dir, 'sched')}` },
-  );
+  const cfg = danmOnly('*/1 * * * * *', join(dir, 'sched'));
   const cap = captureLog(Date.now);
   const s = await startScheduler(
     cfg,
@@ -133,7 +137,8 @@ test('handler(event): the way a Lambda-style runtime calls it', async ({ dir, kc
   const { makeHandler } = await import('../../shared/runtime/handler.ts');
   const { danmEndpoints } = await import('../../functions/danm-endpoints/index.ts');
   const h = makeHandler(danmEndpoints, { env, stream: captureLogStream() });
-  const out = await h({
+  // The event as a Lambda-style runtime hands it over: plain JSON.
+  const event = {
     dryRun: true,
     record: true,
     config: {
@@ -141,23 +146,12 @@ test('handler(event): the way a Lambda-style runtime calls it', async ({ dir, kc
       allowShortGrace: true,
       functions: { 'danm-endpoints': { grace: '0s', minAge: '0s', maxDeletionPercent: 100 } },
     },
-  });
+  };
+  const out = await h(event);
   assert.is(out.exitCode, 0);
   assert.is(out.dryRun, true);
   assert.ok(out.summary && out.summary.targets > 0);
-  const again = await h(
-    JSON.parse(
-      JSON.stringify({
-        dryRun: true,
-        record: true,
-        config: {
-          state: `file:${join(dir, 'faas')}`,
-          allowShortGrace: true,
-          functions: { 'danm-endpoints': { grace: '0s', minAge: '0s', maxDeletionPercent: 100 } },
-        },
-      }),
-    ),
-  );
+  const again = await h(JSON.parse(JSON.stringify(event)));
   assert.is(again.confirmed, 1, 'confirmed on the second observation');
   assert.equal(again.deleted, [], 'a dry run deletes nothing');
   for (const bad of [
@@ -263,11 +257,7 @@ test('/metrics: a collector that fails is a 500 for that scrape, and the schedul
   t,
   dir,
 }) => {
-  const cfg = resolveConfig(
-    { functions: { 'danm-endpoints': { schedule: '0 0 1 1 *' }, 'whereabouts-ips': { enabled: false } } },
-    'test',
-    { state: `file:${join(dir, 'sched-500')}` },
-  );
+  const cfg = danmOnly('0 0 1 1 *', join(dir, 'sched-500'));
   const s = await startScheduler(
     cfg,
     { time: testTime(), log: captureLog(Date.now).log, kubeOptions: t.options },
