@@ -5,10 +5,12 @@
  * counted, never fails the run, never delays a deletion. The URL is a secret (Slack's
  * carry their token): it never appears in a log line, only where it came from.
  */
-import { request } from 'undici';
+
 import type { Config } from '../config.ts';
+import { ConnectionError, HttpTransport } from '../http/transport.ts';
 import type { Logger } from '../log/logger.ts';
 import type { RunResult } from '../runtime/result.ts';
+import type { Time } from '../time.ts';
 
 export type NotifyOn =
   | 'refused'
@@ -95,12 +97,17 @@ function slackText(m: Record<string, unknown>): string {
   return `${head}: ${counts}${error}${list}${more}\n${m.rest}`;
 }
 
-/** Sends the run's summary when its outcome is one to send; failures are logged and reported, not thrown. */
+/**
+ * Sends the run's summary when its outcome is one to send, on the one HTTP transport (its
+ * timeouts, and its retries of a 429/5xx or a lost connection, as every other call);
+ * failures are logged and reported, never thrown.
+ */
 export async function notifyRun(
   w: Webhook,
   r: RunResult,
   log: Logger,
   failed: (fn: string) => void,
+  time: Time,
 ): Promise<void> {
   const why = reasonToSend(r, w.on);
   if (!why) return;
@@ -110,25 +117,30 @@ export async function notifyRun(
     log.warn({ event: 'notify.failed', function: r.function, webhook: w.from, reason }, 'notify.failed');
     failed(r.function);
   };
+  const http = new HttpTransport({ time, timeoutMs: w.timeoutMs, readAttempts: 3, connections: 1 });
   try {
-    const res = await request(w.url, {
+    const res = await http.send({
+      call: 'webhook',
       method: 'POST',
-      body,
+      url: new URL(w.url),
       headers: { 'content-type': 'application/json' },
-      headersTimeout: w.timeoutMs,
-      bodyTimeout: w.timeoutMs,
-      signal: AbortSignal.timeout(w.timeoutMs),
+      body,
+      signal: time.timeout(w.timeoutMs * 3),
+      // A notification sent twice is better than one lost: a 429/5xx or a lost connection is retried.
+      retry: true,
     });
-    await res.body.text().catch(() => '');
-    if (res.statusCode >= 300) return fail(`HTTP ${res.statusCode}`);
+    if (res.status >= 300) return fail(`HTTP ${res.status}`);
     log.info({ event: 'notify.sent', function: r.function, webhook: w.from, why }, 'notify.sent');
   } catch (err) {
     // The error text of a failed request can carry the URL: say only what kind of failure it was.
-    const e = err as { name?: string; code?: string };
     fail(
-      e.name === 'TimeoutError' || e.code === 'UND_ERR_HEADERS_TIMEOUT'
-        ? `no answer within ${w.timeoutMs} ms`
-        : `${e.code ?? e.name ?? 'error'}`,
+      err instanceof ConnectionError
+        ? err.timedOut || /aborted|timed out|TimeoutError/.test(err.detail)
+          ? `no answer within ${w.timeoutMs} ms`
+          : 'no connection'
+        : ((err as { name?: string }).name ?? 'error'),
     );
+  } finally {
+    await http.close();
   }
 }

@@ -9,7 +9,6 @@
  * logged as it is known and counted by kind.
  */
 import {
-  type EventNote,
   EvidenceCache,
   type FunctionContext,
   type RemovedPart,
@@ -17,11 +16,9 @@ import {
 } from '../contract/index.ts';
 import type { DeleteAction, Target } from '../engine/types.ts';
 import { messageOf } from '../errors.ts';
-import type { Logger } from '../log/logger.ts';
-import type { Time } from '../time.ts';
 import { EXIT } from './errors.ts';
 import type { Persisted, Scope } from './phases.ts';
-import type { Finish, RunHooks } from './result.ts';
+import type { Finish } from './result.ts';
 import type { RunDeps } from './run.ts';
 
 /** What the act phase uses of a run's dependencies (the log is the run's, with its snapshot id). */

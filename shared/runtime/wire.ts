@@ -156,7 +156,12 @@ export async function runFunction(
           ? { saveSnapshot: (s: Snapshot) => saveSnapshot(options.saveSnapshotDir!, s) }
           : {}),
         ...(env.logSink ? { logSink: env.logSink } : {}),
-        hooks: withNotify(withEvents(env.hooks, cfg, kube, env.time, env.processEnv ?? {}), webhook, env.log),
+        hooks: withNotify(
+          withEvents(env.hooks, cfg, kube, env.time, env.processEnv ?? {}),
+          webhook,
+          env.log,
+          env.time,
+        ),
         recordEvent: async (note, signal) => {
           await recordEvent(
             kube,
@@ -222,13 +227,13 @@ export async function connectPorts(
 }
 
 /** After everything else a run does: its summary to the webhook (never fails or delays the run's work). */
-function withNotify(hooks: RunHooks, webhook: Webhook | undefined, log: Logger): RunHooks {
+function withNotify(hooks: RunHooks, webhook: Webhook | undefined, log: Logger, time: Time): RunHooks {
   if (!webhook) return hooks;
   return {
     ...hooks,
     finished: async (r) => {
       await hooks.finished?.(r);
-      await notifyRun(webhook, r, log, (fn) => hooks.notifyFailed?.(fn));
+      await notifyRun(webhook, r, log, (fn) => hooks.notifyFailed?.(fn), time);
     },
   };
 }
