@@ -30,14 +30,23 @@ export const systemTime: Time = {
   timeout: (ms) => AbortSignal.timeout(ms),
 };
 
-/** A Time whose sleeps return at once and whose timeouts never fire: reads only `now`. */
-export function instantTime(now: () => number): Time {
+/**
+ * A Time whose sleeps return at once (each recorded in `sleeps`, when given): reads only
+ * `now`. Its timeouts never fire, or fire on the real clock with `realTimeouts` (a test
+ * whose server hangs on purpose, with a short call timeout). The sandbox and the tests
+ * share it.
+ */
+export function instantTime(
+  now: () => number,
+  opts: Readonly<{ sleeps?: number[]; realTimeouts?: boolean }> = {},
+): Time {
   return {
     now,
-    sleep: async (_ms, signal) => {
+    sleep: async (ms, signal) => {
+      opts.sleeps?.push(ms);
       if (signal?.aborted) throw signal.reason;
     },
-    timeout: () => new AbortController().signal,
+    timeout: opts.realTimeouts ? (ms) => AbortSignal.timeout(ms) : () => new AbortController().signal,
   };
 }
 
