@@ -20,7 +20,7 @@ import {
   setBits,
 } from '../../shared/sandbox/scenarios/danm.ts';
 import { danmRunner } from '../helpers/danm.ts';
-import { type Call, intercept } from '../helpers/intercept.ts';
+import { type Call, intercept, writeRecorder } from '../helpers/intercept.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
 
@@ -477,8 +477,23 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
     const dry = count();
     assert.equal((await r.run(false)).deleted, []);
     const wet = count();
+    const writes = writeRecorder();
+    const counting = r.intercept!;
+    r.intercept = (k) => writes.wrap(counting(k));
     const res = await r.run();
     delete r.intercept;
+    // Every write, and no other: each DanmEp deleted with its preconditions, one guarded
+    // bitmap write per network, one Event per network.
+    writes.check(
+      [
+        ...Array.from({ length: 20 }, () => 'delete danmeps [uid+rv]'),
+        'replace danmnets [rv]',
+        'replace danmnets [rv]',
+        'create events',
+        'create events',
+      ],
+      'the deleting run',
+    );
     assert.is(res.exitCode, EXIT.ok, JSON.stringify(r.events('delete.failed')));
     assert.is(res.deleted.length, 20, 'every orphan DanmEp');
     const n = (calls: Call[], verb: string, resource: string) =>

@@ -1,4 +1,5 @@
 /** whereabouts-ips end to end, against the real API server and the fake. */
+
 import * as assert from 'uvu/assert';
 import { whereaboutsIps } from '../../functions/whereabouts-ips/index.ts';
 import { POD_READS_PER_BATCH } from '../../functions/whereabouts-ips/kinds.ts';
@@ -19,6 +20,7 @@ import {
   offsetOf,
   setNetworkStatus,
 } from '../../shared/sandbox/scenarios/whereabouts.ts';
+import { writeRecorder } from '../helpers/intercept.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { runner } from '../helpers/runner.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
@@ -233,9 +235,13 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
         (q) => q.method === 'PATCH' && q.path.endsWith(`/namespaces/${ns}/ippools/pool`),
       ).length ?? 0;
     const before = patches();
+    const writes = writeRecorder();
+    r.intercept = writes.wrap;
     const res = await r.run();
+    delete r.intercept;
     assert.is(res.deleted.length, 10, JSON.stringify(r.events('delete.skipped')));
     if (t.fake) assert.is(patches() - before, 1, 'one patch for the pool');
+    writes.check(['patch ippools [test]', 'create events'], 'the deleting run (one tested patch, one Event)');
     assert.equal(Object.keys(await allocations(kube, ns, 'pool')), [offsetOf(RANGE, '192.168.2.120')]);
     const ev = (await kube.listAll(EVENTS, { namespace: ns })).items.filter(
       (e) => (e as { reason?: string }).reason === 'WhereaboutsAddressReclaimed',

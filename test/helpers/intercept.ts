@@ -15,6 +15,12 @@ export type Call = Readonly<{
   resource: string;
   namespace?: string;
   name?: string;
+  /**
+   * A write's server-side precondition: `uid+rv` (a delete's preconditions), `rv` (a PUT or
+   * merge patch with metadata.resourceVersion), `test` (a JSON patch that tests first), or
+   * `none` (a write that would apply to whatever is there).
+   */
+  guard?: 'uid+rv' | 'rv' | 'test' | 'none';
 }>;
 
 export type Done = Call & { readonly result: unknown };
@@ -29,6 +35,10 @@ const named = (obj: unknown): { namespace?: string; name?: string } => {
     ...(typeof m.name === 'string' ? { name: m.name } : {}),
   };
 };
+const rvGuard = (obj: unknown): 'rv' | 'none' =>
+  typeof (obj as { metadata?: { resourceVersion?: unknown } }).metadata?.resourceVersion === 'string'
+    ? 'rv'
+    : 'none';
 const at = (verb: Verb, ref: ResourceRef, namespace?: string, name?: string): Call => ({
   verb,
   resource: ref.plural,
@@ -45,15 +55,25 @@ export function intercept(inner: KubeClient, around: Around): KubeClient {
     create: (ref, obj, s) =>
       around({ verb: 'create', resource: ref.plural, ...named(obj) }, () => inner.create(ref, obj, s)),
     replace: (ref, obj, s) =>
-      around({ verb: 'replace', resource: ref.plural, ...named(obj) }, () => inner.replace(ref, obj, s)),
+      around({ verb: 'replace', resource: ref.plural, ...named(obj), guard: rvGuard(obj) }, () =>
+        inner.replace(ref, obj, s),
+      ),
     jsonPatch: (ref, ns, name, ops, s) =>
-      around(at('patch', ref, ns, name), () => inner.jsonPatch(ref, ns, name, ops, s)),
+      around(
+        { ...at('patch', ref, ns, name), guard: ops.some((o) => o.op === 'test') ? 'test' : 'none' },
+        () => inner.jsonPatch(ref, ns, name, ops, s),
+      ),
     mergePatch: (ref, ns, name, p, s) =>
-      around(at('patch', ref, ns, name), () => inner.mergePatch(ref, ns, name, p, s)),
+      around({ ...at('patch', ref, ns, name), guard: rvGuard(p) }, () =>
+        inner.mergePatch(ref, ns, name, p, s),
+      ),
     deleteWithPreconditions: (ref, ns, name, pre, s) =>
-      around(at('delete', ref, ns, name), () => inner.deleteWithPreconditions(ref, ns, name, pre, s)),
+      around(
+        { ...at('delete', ref, ns, name), guard: pre.uid && pre.resourceVersion ? 'uid+rv' : 'none' },
+        () => inner.deleteWithPreconditions(ref, ns, name, pre, s),
+      ),
     delete: (ref, ns, name, s, o) =>
-      around(at('delete', ref, ns, name), () => inner.delete(ref, ns, name, s, o)),
+      around({ ...at('delete', ref, ns, name), guard: 'none' }, () => inner.delete(ref, ns, name, s, o)),
     replaceStatus: (ref, obj, s) =>
       around({ verb: 'replace', resource: `${ref.plural}/status`, ...named(obj) }, () =>
         inner.replaceStatus(ref, obj, s),
@@ -97,3 +117,37 @@ export function crashAt(inner: KubeClient, point: (call: Call, done: readonly Do
 
 export const describe = (c: Call): string =>
   `${c.verb} ${c.resource}${c.name ? ` ${c.namespace ? `${c.namespace}/` : ''}${c.name}` : ''}`;
+
+/**
+ * The writes of a run, as `verb resource [guard]` lines (sample-controller's checkAction):
+ * `record` wraps the run's client, `check` compares what was written with what was
+ * expected, failing on an unexpected write as well as on a missing one.
+ */
+export function writeRecorder(): {
+  wrap: (kube: KubeClient) => KubeClient;
+  writes: () => string[];
+  check: (expected: readonly string[], what: string) => void;
+} {
+  const seen: string[] = [];
+  const writes = new Set<Verb>(['create', 'replace', 'patch', 'delete']);
+  return {
+    wrap: (kube) =>
+      intercept(kube, (call, next) => {
+        if (writes.has(call.verb) && call.resource !== 'leases' && call.resource !== 'configmaps')
+          seen.push(`${call.verb} ${call.resource}${call.guard ? ` [${call.guard}]` : ''}`);
+        return next();
+      }),
+    writes: () => [...seen],
+    check: (expected, what) => {
+      const tally = (l: readonly string[]) => {
+        const m = new Map<string, number>();
+        for (const x of l) m.set(x, (m.get(x) ?? 0) + 1);
+        return [...m].sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, n]) => `${n} x ${k}`);
+      };
+      const got = tally(seen);
+      const want = tally(expected);
+      if (JSON.stringify(got) !== JSON.stringify(want))
+        throw new Error(`${what}: the writes were\n  ${got.join('\n  ')}\nexpected\n  ${want.join('\n  ')}`);
+    },
+  };
+}

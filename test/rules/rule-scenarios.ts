@@ -26,7 +26,7 @@ import {
   createPodObject,
   R,
 } from '../../shared/sandbox/scenarios/danm.ts';
-import { intercept } from '../helpers/intercept.ts';
+import { intercept, writeRecorder } from '../helpers/intercept.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { runner } from '../helpers/runner.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
@@ -69,8 +69,12 @@ export function ruleScenarios(label: string, getTarget: () => Promise<KubeTarget
       'the first observation only records the endpoint',
     );
     r.now += 11 * MIN;
+    const writes = writeRecorder();
+    r.intercept = writes.wrap;
     const second = await r.run();
+    delete r.intercept;
     assert.equal(second.deleted, [deadEp.metadata.uid]);
+    writes.check(['delete ciliumendpoints [uid+rv]', 'create events'], 'the deleting run');
     assert.not.ok(await exists(kube, CILIUM.endpoints, deadEp), 'the orphan endpoint is deleted');
     assert.ok(await exists(kube, CILIUM.endpoints, liveEp), 'the live endpoint stays');
     const events = (await kube.listAll(EVENTS, { namespace: ns })).items;
