@@ -22,7 +22,7 @@ import {
   type TwopassFunction,
   type Typed,
 } from './index.ts';
-import { describeIssuesInline } from './settings.ts';
+import { describeIssuesInline, isParsedSettings } from './settings.ts';
 
 export function keepMarked(marks: readonly Marks[] | undefined): boolean {
   for (const m of marks ?? []) {
@@ -48,6 +48,8 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
   // Settings are parsed once per settings object (a run passes one object to every call).
   const parsedSettings = new WeakMap<object, Settings>();
   const settingsOf = (raw: Readonly<Record<string, unknown>>): Settings => {
+    // Parsed where the config loaded (validateSettings): handed down as it is.
+    if (isParsedSettings(raw)) return raw as Settings;
     let s = parsedSettings.get(raw);
     if (s !== undefined) return s;
     const r = spec.settings.safeParse(raw);

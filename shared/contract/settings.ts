@@ -29,6 +29,20 @@ export function describeIssues(where: string, error: z.ZodError, root: string): 
     .join('\n');
 }
 
+/**
+ * Settings objects already parsed by their function's schema (where the config loads):
+ * the contract hands them to the function as they are, never parsing them again.
+ */
+const PARSED = new WeakSet<object>();
+
+/** Marks a settings object as the output of its function's schema. */
+export function parsedSettings<T extends object>(settings: T): T {
+  PARSED.add(settings);
+  return settings;
+}
+
+export const isParsedSettings = (settings: object): boolean => PARSED.has(settings);
+
 /** The first zod issue, `path: message` (one line for a file that is not what it should be). */
 export function firstIssue(error: z.ZodError, root = '(root)'): string {
   const i = error.issues[0];

@@ -6,6 +6,7 @@
  */
 import type { z } from 'zod';
 import type { AnyFunction } from '../contract/index.ts';
+import { parsedSettings } from '../contract/settings.ts';
 import { ConfigError } from '../errors.ts';
 
 /** Parses one function's settings with its schema; the error names `functions.<fn>.settings.<key>`. */
@@ -15,7 +16,7 @@ export function validateSettings(
   where: string,
 ): Readonly<Record<string, unknown>> {
   const r = fn.settingsSchema.safeParse(settings);
-  if (r.success) return Object.freeze(r.data as Record<string, unknown>);
+  if (r.success) return parsedSettings(Object.freeze(r.data as Record<string, unknown>));
   throw new ConfigError(
     r.error.issues
       .map((i) => {
