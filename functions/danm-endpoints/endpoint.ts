@@ -4,17 +4,34 @@
  * (`batch.ts`): one write for every DanmEp and leaked bit of the network.
  */
 import { z } from 'zod';
-import type { KindSpec } from '../../shared/contract/index.ts';
+import {
+  describeValue,
+  type KindSpec,
+  namespacesSetting,
+  pageSizeSetting,
+} from '../../shared/contract/index.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { PODS } from '../../shared/kube/resources.ts';
 import { networkBatch, networkEvent, removeOne } from './batch.ts';
-import { danmResources } from './model.ts';
+import { danmResources, GROUPS } from './model.ts';
 
-export type Settings = Readonly<{
-  namespaces?: readonly string[] | undefined;
-  group?: string | undefined;
-  pageSize: number;
-}>;
+/** The settings of danm-endpoints (`functions.danm-endpoints.settings`). */
+export const danmEndpointsSettings = z
+  .object({
+    namespaces: namespacesSetting
+      .optional()
+      .describe(
+        'only DanmEps and networks of these namespaces are targets; ClusterNetworks always are (default: all)',
+      ),
+    group: z
+      .enum(GROUPS, { error: (i) => `expected one of ${GROUPS.join(', ')}, got ${describeValue(i.input)}` })
+      .optional()
+      .describe('the DANM API group (default: detected)'),
+    pageSize: pageSizeSetting.default(500).describe('items per list page'),
+  })
+  .strict();
+
+export type Settings = z.output<typeof danmEndpointsSettings>;
 
 export const networkType = z.enum(['DanmNet', 'TenantNetwork', 'ClusterNetwork']);
 

@@ -1,50 +1,14 @@
-/**
- * danm-endpoints: reclaims DanmEps whose Pod (by UID) is gone, then the IPs they
- * held, and bits set in a DANM bitmap that no DanmEp holds.
- */
-import { z } from 'zod';
-import {
-  defineFunction,
-  describeValue,
-  GUARD_DEFAULTS,
-  MINUTE,
-  namespacesSetting,
-  type ObserveContext,
-  pageSizeSetting,
-} from '../../shared/contract/index.ts';
+import { defineFunction, GUARD_DEFAULTS, MINUTE, type ObserveContext } from '../../shared/contract/index.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { PODS } from '../../shared/kube/resources.ts';
 import { formatAddress } from '../../shared/net/ip.ts';
 import { type BitData, bitKind } from './bits.ts';
-import { type EpData, endpointKind, type Settings } from './endpoint.ts';
+import { danmEndpointsSettings, type EpData, endpointKind, type Settings } from './endpoint.ts';
 import { BitEvidence, danmPodViewer, detectGroup, endpointViewer, NETWORK_TYPES } from './evidence.ts';
-import {
-  bitIndex,
-  clearable,
-  danmResources,
-  GROUPS,
-  type Network,
-  networkId,
-  parseNetwork,
-} from './model.ts';
+import { bitIndex, clearable, danmResources, type Network, networkId, parseNetwork } from './model.ts';
 
 export { detectGroup } from './evidence.ts';
 export const NAME = 'danm-endpoints';
-
-export const danmEndpointsSettings = z
-  .object({
-    namespaces: namespacesSetting
-      .optional()
-      .describe(
-        'only DanmEps and networks of these namespaces are targets; ClusterNetworks always are (default: all)',
-      ),
-    group: z
-      .enum(GROUPS, { error: (i) => `expected one of ${GROUPS.join(', ')}, got ${describeValue(i.input)}` })
-      .optional()
-      .describe('the DANM API group (default: detected)'),
-    pageSize: pageSizeSetting.default(500).describe('items per list page'),
-  })
-  .strict();
 
 type Kinds = { DanmEp: EpData; DanmBit: BitData };
 
@@ -209,3 +173,5 @@ export const danmEndpoints = defineFunction<typeof danmEndpointsSettings, KubeRe
   },
   observe,
 });
+
+export { danmEndpointsSettings } from './endpoint.ts';

@@ -1,16 +1,9 @@
-/**
- * whereabouts-ips: reclaims IPPool allocations and OverlappingRangeIPReservations
- * whose pod is gone, or whose pod of the same name no longer has the address.
- */
-import { z } from 'zod';
 import {
   defineFunction,
   GUARD_DEFAULTS,
   MINUTE,
   NotInstalledError,
-  namespacesSetting,
   type ObserveContext,
-  pageSizeSetting,
 } from '../../shared/contract/index.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { PODS } from '../../shared/kube/resources.ts';
@@ -23,6 +16,7 @@ import {
   type ResvData,
   reservationKind,
   type Settings,
+  whereaboutsIpsSettings,
 } from './kinds.ts';
 import { GROUP, IPPOOLS, parsePool, parseReservation, RESERVATIONS } from './model.ts';
 
@@ -40,15 +34,6 @@ const NOT_LISTED_NOTE =
   'sandbox ID nor when its annotation was written. So this kind waits longer (kindGrace IPPoolAllocationNotListed / ' +
   'OverlappingRangeIPReservationNotListed, default 1h, against 5m when the pod is gone), and any change to the pod ' +
   'that lists the address rescues it.';
-
-export const whereaboutsIpsSettings = z
-  .object({
-    namespaces: namespacesSetting
-      .optional()
-      .describe('only pools and reservations of these namespaces are targets (default: all)'),
-    pageSize: pageSizeSetting.default(500).describe('items per list page'),
-  })
-  .strict();
 
 type Kinds = {
   IPPoolAllocation: AllocData;
@@ -209,3 +194,5 @@ export const whereaboutsIps = defineFunction<
   },
   observe,
 });
+
+export { whereaboutsIpsSettings } from './kinds.ts';

@@ -11,6 +11,8 @@ import {
   deleteAsObserved,
   type EventNote,
   type KindSpec,
+  namespacesSetting,
+  pageSizeSetting,
   type RecheckResult,
   type RunContext,
   type Typed,
@@ -20,7 +22,17 @@ import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
 import { GROUP, IPPOOLS, networkStatusIps, RESERVATIONS } from './model.ts';
 
-export type Settings = Readonly<{ namespaces?: readonly string[] | undefined; pageSize: number }>;
+/** The settings of whereabouts-ips (`functions.whereabouts-ips.settings`). */
+export const whereaboutsIpsSettings = z
+  .object({
+    namespaces: namespacesSetting
+      .optional()
+      .describe('only pools and reservations of these namespaces are targets (default: all)'),
+    pageSize: pageSizeSetting.default(500).describe('items per list page'),
+  })
+  .strict();
+
+export type Settings = z.output<typeof whereaboutsIpsSettings>;
 type Ctx = RunContext<Settings>;
 const PATCH_ATTEMPTS = 5;
 
