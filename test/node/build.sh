@@ -3,6 +3,8 @@
 # kubelet, kube-controller-manager and kube-scheduler built from the Go module proxy in the
 # wrapper module test/cluster/build.sh makes (run it first), and Debian's containerd, runc,
 # CNI plugins, buildah and debootstrap (apt). Prints the bin directory on its last line.
+# Usage: test/node/build.sh [packages|binaries|all]   (default all; CI runs the apt part
+#        after the other apt installs, and the Go part after the cluster build)
 # Env: TWOPASS_KUBE_VERSION (default v1.36.3), TWOPASS_CACHE (default ~/.cache/twopass)
 set -euo pipefail
 KV=${TWOPASS_KUBE_VERSION:-v1.36.3}
@@ -13,16 +15,21 @@ LDF="-s -w -X k8s.io/component-base/version.gitVersion=$KV -X k8s.io/client-go/p
 started=$(date +%s)
 step() { echo "[node $(( $(date +%s) - started ))s] $*"; }
 
+PART=${1:-all}
 pkgs=(containerd runc containernetworking-plugins buildah debootstrap busybox-static)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if ((${#missing[@]})); then
+if [[ $PART != binaries ]] && ((${#missing[@]})); then
   step "apt-get install ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+if [[ $PART == packages ]]; then
+  step "packages ready"
+  exit 0
+fi
 if [[ -x $BIN/kubelet && -x $BIN/kube-controller-manager && -x $BIN/kube-scheduler ]]; then
   step "node binaries cached in $BIN"
   echo "$BIN"
