@@ -1,0 +1,204 @@
+/**
+ * A real node beside a test apiserver: Debian's containerd (runc, the bridge CNI plugin on
+ * its own bridge) and a kubelet built at the apiserver's version (test/node/build.sh; it
+ * also builds kube-scheduler and kube-controller-manager, not started yet), set up as ../shared/reference/node.md records
+ * (cgroup v1 allowed, a local pause image, restrict_oom_score_adj, no registry). Images
+ * come from OCI archives imported into containerd. Everything runs from a temp directory,
+ * listens on 127.0.0.1, and is stopped by PID.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import {
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { binDir, type Cluster, freePort, KUBE_VERSION } from '../cluster/cluster.ts';
+
+export const NODE_NAME = 'twopass-node';
+const CACHE = process.env.TWOPASS_CACHE ?? join(homedir(), '.cache/twopass');
+export const nodeBinDir = () => join(CACHE, 'node', KUBE_VERSION);
+export const IMAGE_ARCHIVE = join(CACHE, 'node', 'images', 'twopass-test.tar');
+
+/** Whether this machine can run the node: root, the Debian packages and the built binaries. */
+export function nodeAvailable(): string | undefined {
+  if (process.getuid?.() !== 0) return 'not root';
+  for (const cmd of ['containerd', 'runc', 'buildah', 'ctr'])
+    if (!existsSync(`/usr/bin/${cmd}`) && !existsSync(`/usr/sbin/${cmd}`)) return `${cmd} is not installed`;
+  for (const b of ['kubelet', 'kube-scheduler', 'kube-controller-manager'])
+    if (!existsSync(join(nodeBinDir(), b))) return `${b} is not built (test/node/build.sh)`;
+  if (!existsSync('/usr/lib/cni/bridge')) return 'the CNI plugins are not installed';
+  return undefined;
+}
+
+export type Node = Readonly<{
+  dir: string;
+  ctr: (...args: string[]) => string;
+  stop: () => Promise<void>;
+}>;
+
+async function waitFor(what: string, ms: number, ok: () => boolean | Promise<boolean>): Promise<void> {
+  const until = Date.now() + ms;
+  for (;;) {
+    if (await Promise.resolve(ok()).catch(() => false)) return;
+    if (Date.now() > until) throw new Error(`${what}: not ready within ${ms / 1000}s`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** The local pause image (busybox-static sleeping), built once with buildah into an archive. */
+function pauseArchive(): string {
+  const out = join(CACHE, 'node', 'images', 'pause.tar');
+  if (existsSync(out)) return out;
+  mkdirSync(join(CACHE, 'node', 'images'), { recursive: true });
+  const sh = (...a: string[]) => execFileSync('buildah', a, { encoding: 'utf8' }).trim();
+  const c = sh('from', 'scratch');
+  const m = sh('mount', c);
+  mkdirSync(join(m, 'bin'), { recursive: true });
+  execFileSync('cp', ['/bin/busybox', join(m, 'bin/busybox')]);
+  sh('umount', c);
+  sh('config', '--entrypoint', '["/bin/busybox","sleep","2147483647"]', c);
+  sh('commit', '--quiet', c, 'localhost/pause:test');
+  sh('rm', c);
+  sh('push', '--quiet', 'localhost/pause:test', `oci-archive:${out}:localhost/pause:test`);
+  return out;
+}
+
+/** Starts containerd and the kubelet against `cluster`. */
+export async function startNode(cluster: Cluster, images: readonly string[]): Promise<Node> {
+  const dir = mkdtempSync(join(tmpdir(), 'twopass-node-'));
+  const children: ChildProcess[] = [];
+  const launch = (name: string, bin: string, args: string[]) => {
+    const log = createWriteStream(join(dir, `${name}.log`));
+    const c = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    c.stdout?.pipe(log);
+    c.stderr?.pipe(log);
+    children.push(c);
+    return c;
+  };
+  const sock = join(dir, 'containerd.sock');
+  const ctr = (...args: string[]) =>
+    execFileSync('ctr', ['-a', sock, '-n', 'k8s.io', ...args], { encoding: 'utf8' }).trim();
+  const stop = async () => {
+    for (const c of [...children].reverse()) c.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 500));
+    for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+    // the shims containerd left behind, and the kubelet's mounts
+    try {
+      execFileSync('pkill', ['-f', `containerd-shim-runc-v2.*${dir}`]);
+    } catch {
+      /* none */
+    }
+    try {
+      execFileSync('sh', ['-c', `mount | awk '{print $3}' | grep '^${dir}' | sort -r | xargs -r umount -l`]);
+    } catch {
+      /* none */
+    }
+    try {
+      execFileSync('ip', ['link', 'delete', 'tp0']);
+    } catch {
+      /* none */
+    }
+    if (!process.env.TWOPASS_KEEP_NODE_DIR) rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    // containerd: its own root, state and socket; the local pause image; the bridge CNI
+    const cfg = execFileSync('containerd', ['config', 'default'], { encoding: 'utf8' })
+      .replace(/^root = ".*"$/m, `root = "${dir}/containerd/root"`)
+      .replace(/^state = ".*"$/m, `state = "${dir}/containerd/state"`)
+      .replace(/^ {2}address = "\/run\/containerd\/containerd.sock"$/m, `  address = "${sock}"`)
+      .replace('restrict_oom_score_adj = false', 'restrict_oom_score_adj = true')
+      .replace(/sandbox_image = ".*"/, 'sandbox_image = "localhost/pause:test"')
+      .replace('bin_dir = "/opt/cni/bin"', 'bin_dir = "/usr/lib/cni"')
+      .replace('conf_dir = "/etc/cni/net.d"', `conf_dir = "${dir}/cni"`);
+    writeFileSync(join(dir, 'containerd.toml'), cfg);
+    mkdirSync(join(dir, 'cni'));
+    writeFileSync(
+      join(dir, 'cni', '10-bridge.conflist'),
+      JSON.stringify({
+        cniVersion: '0.4.0',
+        name: 'twopass-test',
+        plugins: [
+          {
+            type: 'bridge',
+            bridge: 'tp0',
+            isGateway: true,
+            ipMasq: false,
+            ipam: { type: 'host-local', ranges: [[{ subnet: '10.88.0.0/16' }]], dataDir: join(dir, 'ipam') },
+          },
+          { type: 'loopback' },
+        ],
+      }),
+    );
+    launch('containerd', 'containerd', ['--config', join(dir, 'containerd.toml')]);
+    await waitFor('containerd', 20_000, () => existsSync(sock));
+    ctr('images', 'import', pauseArchive());
+    for (const i of images) ctr('images', 'import', i);
+
+    const kubeconfig = join(dir, 'kubeconfig');
+    writeFileSync(kubeconfig, cluster.kubeconfig());
+    const kubeletPort = await freePort();
+    writeFileSync(
+      join(dir, 'kubelet.yaml'),
+      [
+        'apiVersion: kubelet.config.k8s.io/v1beta1',
+        'kind: KubeletConfiguration',
+        'failCgroupV1: false',
+        'cgroupDriver: cgroupfs',
+        `containerRuntimeEndpoint: unix://${sock}`,
+        'failSwapOn: false',
+        'resolvConf: ""',
+        'enforceNodeAllocatable: []',
+        'clusterDNS: ["10.0.0.10"]',
+        'clusterDomain: cluster.local',
+        'address: 127.0.0.1',
+        `port: ${kubeletPort}`,
+        'readOnlyPort: 0',
+        'healthzBindAddress: 127.0.0.1',
+        `healthzPort: ${await freePort()}`,
+        'authentication: { anonymous: { enabled: false }, webhook: { enabled: false } }',
+        'authorization: { mode: AlwaysAllow }',
+        `podLogsDir: ${dir}/pod-logs`,
+        'evictionHard: {}',
+        'imageGCHighThresholdPercent: 100',
+        '',
+      ].join('\n'),
+    );
+    const nb = nodeBinDir();
+    launch('kubelet', join(nb, 'kubelet'), [
+      `--config=${join(dir, 'kubelet.yaml')}`,
+      `--kubeconfig=${kubeconfig}`,
+      `--root-dir=${join(dir, 'kubelet')}`,
+      `--cert-dir=${join(dir, 'kubelet-certs')}`,
+      `--hostname-override=${NODE_NAME}`,
+      '--v=1',
+    ]);
+    return { dir, ctr, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+/** The log of a pod's container, as the kubelet wrote it (`kubectl logs` without the kubelet's API). */
+export function podLog(node: Node, namespace: string, pod: string, container: string): string {
+  const base = join(node.dir, 'pod-logs');
+  const d = execFileSync('ls', [base], { encoding: 'utf8' })
+    .split('\n')
+    .find((x) => x.startsWith(`${namespace}_${pod}_`));
+  if (!d) return '';
+  const file = join(base, d, container, '0.log');
+  if (!existsSync(file)) return '';
+  // CRI log lines: TIME STREAM TAG TEXT
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .map((l) => l.split(' ').slice(3).join(' '))
+    .join('\n');
+}
+
+export { binDir };
