@@ -383,8 +383,6 @@ export function networkEvent(removed: readonly Removed<NetData>[]): EventNote | 
   };
 }
 
-export { type DanmEvidence, readDanmEvidence } from './evidence.ts';
-
 /** One DanmEp or bit alone: the same removal as its network's batch, of one. */
 export async function removeOne(kube: KubeReadWriter, t: Typed<NetData>, ctx: Ctx): Promise<RemoveResult> {
   const [r] = await removeOnNetwork(kube, kube, [t], ctx);

@@ -42,73 +42,71 @@ export async function explainCommand(
     time: io.time,
     processEnv: io.env,
   });
-  {
-    // A name matches whole or by its leading words: `ns/pod`, `ns/pod eth0` (or `pod` alone)
-    // find every DanmEp of the pod, whatever address and pod UID follow.
-    const keys = new Set<string>();
-    const named = (n: string | undefined) =>
-      n !== undefined &&
-      (n === query ||
-        n.startsWith(`${query} `) ||
-        (!query.includes('/') && (n.split(' ')[0]!.endsWith(`/${query}`) || n.includes(`/${query} `))));
-    for (const t of snapshot.targets) if (t.key === query || named(t.name)) keys.add(t.key);
-    for (const [k, c] of Object.entries(state.candidates)) if (k === query || named(c.name)) keys.add(k);
-    const matches: Match[] = [...keys].map((key) => {
-      const target = snapshot.targets.find((t) => t.key === key);
-      const stored = state.candidates[key];
-      const events = d.diff.events.filter((e) => 'key' in e && e.key === key);
-      const said = events.map(
-        (e) =>
-          `${e.event}${'reason' in e ? `: ${e.reason}` : ''}${'timeLeftMs' in e ? `: ${formatDuration(e.timeLeftMs)} left (${e.waitingFor})` : ''}${'unusedForMs' in e ? ` (unused for ${formatDuration(e.unusedForMs)})` : ''}`,
-      );
-      if (target && events.length === 0) said.push('in use (evidence found), not a candidate');
-      if (!target) said.push("not a target in a fresh snapshot (gone, out of scope, or not this function's)");
-      const kind = target?.kind ?? stored?.kind;
-      const label = target?.name ?? stored?.name;
-      return {
-        key,
-        ...(kind ? { kind } : {}),
-        ...(label ? { name: label } : {}),
-        ...(target ? { target } : {}),
-        ...(stored ? { stored } : {}),
-        now: said,
-      };
-    });
-    const refused =
-      d.diff.outcome === 'ok'
-        ? undefined
-        : `this run would be ${d.diff.outcome}: ${d.diff.events
-            .filter((e) => e.event === 'run.refused' || e.event === 'run.aborted')
-            .map((e) => ('reason' in e ? e.reason : ''))
-            .join('; ')}`;
-    if (output === 'json') {
-      io.out.write(
-        `${JSON.stringify({ function: name, query, matches, ...(refused ? { run: refused } : {}), policy })}\n`,
-      );
-      return EXIT.ok;
-    }
-    if (matches.length === 0) {
-      io.out.write(
-        `${name}: nothing called \`${query}\`: no target of a fresh snapshot and no stored candidate has that key or name\n`,
-      );
-      return EXIT.ok;
-    }
-    if (matches.length > 1)
-      io.out.write(`${name}: ${matches.length} objects are called \`${query}\`; each by its key (UID):\n`);
-    for (const m of matches) {
-      io.out.write(`${name} ${m.key}${m.kind ? ` ${m.kind}` : ''}${m.name ? ` ${m.name}` : ''}\n`);
-      if (m.target) io.out.write(`  target: fingerprint ${m.target.fingerprint}\n`);
-      const note = m.kind ? fn.kindNotes[m.kind] : undefined;
-      if (note) io.out.write(`  note: ${note}\n`);
-      io.out.write(
-        m.stored
-          ? `  stored: candidate since ${new Date(m.stored.firstUnusedAt).toISOString()}, seen unused ${m.stored.observations}x, fingerprint ${m.stored.fingerprint}\n`
-          : '  stored: not a candidate\n',
-      );
-      for (const s of m.now) io.out.write(`  now: ${s}\n`);
-    }
-    if (refused) io.out.write(`  ${refused}\n`);
-    io.out.write(`  policy: ${describePolicy(policy)}\n`);
+  // A name matches whole or by its leading words: `ns/pod`, `ns/pod eth0` (or `pod` alone)
+  // find every DanmEp of the pod, whatever address and pod UID follow.
+  const keys = new Set<string>();
+  const named = (n: string | undefined) =>
+    n !== undefined &&
+    (n === query ||
+      n.startsWith(`${query} `) ||
+      (!query.includes('/') && (n.split(' ')[0]!.endsWith(`/${query}`) || n.includes(`/${query} `))));
+  for (const t of snapshot.targets) if (t.key === query || named(t.name)) keys.add(t.key);
+  for (const [k, c] of Object.entries(state.candidates)) if (k === query || named(c.name)) keys.add(k);
+  const matches: Match[] = [...keys].map((key) => {
+    const target = snapshot.targets.find((t) => t.key === key);
+    const stored = state.candidates[key];
+    const events = d.diff.events.filter((e) => 'key' in e && e.key === key);
+    const said = events.map(
+      (e) =>
+        `${e.event}${'reason' in e ? `: ${e.reason}` : ''}${'timeLeftMs' in e ? `: ${formatDuration(e.timeLeftMs)} left (${e.waitingFor})` : ''}${'unusedForMs' in e ? ` (unused for ${formatDuration(e.unusedForMs)})` : ''}`,
+    );
+    if (target && events.length === 0) said.push('in use (evidence found), not a candidate');
+    if (!target) said.push("not a target in a fresh snapshot (gone, out of scope, or not this function's)");
+    const kind = target?.kind ?? stored?.kind;
+    const label = target?.name ?? stored?.name;
+    return {
+      key,
+      ...(kind ? { kind } : {}),
+      ...(label ? { name: label } : {}),
+      ...(target ? { target } : {}),
+      ...(stored ? { stored } : {}),
+      now: said,
+    };
+  });
+  const refused =
+    d.diff.outcome === 'ok'
+      ? undefined
+      : `this run would be ${d.diff.outcome}: ${d.diff.events
+          .filter((e) => e.event === 'run.refused' || e.event === 'run.aborted')
+          .map((e) => ('reason' in e ? e.reason : ''))
+          .join('; ')}`;
+  if (output === 'json') {
+    io.out.write(
+      `${JSON.stringify({ function: name, query, matches, ...(refused ? { run: refused } : {}), policy })}\n`,
+    );
     return EXIT.ok;
   }
+  if (matches.length === 0) {
+    io.out.write(
+      `${name}: nothing called \`${query}\`: no target of a fresh snapshot and no stored candidate has that key or name\n`,
+    );
+    return EXIT.ok;
+  }
+  if (matches.length > 1)
+    io.out.write(`${name}: ${matches.length} objects are called \`${query}\`; each by its key (UID):\n`);
+  for (const m of matches) {
+    io.out.write(`${name} ${m.key}${m.kind ? ` ${m.kind}` : ''}${m.name ? ` ${m.name}` : ''}\n`);
+    if (m.target) io.out.write(`  target: fingerprint ${m.target.fingerprint}\n`);
+    const note = m.kind ? fn.kindNotes[m.kind] : undefined;
+    if (note) io.out.write(`  note: ${note}\n`);
+    io.out.write(
+      m.stored
+        ? `  stored: candidate since ${new Date(m.stored.firstUnusedAt).toISOString()}, seen unused ${m.stored.observations}x, fingerprint ${m.stored.fingerprint}\n`
+        : '  stored: not a candidate\n',
+    );
+    for (const s of m.now) io.out.write(`  now: ${s}\n`);
+  }
+  if (refused) io.out.write(`  ${refused}\n`);
+  io.out.write(`  policy: ${describePolicy(policy)}\n`);
+  return EXIT.ok;
 }

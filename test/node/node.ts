@@ -18,7 +18,7 @@ import {
 } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { binDir, type Cluster, freePort, KUBE_VERSION } from '../cluster/cluster.ts';
+import { type Cluster, freePort, KUBE_VERSION } from '../cluster/cluster.ts';
 
 export const NODE_NAME = 'twopass-node';
 const CACHE = process.env.TWOPASS_CACHE ?? join(homedir(), '.cache/twopass');
@@ -200,5 +200,3 @@ export function podLog(node: Node, namespace: string, pod: string, container: st
     .map((l) => l.split(' ').slice(3).join(' '))
     .join('\n');
 }
-
-export { binDir };
