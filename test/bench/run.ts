@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark, each printing a markdown table; the tables are
  * also written to test/bench/RESULTS.md. Benchmarks are not tests: no verdicts.
- *   npm run bench -- engine|e2e|http|rules|batch|act|real|peer   one of them
+ *   npm run bench -- engine|e2e|http|rules|batch|act|real|peer|node   one of them
  *   npm run bench -- --quick                smaller sizes
  */
 import { spawnSync } from 'node:child_process';
@@ -11,6 +11,7 @@ import { batchBench } from './batch.ts';
 import { e2eBench } from './e2e.ts';
 import { engineBench } from './engine.ts';
 import { httpBench } from './http.ts';
+import { nodeMemoryBench } from './node-memory.ts';
 import { peerBench } from './peer.ts';
 import { realBench } from './real.ts';
 import { rulesBench } from './rules.ts';
@@ -71,6 +72,8 @@ if (want('peer')) {
     out('### The peer\n\nskipped: TWOPASS_NO_REAL_CLUSTER=1\n');
   else await section('peer', () => peerBench(quick ? [5_000] : [5_000, 30_000]));
 }
+// the real node (root, test/node/build.sh): the CronJob's pod under its memory limit
+await section('node', () => nodeMemoryBench(quick ? [10_000] : [10_000, 50_000, 150_000, 300_000]));
 if (!quick && only.length === 0) {
   const path = new URL('./RESULTS.md', import.meta.url);
   let history = '';

@@ -88,7 +88,14 @@ async function waitFor(
   }
 }
 
-export async function startCluster(opts: { crdDir?: string; audit?: boolean } = {}): Promise<Cluster> {
+export type ClusterOptions = {
+  crdDir?: string;
+  audit?: boolean;
+  /** The ServiceAccount admission plugin on (pods get their tokens): for a real node. */
+  serviceAccounts?: boolean;
+};
+
+export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
   const bin = binDir();
   const dir = mkdtempSync(join(tmpdir(), 'twopass-cluster-'));
   const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort()];
@@ -173,7 +180,7 @@ export async function startCluster(opts: { crdDir?: string; audit?: boolean } = 
       `--service-account-signing-key-file=${join(dir, 'sa.key')}`,
       `--token-auth-file=${join(dir, 'tokens.csv')}`,
       '--authorization-mode=RBAC',
-      '--disable-admission-plugins=ServiceAccount',
+      ...(opts.serviceAccounts ? [] : ['--disable-admission-plugins=ServiceAccount']),
       '--enable-priority-and-fairness=false',
       // Compact often, so that the contract suite sees continue tokens expire (410) within seconds.
       '--etcd-compaction-interval=10s',

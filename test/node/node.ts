@@ -1,12 +1,19 @@
 /**
  * A real node beside a test apiserver: Debian's containerd (runc, the bridge CNI plugin on
- * its own bridge) and a kubelet built at the apiserver's version (test/node/build.sh; it
- * also builds kube-scheduler and kube-controller-manager, not started yet), set up as ../shared/reference/node.md records
+ * its own bridge), and a kubelet, kube-controller-manager and kube-scheduler built at the
+ * apiserver's version (test/node/build.sh), set up as ../shared/reference/node.md records
  * (cgroup v1 allowed, a local pause image, restrict_oom_score_adj, no registry). Images
  * come from OCI archives imported into containerd. Everything runs from a temp directory,
  * listens on 127.0.0.1, and is stopped by PID.
+ *
+ * Pods reach the apiserver as in any cluster, at the `kubernetes` Service (10.0.0.1:443,
+ * KUBERNETES_SERVICE_HOST), with their ServiceAccount's token and the cluster's CA (the
+ * kube-root-ca.crt ConfigMap the controller manager publishes). No kube-proxy runs here:
+ * one iptables DNAT rule does its job for that one Service, from the pods' bridge to the
+ * apiserver on 127.0.0.1 (route_localnet on that bridge only). The rule and the bridge
+ * are removed at stop.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import {
   createWriteStream,
   existsSync,
@@ -19,6 +26,7 @@ import {
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Cluster, freePort, KUBE_VERSION } from '../cluster/cluster.ts';
+import { track } from '../helpers/children.ts';
 
 export const NODE_NAME = 'twopass-node';
 const CACHE = process.env.TWOPASS_CACHE ?? join(homedir(), '.cache/twopass');
@@ -39,8 +47,44 @@ export function nodeAvailable(): string | undefined {
 export type Node = Readonly<{
   dir: string;
   ctr: (...args: string[]) => string;
+  /** Makes 10.88.0.1:`port` (the bridge's address) reach 127.0.0.1:`port` from the pods. */
+  expose: (port: number) => void;
   stop: () => Promise<void>;
 }>;
+
+export const BRIDGE = 'tp0';
+export const BRIDGE_IP = '10.88.0.1';
+const SERVICE_IP = '10.0.0.1';
+
+/** The CA that signed the apiserver's self-made serving certificate (the second PEM of its file). */
+function clusterCa(cluster: Cluster): string {
+  const pem = readFileSync(join(cluster.dir, 'certs', 'apiserver.crt'), 'utf8');
+  const certs = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----\n?/g) ?? [];
+  const ca = certs[certs.length - 1];
+  if (!ca || certs.length < 2) throw new Error('the apiserver certificate has no CA beside it');
+  return ca;
+}
+
+const ipt = (op: '-A' | '-D', rule: string[]) =>
+  execFileSync('iptables', ['-t', 'nat', op, 'PREROUTING', ...rule]);
+const dnat = (dst: string, dport: number, to: string) => [
+  '-i',
+  BRIDGE,
+  '-d',
+  dst,
+  '-p',
+  'tcp',
+  '--dport',
+  String(dport),
+  '-m',
+  'comment',
+  '--comment',
+  'twopass-test-node',
+  '-j',
+  'DNAT',
+  '--to-destination',
+  to,
+];
 
 async function waitFor(what: string, ms: number, ok: () => boolean | Promise<boolean>): Promise<void> {
   const until = Date.now() + ms;
@@ -75,7 +119,7 @@ export async function startNode(cluster: Cluster, images: readonly string[]): Pr
   const children: ChildProcess[] = [];
   const launch = (name: string, bin: string, args: string[]) => {
     const log = createWriteStream(join(dir, `${name}.log`));
-    const c = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const c = track(spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
     c.stdout?.pipe(log);
     c.stderr?.pipe(log);
     children.push(c);
@@ -84,29 +128,56 @@ export async function startNode(cluster: Cluster, images: readonly string[]): Pr
   const sock = join(dir, 'containerd.sock');
   const ctr = (...args: string[]) =>
     execFileSync('ctr', ['-a', sock, '-n', 'k8s.io', ...args], { encoding: 'utf8' }).trim();
+  const rules: string[][] = [];
   const stop = async () => {
     for (const c of [...children].reverse()) c.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 500));
     for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+    const quietly = (f: () => unknown) => {
+      try {
+        f();
+      } catch {
+        /* already gone */
+      }
+    };
     // the shims containerd left behind, and the kubelet's mounts
-    try {
-      execFileSync('pkill', ['-f', `containerd-shim-runc-v2.*${dir}`]);
-    } catch {
-      /* none */
-    }
-    try {
-      execFileSync('sh', ['-c', `mount | awk '{print $3}' | grep '^${dir}' | sort -r | xargs -r umount -l`]);
-    } catch {
-      /* none */
-    }
-    try {
-      execFileSync('ip', ['link', 'delete', 'tp0']);
-    } catch {
-      /* none */
-    }
+    quietly(() => execFileSync('pkill', ['-f', `containerd-shim-runc-v2.*${dir}`]));
+    quietly(() =>
+      execFileSync('sh', ['-c', `mount | awk '{print $3}' | grep '^${dir}' | sort -r | xargs -r umount -l`]),
+    );
+    for (const r of rules.splice(0)) quietly(() => ipt('-D', r));
+    quietly(() => execFileSync('ip', ['link', 'delete', BRIDGE]));
+    process.removeListener('exit', atExit);
     if (!process.env.TWOPASS_KEEP_NODE_DIR) rmSync(dir, { recursive: true, force: true });
   };
+  // however the test process ends, the host keeps no rule and no bridge of ours
+  const atExit = () => {
+    for (const r of rules) {
+      try {
+        ipt('-D', r);
+      } catch {
+        /* gone */
+      }
+    }
+    spawnSync('ip', ['link', 'delete', BRIDGE]);
+  };
+  process.once('exit', atExit);
+  const expose = (port: number) => {
+    const r = dnat(BRIDGE_IP, port, `127.0.0.1:${port}`);
+    ipt('-A', r);
+    rules.push(r);
+  };
   try {
+    // The pods' bridge, made before the CNI plugin would, so that only it gets route_localnet;
+    // then the `kubernetes` Service's address led to the apiserver on loopback.
+    execFileSync('ip', ['link', 'add', BRIDGE, 'type', 'bridge']);
+    execFileSync('ip', ['addr', 'add', `${BRIDGE_IP}/16`, 'dev', BRIDGE]);
+    execFileSync('ip', ['link', 'set', BRIDGE, 'up']);
+    writeFileSync(`/proc/sys/net/ipv4/conf/${BRIDGE}/route_localnet`, '1');
+    const apiPort = Number(new URL(cluster.server).port);
+    const r = dnat(SERVICE_IP, 443, `127.0.0.1:${apiPort}`);
+    ipt('-A', r);
+    rules.push(r);
     // containerd: its own root, state and socket; the local pause image; the bridge CNI
     const cfg = execFileSync('containerd', ['config', 'default'], { encoding: 'utf8' })
       .replace(/^root = ".*"$/m, `root = "${dir}/containerd/root"`)
@@ -129,7 +200,12 @@ export async function startNode(cluster: Cluster, images: readonly string[]): Pr
             bridge: 'tp0',
             isGateway: true,
             ipMasq: false,
-            ipam: { type: 'host-local', ranges: [[{ subnet: '10.88.0.0/16' }]], dataDir: join(dir, 'ipam') },
+            ipam: {
+              type: 'host-local',
+              ranges: [[{ subnet: '10.88.0.0/16', gateway: BRIDGE_IP }]],
+              routes: [{ dst: '0.0.0.0/0' }],
+              dataDir: join(dir, 'ipam'),
+            },
           },
           { type: 'loopback' },
         ],
@@ -170,6 +246,25 @@ export async function startNode(cluster: Cluster, images: readonly string[]): Pr
       ].join('\n'),
     );
     const nb = nodeBinDir();
+    writeFileSync(join(dir, 'ca.crt'), clusterCa(cluster));
+    // The ServiceAccount, token, root-CA publisher, CronJob, Job and garbage-collector controllers (all of them)
+    launch('kube-controller-manager', join(nb, 'kube-controller-manager'), [
+      `--kubeconfig=${kubeconfig}`,
+      '--leader-elect=false',
+      '--secure-port=0',
+      `--root-ca-file=${join(dir, 'ca.crt')}`,
+      `--service-account-private-key-file=${join(cluster.dir, 'sa.key')}`,
+      '--use-service-account-credentials=false',
+      '--controllers=*',
+      '--concurrent-cron-job-syncs=2',
+      '--v=1',
+    ]);
+    launch('kube-scheduler', join(nb, 'kube-scheduler'), [
+      `--kubeconfig=${kubeconfig}`,
+      '--leader-elect=false',
+      '--secure-port=0',
+      '--v=1',
+    ]);
     launch('kubelet', join(nb, 'kubelet'), [
       `--config=${join(dir, 'kubelet.yaml')}`,
       `--kubeconfig=${kubeconfig}`,
@@ -178,7 +273,7 @@ export async function startNode(cluster: Cluster, images: readonly string[]): Pr
       `--hostname-override=${NODE_NAME}`,
       '--v=1',
     ]);
-    return { dir, ctr, stop };
+    return { dir, ctr, expose, stop };
   } catch (err) {
     await stop();
     throw err;
