@@ -263,6 +263,14 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
     // A revision asks for a conditional delete: where Neutron cannot make it conditional, it is
     // refused here, never sent without its If-Match (an unconditional delete is asked by `undefined`).
     const conditional = revision !== undefined;
+    // Only `revision_number=<count>` is ever sent: Neutron ignores an If-Match of another form
+    // and deletes unconditionally (and answers 400 to two values or a non-integer).
+    if (conditional && !(Number.isSafeInteger(revision) && revision >= 0))
+      throw new OpenStackApiError(
+        what,
+        0,
+        `the revision ${JSON.stringify(revision)} is not a count, so no If-Match can carry it: not sent`,
+      );
     if (conditional && !(await this.supports('revision-if-match', signal)))
       throw new OpenStackApiError(
         what,

@@ -353,6 +353,49 @@ it('the Helm chart, installed: danm-endpoints deleting deletes the leak through 
   assert.is(end.condition, 'Complete', summary(end));
 });
 
+it('the other overlays run on the node: whereabouts-ips and the cilium rules complete their Jobs; the scheduler Deployment becomes Available (its /healthz probe answers from the pod network)', async (ctx) => {
+  const { cluster, node } = ctx;
+  for (const overlay of ['whereabouts-ips', 'cilium-rules']) {
+    const objs = renderOverlay(overlay);
+    ctx.installed = objs;
+    apply(cluster, objs);
+    const cronjobs = objs.filter((o) => o.kind === 'CronJob').map((o) => o.metadata.name);
+    assert.ok(cronjobs.length > 0, `${overlay} has CronJobs`);
+    for (const cj of cronjobs) {
+      const end = await runJob(cluster, node, cj);
+      assert.is(end.condition, 'Complete', `${overlay} ${cj}: ${summary(end)}`);
+      assert.ok(has(end, 'run.finished'), `${overlay} ${cj} logged its run`);
+    }
+    await uninstall(cluster, objs);
+    delete ctx.installed;
+  }
+  const objs = renderOverlay('scheduler');
+  ctx.installed = objs;
+  apply(cluster, objs);
+  kubectl(cluster, ['rollout', 'status', 'deployment/twopass-scheduler', '-n', NS, '--timeout=180s']);
+  const pod = await poll(
+    'the scheduler pod',
+    () =>
+      (
+        JSON.parse(
+          kubectl(cluster, [
+            'get',
+            'pods',
+            '-n',
+            NS,
+            '-l',
+            'app.kubernetes.io/component=scheduler',
+            '-o',
+            'json',
+          ]),
+        ).items as Obj[]
+      )[0]?.metadata.name,
+    60_000,
+  );
+  const log = podLog(node, NS, pod, 'twopass');
+  assert.match(log, /danm-endpoints/, `the scheduler logs its functions: ${log.slice(-800)}`);
+});
+
 it("at 150,000 pods and DanmEps, the CronJob's pod completes under its 512Mi limit with the image's heap cap (peak printed)", async ({
   kube,
   node,

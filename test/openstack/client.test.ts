@@ -2,6 +2,7 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import fc from 'fast-check';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { loadCloudConfig } from '../../shared/openstack/config.ts';
@@ -244,6 +245,44 @@ test('DELETE with If-Match only when revision-if-match exists; 412 is a conflict
   );
   assert.not.ok(os.requests.some((r) => r.method === 'DELETE' && r.status === 400));
   await c2.close();
+});
+
+test('the client sends no If-Match but one `revision_number=<count>`: any other revision is refused before sending (Neutron would delete on a malformed one)', async ({
+  os,
+  dir,
+}) => {
+  const c = client(os, dir);
+  await fc.assert(
+    fc.asyncProperty(
+      fc.oneof(
+        fc.nat(),
+        fc.integer({ min: -1000, max: -1 }),
+        fc.double(),
+        fc.constantFrom(Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53),
+        fc.string(),
+      ),
+      async (revision) => {
+        const p = os.addPort({});
+        const sent = os.deleteIfMatch.length;
+        const r = await c.neutron.deletePort(p.id, revision as number).then(
+          (x) => x,
+          (err: Error) => `refused: ${err.message}`,
+        );
+        const header = os.deleteIfMatch.slice(sent);
+        if (header.length === 0) {
+          assert.match(r, /^refused: .*not a count.*not sent/);
+          assert.ok(os.ports.has(p.id), 'nothing deleted');
+        } else {
+          assert.is(header.length, 1);
+          assert.match(header[0] ?? '', /^revision_number=\d+$/, `sent ${header[0]}`);
+          assert.ok(Number.isSafeInteger(revision) && (revision as number) >= 0);
+        }
+        os.ports.delete(p.id);
+      },
+    ),
+    { numRuns: 150 },
+  );
+  await c.close();
 });
 
 test('reads retry 5xx and 429 with backoff, honouring Retry-After; deletes are not retried', async ({

@@ -15,9 +15,11 @@ osContract(
         name: 'real',
         cloudsYaml: (kind, region) => {
           const auth =
-            kind === 'password'
-              ? `      auth_url: ${os.authUrl}\n      username: ${os.user.name}\n      password: ${os.user.password}\n      user_domain_name: Default\n      project_name: ${os.project.name}\n      project_domain_name: Default\n`
-              : `      auth_url: ${os.authUrl}\n      application_credential_id: ${os.appCred.id}\n      application_credential_secret: ${os.appCred.secret}\n`;
+            kind === 'admin'
+              ? `      auth_url: ${os.authUrl}\n      username: admin\n      password: ${os.admin.password}\n      user_domain_name: Default\n      project_name: admin\n      project_domain_name: Default\n`
+              : kind === 'password'
+                ? `      auth_url: ${os.authUrl}\n      username: ${os.user.name}\n      password: ${os.user.password}\n      user_domain_name: Default\n      project_name: ${os.project.name}\n      project_domain_name: Default\n`
+                : `      auth_url: ${os.authUrl}\n      application_credential_id: ${os.appCred.id}\n      application_credential_secret: ${os.appCred.secret}\n`;
           return `clouds:\n  contract:\n${kind === 'appcred' ? '    auth_type: v3applicationcredential\n' : ''}    region_name: ${region ?? os.region}\n    interface: public\n    auth:\n${auth}`;
         },
         authUrl: os.authUrl,

@@ -16,11 +16,13 @@ import { Http } from '../../shared/openstack/http.ts';
 import { KeystoneAuth } from '../../shared/openstack/keystone.ts';
 import { type FloatingIp, NeutronClient, type Port } from '../../shared/openstack/neutron.ts';
 import { testTime } from '../helpers/time.ts';
+import { parityCases } from './os-parity.ts';
 
 export type OsTarget = Readonly<{
   name: 'fake' | 'real';
   /** A clouds.yaml with one cloud named `contract`. */
-  cloudsYaml: (kind: 'password' | 'appcred', region?: string) => string;
+  /** `admin`: an admin of another project (the admin role sees every project). */
+  cloudsYaml: (kind: 'password' | 'appcred' | 'admin', region?: string) => string;
   /** The identity v3 URL as the clouds.yaml gives it (ends in /v3). */
   authUrl: string;
   projectId: string;
@@ -31,21 +33,24 @@ export type OsTarget = Readonly<{
   close: () => Promise<void>;
 }>;
 
-type Client = {
+export type OsClient = {
   auth: KeystoneAuth;
   neutron: NeutronClient;
+  /** The network API's base URL (…/v2.0). */
+  networkBase: () => Promise<string>;
   raw: (
     method: string,
     path: string,
     body?: unknown,
     headers?: Record<string, string>,
-  ) => Promise<{ status: number; body: Record<string, unknown> }>;
+  ) => Promise<{ status: number; body: Record<string, unknown>; text: string }>;
   close: () => Promise<void>;
 };
+type Client = OsClient;
 
 function client(
   t: OsTarget,
-  kind: 'password' | 'appcred' = 'password',
+  kind: 'password' | 'appcred' | 'admin' = 'password',
   pageSize = 500,
   region?: string,
   edit: (yaml: string) => string = (y) => y,
@@ -56,9 +61,12 @@ function client(
   const http = new Http({ timeoutMs: 30_000, time: testTime() });
   const auth = new KeystoneAuth(cloud, http, Date.now);
   const neutron = new NeutronClient(auth, http, pageSize);
-  const raw: Client['raw'] = async (method, path, body, headers = {}) => {
+  const networkBase = async () => {
     const base = await auth.endpoint('network');
-    const url = `${base.endsWith('/v2.0') ? base : `${base}/v2.0`}${path}`;
+    return base.endsWith('/v2.0') ? base : `${base}/v2.0`;
+  };
+  const raw: Client['raw'] = async (method, path, body, headers = {}) => {
+    const url = `${await networkBase()}${path}`;
     const res = await fetch(url, {
       method,
       headers: {
@@ -70,15 +78,15 @@ function client(
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
     const text = await res.text();
-    let parsed: Record<string, unknown> = {};
+    let parsed: Record<string, unknown> | null = {};
     try {
-      parsed = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+      parsed = text ? (JSON.parse(text) as Record<string, unknown> | null) : {};
     } catch {
       parsed = { text };
     }
-    return { status: res.status, body: parsed };
+    return { status: res.status, body: parsed ?? {}, text };
   };
-  return { auth, neutron, raw, close: () => http.close() };
+  return { auth, neutron, networkBase, raw, close: () => http.close() };
 }
 
 async function createPort(t: OsTarget, c: Client, name: string, tags: string[] = []): Promise<Port> {
@@ -294,6 +302,8 @@ export function osContract(label: string, getTarget: (() => Promise<OsTarget>) |
     assert.ok(await c.neutron.supports('standard-attr-tag'));
     await c.close();
   });
+
+  parityCases(it, { client: (t, kind) => client(t, kind), createPort });
 
   test.run();
 }

@@ -13,6 +13,13 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { FloatingIp, Port } from '../../openstack/neutron.ts';
 import { describeFault, FaultPlan, RequestLog, type RequestRecord } from '../kube/faults.ts';
+import { type Link, pageLinks, parseIfMatch, SERVICE_OWNERS } from './neutron-rules.ts';
+
+type Send = (status: number, body: unknown, headers?: Record<string, string>) => void;
+type TokenInfo = { projectId: string; expiresAt: number; admin: boolean };
+const NOT_FOUND = {
+  NeutronError: { type: 'HTTPNotFound', message: 'The resource could not be found.', detail: '' },
+};
 
 export type FakeUser = {
   name: string;
@@ -20,6 +27,8 @@ export type FakeUser = {
   password: string;
   projectId: string;
   projectName: string;
+  /** The admin role: its tokens see every project's resources (`project_id` filters them). */
+  admin?: boolean;
 };
 export type FakeAppCred = { id: string; secret: string; projectId: string };
 
@@ -46,13 +55,25 @@ export class FakeOpenStack {
       projectId: 'project-a',
       projectName: 'k8s-a',
     },
+    {
+      name: 'admin',
+      domain: 'Default',
+      password: 'admin-pw',
+      projectId: 'admin-project',
+      projectName: 'admin',
+      admin: true,
+    },
   ];
   readonly appCreds: FakeAppCred[] = [
     { id: 'app-cred-1', secret: 'fake-app-secret', projectId: 'project-a' },
   ];
   readonly ports = new Map<string, Port>();
+  /** The If-Match header of every DELETE of a port or floating IP, in order (undefined: none sent). */
+  readonly deleteIfMatch: (string | undefined)[] = [];
   readonly fips = new Map<string, FloatingIp>();
-  readonly tokens = new Map<string, { projectId: string; expiresAt: number }>();
+  readonly tokens = new Map<string, TokenInfo>();
+  /** Routers: only what their interfaces do to a port (its device_owner). */
+  readonly routers = new Map<string, { id: string; project_id: string; name: string; ports: string[] }>();
   extensions: string[];
   pagination: boolean;
   tokenTtlMs: number;
@@ -86,11 +107,13 @@ export class FakeOpenStack {
   }
 
   /** A clouds.yaml for this fake (password or application credential). */
-  cloudsYaml(kind: 'password' | 'appcred' = 'appcred', name = 'fake'): string {
+  cloudsYaml(kind: 'password' | 'appcred' | 'admin' = 'appcred', name = 'fake'): string {
     const auth =
-      kind === 'password'
-        ? `      auth_url: ${this.authUrl}\n      username: twopass\n      password: fake-password\n      user_domain_name: Default\n      project_name: k8s-a\n      project_domain_name: Default\n`
-        : `      auth_url: ${this.authUrl}\n      application_credential_id: app-cred-1\n      application_credential_secret: fake-app-secret\n`;
+      kind === 'admin'
+        ? `      auth_url: ${this.authUrl}\n      username: admin\n      password: admin-pw\n      user_domain_name: Default\n      project_name: admin\n      project_domain_name: Default\n`
+        : kind === 'password'
+          ? `      auth_url: ${this.authUrl}\n      username: twopass\n      password: fake-password\n      user_domain_name: Default\n      project_name: k8s-a\n      project_domain_name: Default\n`
+          : `      auth_url: ${this.authUrl}\n      application_credential_id: app-cred-1\n      application_credential_secret: fake-app-secret\n`;
     return `clouds:\n  ${name}:\n${kind === 'appcred' ? '    auth_type: v3applicationcredential\n' : ''}    region_name: RegionOne\n    interface: public\n    auth:\n${auth}`;
   }
 
@@ -119,7 +142,8 @@ export class FakeOpenStack {
       tags: [],
       port_id: null,
       fixed_ip_address: null,
-      revision_number: 1,
+      // a floating IP starts at revision 0 (a port at 1), as Neutron's are
+      revision_number: 0,
       created_at: new Date(this.now()).toISOString(),
       ...f,
     };
@@ -223,10 +247,8 @@ export class FakeOpenStack {
         string | undefined,
         string | undefined,
       ];
-      if (collection !== 'ports' && collection !== 'floatingips')
-        return send(404, {
-          NeutronError: { type: 'HTTPNotFound', message: 'The resource could not be found.', detail: '' },
-        });
+      if (collection === 'routers') return this.router(method, id, sub, raw, t, send);
+      if (collection !== 'ports' && collection !== 'floatingips') return send(404, NOT_FOUND);
       const store = (collection === 'ports' ? this.ports : this.fips) as Map<string, Port | FloatingIp>;
       const key = collection === 'ports' ? 'port' : 'floatingip';
       const notFound = () =>
@@ -237,72 +259,58 @@ export class FakeOpenStack {
             detail: '',
           },
         });
-      if (id === undefined && method === 'GET')
-        return this.list(collection, store, url, t.projectId, send, fault?.emptyPage === true);
+      if (id === undefined && method === 'GET') {
+        const proto = req.headers['x-forwarded-proto'];
+        const base = {
+          proto: typeof proto === 'string' ? proto : 'http',
+          host: req.headers.host ?? new URL(this.url).host,
+          path: url.pathname,
+        };
+        return this.list(collection, store, url, base, t, send, fault?.emptyPage === true);
+      }
       if (id === undefined && method === 'POST') return this.create(collection, raw, t.projectId, send);
       const obj = id ? store.get(id) : undefined;
-      if (!obj || obj.project_id !== t.projectId) return notFound();
-      if (sub === 'tags') {
-        // standard-attr-tag: PUT replaces all tags, PUT /tags/{tag} adds one, DELETE /tags/{tag} removes one
-        if (method === 'PUT' && subId === undefined) {
-          const tags = (JSON.parse(raw || '{}') as { tags?: unknown }).tags;
-          if (!Array.isArray(tags) || !tags.every((x) => typeof x === 'string'))
-            return send(400, {
-              NeutronError: { type: 'HTTPBadRequest', message: 'Invalid tags', detail: '' },
-            });
-          this.update(obj, { tags: [...new Set(tags as string[])].sort() });
-          return send(200, { tags: obj.tags });
-        }
-        if (method === 'PUT' && subId !== undefined) {
-          const tag = decodeURIComponent(subId);
-          if (!obj.tags?.includes(tag)) this.update(obj, { tags: [...(obj.tags ?? []), tag].sort() });
-          return send(201, undefined);
-        }
-        if (method === 'DELETE' && subId !== undefined) {
-          const tag = decodeURIComponent(subId);
-          if (!obj.tags?.includes(tag))
-            return send(404, {
-              NeutronError: { type: 'TagNotFound', message: `Tag ${tag} could not be found.`, detail: '' },
-            });
-          this.update(obj, { tags: (obj.tags ?? []).filter((x) => x !== tag) });
-          return send(204, undefined);
-        }
-      }
-      if (method === 'PUT' && sub === undefined && collection === 'floatingips') {
-        const f = (JSON.parse(raw || '{}') as { floatingip?: { port_id?: string | null } }).floatingip ?? {};
-        const port = f.port_id ? this.ports.get(f.port_id) : undefined;
-        if (f.port_id && (!port || port.project_id !== t.projectId))
-          return send(404, {
-            NeutronError: {
-              type: 'PortNotFound',
-              message: `Port ${f.port_id} could not be found.`,
-              detail: '',
-            },
-          });
-        this.update(obj as FloatingIp, {
-          port_id: port?.id ?? null,
-          fixed_ip_address: port?.fixed_ips?.[0]?.ip_address ?? null,
-        });
-        return send(200, { floatingip: obj });
+      if (!obj || (obj.project_id !== t.projectId && !t.admin)) return notFound();
+      if (sub === 'tags') return this.tags(obj, method, subId, raw, send);
+      if (method === 'PUT' && sub === undefined && collection === 'floatingips')
+        return this.updateFip(obj as FloatingIp, raw, t, send);
+      if (method === 'PUT' && sub === undefined) {
+        // the fields a port update may change here; the reply's revision is the one the write made
+        const p = (JSON.parse(raw || '{}') as { port?: Partial<Port> }).port ?? {};
+        const change: Partial<Port> = {};
+        for (const k of ['name', 'description', 'device_id', 'device_owner'] as const)
+          if (typeof p[k] === 'string') change[k] = p[k];
+        this.update(obj as Port, change);
+        return send(200, { port: obj });
       }
       if (method === 'GET') return send(200, { [key]: obj });
       if (method === 'DELETE') {
         const im = req.headers['if-match'];
-        if (typeof im === 'string') {
-          if (!this.extensions.includes('revision-if-match'))
-            return send(400, {
-              NeutronError: { type: 'HTTPBadRequest', message: 'If-Match is not supported', detail: '' },
-            });
-          const m = /^revision_number=(\d+)$/.exec(im);
-          if (!m || Number(m[1]) !== obj.revision_number)
-            return send(412, {
-              NeutronError: {
-                type: 'RevisionNumberConstraintFailed',
-                message: `Constrained to ${im}, but current revision is ${obj.revision_number}`,
-                detail: '',
-              },
-            });
-        }
+        this.deleteIfMatch.push(im);
+        if (im !== undefined && !this.extensions.includes('revision-if-match'))
+          return send(400, {
+            NeutronError: { type: 'HTTPBadRequest', message: 'If-Match is not supported', detail: '' },
+          });
+        const cond = parseIfMatch(im);
+        if (cond.kind === 'bad')
+          return send(400, { NeutronError: { type: 'BadRequest', message: cond.message, detail: '' } });
+        if (cond.kind === 'revision' && cond.revision !== obj.revision_number)
+          return send(412, {
+            NeutronError: {
+              type: 'RevisionNumberConstraintFailed',
+              message: `Constrained to ${im}, but current revision is ${obj.revision_number}`,
+              detail: '',
+            },
+          });
+        const owner = collection === 'ports' ? (obj as Port).device_owner : undefined;
+        if (owner && SERVICE_OWNERS.includes(owner))
+          return send(409, {
+            NeutronError: {
+              type: 'ServicePortInUse',
+              message: `Port ${obj.id} cannot be deleted directly via the port API: has device owner ${owner}.`,
+              detail: '',
+            },
+          });
         store.delete(obj.id);
         if (collection === 'ports')
           for (const f of this.fips.values())
@@ -315,6 +323,116 @@ export class FakeOpenStack {
     } catch (err) {
       return send(500, { NeutronError: { type: 'InternalError', message: String(err), detail: '' } });
     }
+  }
+
+  /** standard-attr-tag: PUT replaces all tags, PUT /tags/{tag} adds one (201, body null), DELETE removes one. */
+  private tags(obj: Port | FloatingIp, method: string, subId: string | undefined, raw: string, send: Send) {
+    // an encoded slash never reaches the tag route: the real server answers 404
+    if (subId !== undefined && /%2f/i.test(subId)) return send(404, NOT_FOUND);
+    if (method === 'PUT' && subId === undefined) {
+      const tags = (JSON.parse(raw || '{}') as { tags?: unknown }).tags;
+      if (!Array.isArray(tags) || !tags.every((x) => typeof x === 'string'))
+        return send(400, { NeutronError: { type: 'HTTPBadRequest', message: 'Invalid tags', detail: '' } });
+      this.update(obj, { tags: [...new Set(tags as string[])].sort() });
+      return send(200, { tags: obj.tags });
+    }
+    if (method === 'PUT' && subId !== undefined) {
+      const tag = decodeURIComponent(subId);
+      if (!obj.tags?.includes(tag)) this.update(obj, { tags: [...(obj.tags ?? []), tag].sort() });
+      return send(201, null);
+    }
+    if (method === 'DELETE' && subId !== undefined) {
+      const tag = decodeURIComponent(subId);
+      if (!obj.tags?.includes(tag))
+        return send(404, {
+          NeutronError: { type: 'TagNotFound', message: `Tag ${tag} could not be found.`, detail: '' },
+        });
+      this.update(obj, { tags: (obj.tags ?? []).filter((x) => x !== tag) });
+      return send(204, undefined);
+    }
+    return send(405, {
+      NeutronError: { type: 'HTTPMethodNotAllowed', message: `${method} not allowed`, detail: '' },
+    });
+  }
+
+  /** A floating IP update: the port association changes only when `port_id` is in the body. */
+  private updateFip(fip: FloatingIp, raw: string, t: TokenInfo, send: Send) {
+    const f =
+      (JSON.parse(raw || '{}') as { floatingip?: { port_id?: string | null; description?: string } })
+        .floatingip ?? {};
+    const change: Partial<FloatingIp> = {};
+    if ('port_id' in f) {
+      const port = f.port_id ? this.ports.get(f.port_id) : undefined;
+      if (f.port_id && (!port || (port.project_id !== t.projectId && !t.admin)))
+        return send(404, {
+          NeutronError: {
+            type: 'PortNotFound',
+            message: `Port ${f.port_id} could not be found.`,
+            detail: '',
+          },
+        });
+      change.port_id = port?.id ?? null;
+      change.fixed_ip_address = port?.fixed_ips?.[0]?.ip_address ?? null;
+    }
+    if (typeof f.description === 'string') change.description = f.description;
+    this.update(fip, change);
+    return send(200, { floatingip: fip });
+  }
+
+  /** Routers, as far as their interfaces make a port the router's (device_owner network:router_interface). */
+  private router(
+    method: string,
+    id: string | undefined,
+    action: string | undefined,
+    raw: string,
+    t: TokenInfo,
+    send: Send,
+  ) {
+    const body = JSON.parse(raw || '{}') as { router?: { name?: string }; port_id?: string };
+    if (id === undefined && method === 'POST') {
+      const r = { id: randomUUID(), project_id: t.projectId, name: body.router?.name ?? '', ports: [] };
+      this.routers.set(r.id, r);
+      return send(201, {
+        router: { id: r.id, name: r.name, project_id: r.project_id, tenant_id: r.project_id },
+      });
+    }
+    const r = id ? this.routers.get(id) : undefined;
+    if (!r || (r.project_id !== t.projectId && !t.admin))
+      return send(404, {
+        NeutronError: { type: 'RouterNotFound', message: `Router ${id} could not be found.`, detail: '' },
+      });
+    if (method === 'PUT' && (action === 'add_router_interface' || action === 'remove_router_interface')) {
+      const port = body.port_id ? this.ports.get(body.port_id) : undefined;
+      if (!port)
+        return send(404, {
+          NeutronError: {
+            type: 'PortNotFound',
+            message: `Port ${body.port_id} could not be found.`,
+            detail: '',
+          },
+        });
+      if (action === 'add_router_interface') {
+        this.update(port, { device_owner: 'network:router_interface', device_id: r.id });
+        r.ports.push(port.id);
+      } else {
+        // removing the interface deletes the port, as Neutron does for a port it made the router's
+        r.ports = r.ports.filter((p) => p !== port.id);
+        this.ports.delete(port.id);
+      }
+      return send(200, { id: r.id, port_id: port.id, tenant_id: r.project_id, project_id: r.project_id });
+    }
+    if (method === 'DELETE' && action === undefined) {
+      if (r.ports.length > 0)
+        return send(409, {
+          NeutronError: { type: 'RouterInUse', message: `Router ${r.id} still has ports`, detail: '' },
+        });
+      this.routers.delete(r.id);
+      return send(204, undefined);
+    }
+    if (method === 'GET' && action === undefined) return send(200, { router: { id: r.id, name: r.name } });
+    return send(405, {
+      NeutronError: { type: 'HTTPMethodNotAllowed', message: `${method} not allowed`, detail: '' },
+    });
   }
 
   private issue(raw: string, send: (s: number, b: unknown, h?: Record<string, string>) => void): void {
@@ -336,6 +454,7 @@ export class FakeOpenStack {
     }
     const id = body.auth?.identity;
     let projectId: string | undefined;
+    let admin = false;
     if (id?.methods?.includes('application_credential')) {
       if (body.auth?.scope) {
         send(401, { error: { code: 401, message: 'Application credentials cannot request a scope.' } });
@@ -351,7 +470,10 @@ export class FakeOpenStack {
         (x) => x.name === u?.name && x.password === u?.password && x.domain === u?.domain?.name,
       );
       const p = body.auth?.scope?.project;
-      if (user && (p?.id === user.projectId || p?.name === user.projectName)) projectId = user.projectId;
+      if (user && (p?.id === user.projectId || p?.name === user.projectName)) {
+        projectId = user.projectId;
+        admin = user.admin === true;
+      }
     }
     if (!projectId) {
       send(401, {
@@ -365,7 +487,7 @@ export class FakeOpenStack {
     }
     const token = `fake-token-${randomUUID()}`;
     const expiresAt = this.now() + this.tokenTtlMs;
-    this.tokens.set(token, { projectId, expiresAt });
+    this.tokens.set(token, { projectId, expiresAt, admin });
     const ep = (iface: string) => ({
       id: randomUUID(),
       interface: iface,
@@ -380,7 +502,12 @@ export class FakeOpenStack {
           methods: id?.methods ?? [],
           expires_at: new Date(expiresAt).toISOString(),
           issued_at: new Date(this.now()).toISOString(),
-          project: { id: projectId, name: 'k8s-a', domain: { id: 'default', name: 'Default' } },
+          project: {
+            id: projectId,
+            name: admin ? 'admin' : 'k8s-a',
+            domain: { id: 'default', name: 'Default' },
+          },
+          roles: admin ? [{ id: 'role-admin', name: 'admin' }] : [{ id: 'role-member', name: 'member' }],
           catalog: [
             {
               type: 'identity',
@@ -450,8 +577,9 @@ export class FakeOpenStack {
     collection: string,
     store: Map<string, Port | FloatingIp>,
     url: URL,
-    projectId: string,
-    send: (s: number, b: unknown) => void,
+    base: { proto: string; host: string; path: string },
+    t: TokenInfo,
+    send: Send,
     empty: boolean,
   ): void {
     const q = url.searchParams;
@@ -462,39 +590,37 @@ export class FakeOpenStack {
     const deviceId = q.get('device_id');
     const fields = q.getAll('fields');
     let items = [...store.values()]
-      .filter((o) => o.project_id === projectId && (project === null || o.project_id === project))
+      // a member token sees its project; an admin token every project (project_id narrows it)
+      .filter(
+        (o) => (t.admin || o.project_id === t.projectId) && (project === null || o.project_id === project),
+      )
       .filter(
         (o) =>
-          tags.every((t) => o.tags?.includes(t)) &&
-          (tagsAny.length === 0 || tagsAny.some((t) => o.tags?.includes(t))) &&
-          !notTags.some((t) => o.tags?.includes(t)),
+          tags.every((x) => o.tags?.includes(x)) &&
+          (tagsAny.length === 0 || tagsAny.some((x) => o.tags?.includes(x))) &&
+          !notTags.some((x) => o.tags?.includes(x)),
       )
       .filter((o) => deviceId === null || (o as Port).device_id === deviceId)
       .sort((a, b) => (a.id < b.id ? -1 : 1));
     const limit = Number(q.get('limit') ?? '0');
     const marker = q.get('marker');
-    let links: { rel: string; href: string }[] = [];
     if (this.pagination && limit > 0 && empty && items.some((o) => !marker || o.id > marker)) {
       // an empty page that keeps its place: the next link repeats the same marker
       send(200, {
         [collection]: [],
-        [`${collection}_links`]: [{ rel: 'next', href: `${this.url}${url.pathname}?${q}` }],
+        [`${collection}_links`]: [{ rel: 'next', href: `${base.proto}://${base.host}${base.path}?${q}` }],
       });
       return;
     }
+    let links: Link[] | undefined;
     if (this.pagination && limit > 0) {
       if (marker) items = items.filter((o) => o.id > marker);
-      const page = items.slice(0, limit);
-      if (items.length > limit) {
-        const next = new URLSearchParams(q);
-        next.set('marker', page[page.length - 1]!.id);
-        links = [{ rel: 'next', href: `${this.url}${url.pathname}?${next}` }];
-      }
-      items = page;
+      items = items.slice(0, limit);
+      links = pageLinks(base, q, items, limit);
     }
     const shaped = fields.length
       ? items.map((o) => Object.fromEntries(Object.entries(o).filter(([k]) => fields.includes(k))))
       : items;
-    send(200, { [collection]: shaped, ...(this.pagination ? { [`${collection}_links`]: links } : {}) });
+    send(200, { [collection]: shaped, ...(links ? { [`${collection}_links`]: links } : {}) });
   }
 }
