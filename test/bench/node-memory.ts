@@ -35,12 +35,16 @@ export async function nodeMemoryBench(sizes: number[]): Promise<string> {
   const rows: (string | number)[][] = [];
   try {
     for (const n of sizes) {
-      for (const limit of ['512Mi', '768Mi', '1Gi']) {
-        const r = await memoryRun(kube, node, cronJobTemplate(), n, { limit });
+      // a raised limit comes with its heap cap raised to about 60% of it, as docs/operations.md says
+      for (const [limit, heapMiB] of [['512Mi'], ['768Mi', 460], ['1Gi', 620]] as const) {
+        const r = await memoryRun(kube, node, cronJobTemplate(), n, {
+          limit,
+          ...(heapMiB ? { heapMiB } : {}),
+        });
         rows.push([
           n.toLocaleString('en'),
-          limit,
-          r.reason === 'OOMKilled' ? 'OOMKilled' : `${r.phase} (exit ${r.exitCode})`,
+          `${limit} (heap cap ${heapMiB ? `${heapMiB} MiB` : '320 MiB, the image’s'})`,
+          r.phase === 'Succeeded' ? `Succeeded` : `${r.phase}: ${r.reason ?? ''} (exit ${r.exitCode})`,
           `${r.peakMiB} MiB`,
           `${r.seconds} s`,
         ]);

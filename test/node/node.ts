@@ -163,6 +163,9 @@ export async function startNode(cluster: Cluster, images: readonly string[]): Pr
     spawnSync('ip', ['link', 'delete', BRIDGE]);
   };
   process.once('exit', atExit);
+  // a test interrupted (SIGINT, SIGTERM) exits through the handlers above, and the servers'
+  for (const sig of ['SIGINT', 'SIGTERM'] as const)
+    if (process.listenerCount(sig) === 0) process.once(sig, () => process.exit(130));
   const expose = (port: number) => {
     const r = dnat(BRIDGE_IP, port, `127.0.0.1:${port}`);
     ipt('-A', r);
