@@ -11,10 +11,11 @@ import type { KubeReader, ListOptions, ListResult } from '../kube/ports.ts';
 import { apiVersionOf, type KubeObject, type ResourceRef } from '../kube/resources.ts';
 import type { OutputMode } from '../log/logger.ts';
 import { COST_LIMIT } from '../rules/cel.ts';
+import { describeCloudRule, explainCloudRule } from '../rules/cloud-explain.ts';
 import { ruleManifests, ruleRbac, toYamlDocs } from '../rules/deploy.ts';
 import { ruleDefaults, ruleFunction } from '../rules/function.ts';
-import { checkRuleNames } from '../rules/registry.ts';
-import { loadRuleFile, type Rule } from '../rules/rule.ts';
+import { checkRuleNames, isCloudRule, loadAnyRuleFile } from '../rules/registry.ts';
+import type { Rule } from '../rules/rule.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { VERSION } from '../version.ts';
 import type { Io } from './io.ts';
@@ -34,14 +35,29 @@ export async function rulesCommand(
     throw new ConfigError(`rules: unknown subcommand \`${sub}\`; ${USAGE}`);
   if (!sub || !file || extra.length > 0 || (sub === 'test') !== (world !== undefined))
     throw new ConfigError(USAGE);
-  const rules = loadRuleFile(file);
-  checkRuleNames(rules);
+  const any = loadAnyRuleFile(file);
+  checkRuleNames(any);
+  if (sub === 'check') {
+    for (const r of any) {
+      const x = isCloudRule(r) ? explainCloudRule(r) : explainRule(r);
+      io.out.write(
+        output === 'json'
+          ? `${JSON.stringify(x)}\n`
+          : isCloudRule(r)
+            ? describeCloudRule(r)
+            : describeRule(r),
+      );
+    }
+    return EXIT.ok;
+  }
+  const cloud = any.find(isCloudRule);
+  if (cloud)
+    throw new ConfigError(
+      `rules ${sub}: rule ${cloud.name} targets OpenStack (\`target.openstack\`): \`rules ${sub}\` takes Kubernetes rules only for now; run a cloud rule from the config (\`rules: [{ file: … }]\`, \`functions.${cloud.name}\` with projectId and cluster)`,
+    );
+  const rules = any as Rule[];
   const namespace = flags.namespace ?? 'twopass-system';
   switch (sub) {
-    case 'check':
-      for (const r of rules)
-        io.out.write(output === 'json' ? `${JSON.stringify(explainRule(r))}\n` : describeRule(r));
-      return EXIT.ok;
     case 'rbac':
       io.out.write(toYamlDocs(rules.flatMap((r) => ruleRbac(r, namespace))));
       return EXIT.ok;

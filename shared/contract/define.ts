@@ -107,6 +107,7 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
     kindReport,
     settingsSchema: spec.settings,
     ...(spec.maxConcurrency !== undefined ? { maxConcurrency: spec.maxConcurrency } : {}),
+    ...(spec.reportOnly ? { reportOnly: true } : {}),
     ...(spec.connect
       ? { connect: (ctx: ConnectContext) => spec.connect!({ ...ctx, settings: settingsOf(ctx.settings) }) }
       : {}),

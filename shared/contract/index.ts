@@ -136,6 +136,8 @@ export interface TwopassFunction<R, W> {
   readonly settingsSchema: z.ZodObject;
   /** Deletions in flight at once for this function (default: the run's concurrency). */
   readonly maxConcurrency?: number;
+  /** Finds and reports, never deletes: every run of it is a dry run, `--apply` or not. */
+  readonly reportOnly?: boolean;
   /** Builds the reader and writer ports; without it both are the Kubernetes client. */
   connect?(ctx: ConnectContext): Promise<Ports<R, W>>;
   /** Lists targets first, then evidence; throws ListIncompleteError when a list cannot be proven complete. */
@@ -236,6 +238,7 @@ export type FunctionSpec<S extends z.ZodObject, R, W, K extends Record<string, u
   defaults: FunctionDefaults;
   kinds: { readonly [N in keyof K]: KindSpec<K[N], R, W, z.output<S>> };
   maxConcurrency?: number;
+  reportOnly?: boolean;
   connect?(ctx: ConnectContext<z.output<S>>): Promise<Ports<R, W>>;
   observe(reader: R, ctx: ObserveContext<z.output<S>, K>): Promise<void>;
 }>;

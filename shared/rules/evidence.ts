@@ -48,7 +48,7 @@ export type EvidenceRead = Readonly<{
 
 /** Lists every evidence source of a rule and indexes it by its key expression. */
 export async function readEvidence(
-  rule: Rule,
+  rule: Pick<Rule, 'evidence'>,
   kube: KubeReader,
   pageSize: number,
   signal: AbortSignal,

@@ -50,7 +50,11 @@ type ObjectData = z.output<typeof objectData>;
 export type RuleVerdict = Readonly<{ used: true } | { indeterminate: string } | { unused: true }>;
 
 /** The rule's verdict on one object against evidence indexes: used, indeterminate (why), or unused. */
-export function judge(rule: Rule, object: unknown, indexes: Indexes): RuleVerdict {
+export function judge(
+  rule: Pick<Rule, 'inUse' | 'indeterminate'>,
+  object: unknown,
+  indexes: Indexes,
+): RuleVerdict {
   const vars = { object, evidence: indexes };
   const inUse = rule.inUse.evaluate(vars);
   if (!inUse.ok) return { indeterminate: `inUse: ${inUse.error}` };
@@ -101,7 +105,7 @@ export function identify(
 const where = (d: Readonly<{ namespace?: string | undefined; name: string }>) =>
   `${d.namespace ? `${d.namespace}/` : ''}${d.name}`;
 
-export function ruleDefaults(rule: Rule): FunctionDefaults {
+export function ruleDefaults(rule: Pick<Rule, 'defaults'>): FunctionDefaults {
   const d = rule.defaults;
   const ms = (v: string | undefined) => (v === undefined ? undefined : parseDuration(v));
   const minAgeMs = ms(d.minAge);

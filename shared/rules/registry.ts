@@ -4,29 +4,46 @@ import { FUNCTIONS } from '../../functions/index.ts';
 import type { Config } from '../config.ts';
 import type { AnyFunction } from '../contract/index.ts';
 import { ConfigError } from '../errors.ts';
+import { cloudRuleFunction } from './cloud-function.ts';
+import { type CloudRule, compileCloudRule, isCloudRuleDoc } from './cloud-rule.ts';
 import { ruleFunction } from './function.ts';
-import { compileRule, loadRuleFile, type Rule } from './rule.ts';
+import { compileRule, type Rule, readRuleDocs } from './rule.ts';
+
+/** A rule of either kind: its targets in Kubernetes, or in OpenStack (`target.openstack`). */
+export type AnyRule = Rule | CloudRule;
+
+export const isCloudRule = (r: AnyRule): r is CloudRule => 'cloud' in r;
+
+/** Compiles one rule document of either kind. */
+export function compileAnyRule(doc: unknown, source: string): AnyRule {
+  return isCloudRuleDoc(doc) ? compileCloudRule(doc, source) : compileRule(doc, source);
+}
+
+/** Reads and compiles the rules of a file, of either kind. */
+export function loadAnyRuleFile(path: string): AnyRule[] {
+  return readRuleDocs(path).map((d) => compileAnyRule(d, path));
+}
 
 type RulesOf = Pick<Config, 'rules' | 'source'>;
 
 /** The rules a config declares, compiled (a file entry is read relative to the config file). */
-export function rulesOf(cfg: RulesOf): Rule[] {
+export function rulesOf(cfg: RulesOf): AnyRule[] {
   const base = cfg.source === 'defaults' || cfg.source === 'test' ? process.cwd() : dirname(cfg.source);
-  const out: Rule[] = [];
+  const out: AnyRule[] = [];
   cfg.rules.forEach((entry, i) => {
     const keys = Object.keys(entry);
     if (keys.length === 1 && keys[0] === 'file') {
       if (typeof entry.file !== 'string' || entry.file === '')
         throw new ConfigError(`config ${cfg.source}: \`rules.${i}.file\`: expected a path`);
-      out.push(...loadRuleFile(isAbsolute(entry.file) ? entry.file : join(base, entry.file)));
-    } else out.push(compileRule(entry, `config ${cfg.source} rules.${i}`));
+      out.push(...loadAnyRuleFile(isAbsolute(entry.file) ? entry.file : join(base, entry.file)));
+    } else out.push(compileAnyRule(entry, `config ${cfg.source} rules.${i}`));
   });
   checkRuleNames(out);
   return out;
 }
 
 /** Rule names are unique and none is a built-in function's (such a rule could never load). */
-export function checkRuleNames(rules: readonly Rule[]): void {
+export function checkRuleNames(rules: readonly AnyRule[]): void {
   const seen = new Set(FUNCTIONS.map((f) => f.name));
   for (const r of rules) {
     if (seen.has(r.name))
@@ -43,7 +60,13 @@ const registries = new WeakMap<object, readonly AnyFunction[]>();
 export function functionsOf(cfg: RulesOf): readonly AnyFunction[] {
   let fns = registries.get(cfg);
   if (!fns) {
-    fns = cfg.rules.length === 0 ? FUNCTIONS : [...FUNCTIONS, ...rulesOf(cfg).map(ruleFunction)];
+    fns =
+      cfg.rules.length === 0
+        ? FUNCTIONS
+        : [
+            ...FUNCTIONS,
+            ...rulesOf(cfg).map((r) => (isCloudRule(r) ? cloudRuleFunction(r) : ruleFunction(r))),
+          ];
     registries.set(cfg, fns);
   }
   return fns;

@@ -20,9 +20,9 @@ import {
 } from './cel.ts';
 import { checkOwnership, type Owner, type Ownership } from './ownership.ts';
 
-const dnsLabel = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+export const dnsLabel = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
-const expr = z
+export const expr = z
   .string({ error: (i) => `expected a CEL expression (a string), got ${describeValue(i.input)}` })
   .min(1, { error: 'expected a CEL expression, got an empty string' });
 
@@ -54,7 +54,7 @@ const resource = z
   })
   .strict();
 
-const evidenceSchema = resource.extend({
+export const evidenceSchema = resource.extend({
   /** The index key of each evidence object: a string, an int, a list of them, or null (holds nothing). */
   key: expr,
   /** A resource the server does not serve is an empty, complete list (else nothing is decided). */
@@ -72,6 +72,20 @@ const ownerSchema = z
   .refine((o) => Object.values(o).filter((v) => v !== undefined).length === 1, {
     error: 'declare exactly one mark: `group`, `label`, `annotation` or `ownerKind`',
   });
+
+/** A rule's defaults for its function (schedule, grace, guards). */
+export const defaultsSchema = z
+  .object({
+    schedule: z.string().optional(),
+    grace: defaultGrace.optional(),
+    minAge: defaultGrace.optional(),
+    maxDeletions: z.number().int().min(0).optional(),
+    maxDeletionPercent: z.number().min(0).max(100).optional(),
+    minDeletionsForPercent: z.number().int().min(0).optional(),
+    maxEvidenceDropPercent: z.number().min(0).max(100).optional(),
+    acceptEvidenceDropAfter: z.union([duration, z.literal('never')]).optional(),
+  })
+  .strict();
 
 export const ruleSchema = z
   .object({
@@ -95,19 +109,7 @@ export const ruleSchema = z
     fingerprint: z.array(expr).optional(),
     /** Why a target is unused, for reviewers' reports (default: the inUse expression is false). */
     unused: z.string().optional(),
-    defaults: z
-      .object({
-        schedule: z.string().optional(),
-        grace: defaultGrace.optional(),
-        minAge: defaultGrace.optional(),
-        maxDeletions: z.number().int().min(0).optional(),
-        maxDeletionPercent: z.number().min(0).max(100).optional(),
-        minDeletionsForPercent: z.number().int().min(0).optional(),
-        maxEvidenceDropPercent: z.number().min(0).max(100).optional(),
-        acceptEvidenceDropAfter: z.union([duration, z.literal('never')]).optional(),
-      })
-      .strict()
-      .optional(),
+    defaults: defaultsSchema.optional(),
   })
   .strict();
 
@@ -155,19 +157,22 @@ const refOf = (r: z.output<typeof resource>): ResourceRef => ({
   namespaced: r.namespaced,
 });
 
-/** Checks and compiles a rule from its parsed YAML; `source` names where it came from. */
-export function compileRule(doc: unknown, source: string): Rule {
-  const named =
-    doc && typeof doc === 'object' && typeof (doc as { name?: unknown }).name === 'string'
-      ? `rule ${(doc as { name: string }).name}`
-      : `rule in ${source}`;
-  const parsed = ruleSchema.safeParse(doc);
-  if (!parsed.success) throw new ConfigError(describeIssues(named, parsed.error, '(rule)'));
-  const f = parsed.data;
-  const where = `rule ${f.name}`;
+/** The fields of a rule both kinds of target share, as a rule file gives them. */
+export type ConditionFields = Readonly<{
+  inUse: string;
+  indeterminate?: string | undefined;
+  identity?: string | undefined;
+  fingerprint?: readonly string[] | undefined;
+  evidence?: Readonly<Record<string, z.output<typeof evidenceSchema>>> | undefined;
+}>;
+
+/**
+ * Compiles a rule's conditions and evidence, refusing what could never decide well: a
+ * constant inUse, a scan of a whole evidence index, evidence read but not declared.
+ */
+export function compileConditions(where: string, f: ConditionFields) {
   const c = (field: string, src: string, scope: Scope, accepts: readonly string[]) =>
     compile(`${where}: \`${field}\``, src, scope, accepts);
-
   const inUse = c('inUse', f.inUse, 'object+evidence', ['bool']);
   const indeterminate = f.indeterminate
     ? c('indeterminate', f.indeterminate, 'object+evidence', ['string', 'null'])
@@ -215,6 +220,20 @@ export function compileRule(doc: unknown, source: string): Rule {
       readsValues,
     };
   });
+  return { inUse, indeterminate, identity, fingerprint, evidence, conditions };
+}
+
+/** Checks and compiles a rule from its parsed YAML; `source` names where it came from. */
+export function compileRule(doc: unknown, source: string): Rule {
+  const named =
+    doc && typeof doc === 'object' && typeof (doc as { name?: unknown }).name === 'string'
+      ? `rule ${(doc as { name: string }).name}`
+      : `rule in ${source}`;
+  const parsed = ruleSchema.safeParse(doc);
+  if (!parsed.success) throw new ConfigError(describeIssues(named, parsed.error, '(rule)'));
+  const f = parsed.data;
+  const where = `rule ${f.name}`;
+  const { inUse, indeterminate, identity, fingerprint, evidence, conditions } = compileConditions(where, f);
   const owner = checkOwnership(where, f.target, f.owner as Owner, f.allowBuiltIn ?? false);
   const targetReads = [...conditions, ...(f.identity ? [f.identity] : []), ...(f.fingerprint ?? [])];
   return {
@@ -240,8 +259,8 @@ export function compileRule(doc: unknown, source: string): Rule {
   };
 }
 
-/** Parses rule YAML text (one rule per document). */
-export function parseRuleText(text: string, source: string): Rule[] {
+/** The rule documents of YAML text (one rule per document). */
+export function parseRuleDocs(text: string, source: string): unknown[] {
   let docs: unknown[];
   try {
     docs = yamlDocs(text);
@@ -249,7 +268,12 @@ export function parseRuleText(text: string, source: string): Rule[] {
     throw new ConfigError(`rule file ${source}: not valid YAML: ${yamlMessage(err)}`, { cause: err });
   }
   if (docs.length === 0) throw new ConfigError(`rule file ${source}: no rule in it`);
-  return docs.map((d) => compileRule(d, source));
+  return docs;
+}
+
+/** Parses rule YAML text of Kubernetes rules (one rule per document). */
+export function parseRuleText(text: string, source: string): Rule[] {
+  return parseRuleDocs(text, source).map((d) => compileRule(d, source));
 }
 
 function yamlDocs(text: string): unknown[] {
@@ -262,13 +286,18 @@ function yamlDocs(text: string): unknown[] {
   return out;
 }
 
-/** Reads and compiles the rules of a file. */
-export function loadRuleFile(path: string): Rule[] {
+/** The rule documents of a file. */
+export function readRuleDocs(path: string): unknown[] {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
     throw new ConfigError(`rule file ${path}: cannot read: ${(err as Error).message}`, { cause: err });
   }
-  return parseRuleText(text, path);
+  return parseRuleDocs(text, path);
+}
+
+/** Reads and compiles the Kubernetes rules of a file. */
+export function loadRuleFile(path: string): Rule[] {
+  return readRuleDocs(path).map((d) => compileRule(d, path));
 }

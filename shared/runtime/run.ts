@@ -77,10 +77,18 @@ export type RunRequest = Readonly<{
   signal?: AbortSignal;
 }>;
 
-export async function run<R, W>(deps: RunDeps<R, W>, req: RunRequest): Promise<RunResult> {
+export async function run<R, W>(deps: RunDeps<R, W>, asked: RunRequest): Promise<RunResult> {
   const at = { runId: deps.newId(), started: deps.time.now(), sideFailures: 0 };
-  const deadline = deps.time.timeout(req.deadlineMs);
+  const deadline = deps.time.timeout(asked.deadlineMs);
   const log = deps.log.child({ function: deps.fn.name, runId: at.runId });
+  // A report-only function never deletes: an --apply run of it is a dry run that records.
+  const req: RunRequest =
+    deps.fn.reportOnly && asked.apply ? { ...asked, apply: false, record: true } : asked;
+  if (req !== asked)
+    log.info(
+      { event: 'run.report-only', reason: 'a report-only rule: reported, never deleted (--apply ignored)' },
+      'run.report-only',
+    );
   let handle: LockHandle;
   try {
     handle = await deps.lock.acquire(deps.fn.name, deadline);

@@ -17,6 +17,8 @@ export type SuiteOptions<T, X> = {
   /** Around each test (e.g. a fresh fake OpenStack). */
   beforeEach?: (x: X) => Promise<void>;
   afterEach?: (x: X) => Promise<void>;
+  /** Once, after the suite (what setup started). */
+  teardown?: (x: X) => Promise<void>;
 };
 
 export function targetSuite<T extends Closable = KubeTarget, X extends object = object>(
@@ -43,6 +45,7 @@ export function targetSuite<T extends Closable = KubeTarget, X extends object = 
     if (up && opts.afterEach) await opts.afterEach(up.x);
   });
   test.after(async () => {
+    if (up && opts.teardown) await opts.teardown(up.x);
     await up?.kube.close();
     await up?.t.close();
   });

@@ -1,0 +1,62 @@
+/** What `rules check` says of a cloud rule: its targets, ownership, evidence, and what guards a delete. */
+import { formatDuration } from '../engine/duration.ts';
+import { apiVersionOf } from '../kube/resources.ts';
+import { COST_LIMIT } from './cel.ts';
+import { CLOUD_TARGETS, type CloudRule } from './cloud-rule.ts';
+import { ruleDefaults } from './function.ts';
+
+export function explainCloudRule(r: CloudRule) {
+  const d = ruleDefaults(r);
+  const ifMatch = CLOUD_TARGETS[r.collection].ifMatch;
+  return {
+    name: r.name,
+    description: r.description,
+    source: r.source,
+    mode: r.reportOnly ? 'report-only' : 'delete',
+    target: {
+      resource: `OpenStack Neutron ${r.collection} (${r.kind}) of functions.${r.name}.settings.projectId`,
+      ...(r.tags.length ? { tags: r.tags } : {}),
+    },
+    owner: `${r.owner.describe}, with \${cluster} = functions.${r.name}.settings.cluster, in the project`,
+    evidence: r.evidence.map((e) => ({
+      name: e.name,
+      resource: `${e.ref.plural}.${apiVersionOf(e.ref)} (${e.ref.kind})`,
+      key: `${e.key.source.trim()} (${e.key.type})`,
+      ...(e.optional ? { optional: 'not served: holds nothing' } : {}),
+    })),
+    inUse: r.inUse.source.trim(),
+    ...(r.indeterminate ? { indeterminate: r.indeterminate.source.trim() } : {}),
+    identity: 'id',
+    fingerprint: ['id', 'revision_number', ...r.fingerprint.map((f) => f.source.trim())],
+    delete: r.reportOnly
+      ? 'never: a report-only rule is found and reported, never deleted'
+      : ifMatch
+        ? `DELETE with If-Match: revision_number=<observed> after a re-check on a fresh read and fresh evidence; a Neutron without revision-if-match gets no delete at all`
+        : 'DELETE without a precondition (the API offers none): the re-check on a fresh read is the last guard',
+    unused: r.unused,
+    cost: Math.max(r.inUse.cost, r.indeterminate?.cost ?? 0),
+    schedule: d.schedule,
+    graceMs: d.graceMs,
+  };
+}
+
+export function describeCloudRule(r: CloudRule): string {
+  const x = explainCloudRule(r);
+  return [
+    `rule ${x.name}: ok (${x.source})`,
+    `  ${x.description}`,
+    `  targets:     ${x.target.resource}${x.target.tags ? `, tags ${x.target.tags.join(', ')}` : ''}`,
+    `  owned by:    ${x.owner}`,
+    ...x.evidence.map(
+      (e) => `  evidence.${e.name}: ${e.resource}, keyed by ${e.key}${e.optional ? `, ${e.optional}` : ''}`,
+    ),
+    `  in use when: ${x.inUse}`,
+    ...(x.indeterminate ? [`  undecided when (non-empty): ${x.indeterminate}`] : []),
+    `  identity:    ${x.identity}; fingerprint: ${x.fingerprint.join(', ')}`,
+    `  delete:      ${x.delete}`,
+    `  unused:      ${x.unused}`,
+    `  cost:        at most about ${x.cost.toLocaleString('en')} steps an object (limit ${COST_LIMIT.toLocaleString('en')})`,
+    `  mode ${x.mode}, schedule ${x.schedule}, grace ${formatDuration(x.graceMs)}`,
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,212 @@
+/**
+ * A cloud rule as a function: the targets are Neutron ports or floating IPs of one project,
+ * listed completely (the client proves every page), filtered server-side by project and
+ * tags, and listed before the evidence; each is the cluster's own only by the rule's
+ * ownership (naming the cluster) and its project; its identity is its id and its
+ * fingerprint its revision_number, and a delete carries `If-Match: revision_number=N` after
+ * a re-check on a fresh read and fresh evidence. Neutron without revision-if-match: nothing
+ * is deleted (the client refuses to send a conditional delete it cannot make conditional).
+ */
+import { z } from 'zod';
+import {
+  type AnyFunction,
+  defineFunction,
+  freshEvidence,
+  type KindSpec,
+  keepMarked,
+  nonEmpty,
+  type ObserveContext,
+  pageSizeSetting,
+  type RunContext,
+} from '../contract/index.ts';
+import type { KubeReader } from '../kube/ports.ts';
+import { loadCloudConfig } from '../openstack/config.ts';
+import { Http } from '../openstack/http.ts';
+import { KeystoneAuth } from '../openstack/keystone.ts';
+import { type FloatingIp, NeutronClient, type NeutronReader, type Port } from '../openstack/neutron.ts';
+import { toCel } from './cel.ts';
+import { CLUSTER, type CloudRule } from './cloud-rule.ts';
+import { readEvidence } from './evidence.ts';
+import { judge, ruleDefaults } from './function.ts';
+
+export const cloudRuleSettings = z
+  .object({
+    projectId: nonEmpty('a project ID').describe('the OpenStack project whose resources the rule judges'),
+    cluster: nonEmpty('the cluster name').describe(
+      `the cluster's name as the resources carry it (\`${CLUSTER}\` in the rule's ownership)`,
+    ),
+    cloud: nonEmpty('a cloud name').optional().describe('the clouds.yaml entry (default: $OS_CLOUD)'),
+    pageSize: pageSizeSetting.default(500).describe('items per list page'),
+  })
+  .strict();
+type Settings = z.output<typeof cloudRuleSettings>;
+
+const data = z.object({ id: z.string().min(1), revision: z.number().int().min(0) });
+type Data = z.output<typeof data>;
+
+type Resource = (Port | FloatingIp) & { name?: string; description?: string };
+export type CloudReader = Readonly<{ kube: KubeReader; neutron: NeutronReader }>;
+export type CloudWriter = Readonly<{ kube: KubeReader; neutron: NeutronClient }>;
+
+const nameOf = (o: Resource) =>
+  'floating_ip_address' in o && o.floating_ip_address
+    ? `${o.floating_ip_address} (${o.id})`
+    : o.name
+      ? `${o.name} (${o.id})`
+      : o.id;
+
+/** Builds the function of a compiled cloud rule. */
+export function cloudRuleFunction(rule: CloudRule): AnyFunction {
+  const kind = rule.kind;
+  const ports = rule.collection === 'ports';
+  const list = (r: CloudReader, s: Settings, signal: AbortSignal) => {
+    const tag = rule.owner.serverTag(s.cluster);
+    const f = { project_id: s.projectId, tags: [...rule.tags, ...(tag ? [tag] : [])] };
+    return ports ? r.neutron.listPorts(f, signal) : r.neutron.listFloatingIps(f, signal);
+  };
+  const get = (r: CloudReader, id: string, signal: AbortSignal): Promise<Resource | undefined> =>
+    ports ? r.neutron.getPort(id, signal) : r.neutron.getFloatingIp(id, signal);
+  /** The object the conditions read: the resource, and `owner` (the named groups of its ownership). */
+  const owned = (o: Resource, s: Settings) => {
+    if (o.project_id !== s.projectId) return null; // an admin's token sees every project
+    const groups = rule.owner.owns(o, s.cluster);
+    return groups ? toCel({ ...o, owner: groups }) : null;
+  };
+  const fingerprintOf = (o: Resource, object: unknown): string | { error: string } => {
+    const parts = [o.id, String(o.revision_number)];
+    for (const f of rule.fingerprint) {
+      const r = f.evaluate({ object });
+      if (!r.ok) return { error: `${f.where.replace(/^rule [^:]+: /, '')}: ${r.error}` };
+      parts.push(JSON.stringify(r.value, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)));
+    }
+    return parts.join('|');
+  };
+  const freshLists = (r: CloudReader, ctx: RunContext<Settings>) =>
+    freshEvidence(ctx, `rule:${rule.name}`, () =>
+      readEvidence(rule, r.kube, ctx.settings.pageSize, ctx.signal),
+    );
+
+  async function observe(r: CloudReader, ctx: ObserveContext<Settings, Record<string, Data>>): Promise<void> {
+    const s = ctx.settings;
+    await r.neutron.checkProject?.(s.projectId, ctx.signal);
+    // Targets first: evidence listed after can only add holders.
+    const targets = await list(r, s, ctx.signal);
+    ctx.source(rule.collection, 'target', targets);
+    const ev = await readEvidence(rule, r.kube, s.pageSize, ctx.signal);
+    for (const e of rule.evidence) {
+      const c = ev.counts[e.name]!;
+      ctx.source(
+        `evidence.${e.name}`,
+        'evidence',
+        c.notServed
+          ? { notServed: true }
+          : {
+              items: { length: c.count },
+              pages: c.pages,
+              ...(c.resourceVersion ? { resourceVersion: c.resourceVersion } : {}),
+            },
+      );
+    }
+    for (const b of ev.blockers) ctx.blocker(b);
+    let foreign = 0;
+    for (const o of targets.items as Resource[]) {
+      const object = owned(o, s);
+      if (!object) {
+        foreign++;
+        continue;
+      }
+      const created = o.created_at ? Date.parse(o.created_at) : Number.NaN;
+      const init = {
+        name: nameOf(o),
+        marks: [{ tags: o.tags }],
+        ...(Number.isNaN(created) ? {} : { createdAt: created }),
+      };
+      const rev = o.revision_number;
+      if (typeof rev !== 'number') {
+        ctx.unreadable(
+          kind,
+          { ...init, key: o.id, fingerprint: o.id },
+          'no revision_number: its delete could not carry a precondition',
+        );
+        continue;
+      }
+      const fp = fingerprintOf(o, object);
+      if (typeof fp !== 'string') {
+        ctx.unreadable(kind, { ...init, key: o.id, fingerprint: o.id }, fp.error);
+        continue;
+      }
+      const v = ctx.target(kind, { ...init, key: o.id, fingerprint: fp, data: { id: o.id, revision: rev } });
+      const verdict = judge(rule, object, ev.indexes);
+      if ('used' in verdict) v.used();
+      else if ('indeterminate' in verdict) v.indeterminate(verdict.indeterminate);
+    }
+    if (foreign > 0)
+      ctx.note('targets.not-owned', {
+        rule: rule.name,
+        count: foreign,
+        reason: `listed, but not of project ${s.projectId} with ${rule.owner.describe} for cluster ${s.cluster}: not this rule's to judge`,
+      });
+  }
+
+  const spec: KindSpec<Data, CloudReader, CloudWriter, Settings> = {
+    data,
+    note: `decided by rule ${rule.name} (${rule.source}): in use when ${rule.inUse.source.trim()}`,
+    unused: rule.unused,
+    removal: `DELETE the ${kind} with If-Match: revision_number=<the revision observed> (Neutron's revision-if-match: a changed ${kind} answers 412 and is skipped)`,
+    async recheck(r, { key, data: d }, ctx) {
+      const o = await get(r, d.id, ctx.signal);
+      if (!o) return { ok: false, reason: `${kind} is already gone` };
+      if (o.revision_number !== d.revision)
+        return { ok: false, reason: `${kind} changed (revision ${d.revision} -> ${o.revision_number})` };
+      const object = owned(o, ctx.settings);
+      if (!object)
+        return { ok: false, reason: `${kind} is no longer the cluster's (${rule.owner.describe})` };
+      if (keepMarked([{ tags: o.tags }])) return { ok: false, reason: `${kind} carries the keep-mark` };
+      const fp = fingerprintOf(o, object);
+      if (typeof fp !== 'string' || o.id !== key) return { ok: false, reason: `${kind}'s identity changed` };
+      const ev = (await freshLists(r, ctx)).value;
+      if (ev.blockers.length > 0) return { ok: false, reason: `fresh evidence: ${ev.blockers.join('; ')}` };
+      const verdict = judge(rule, object, ev.indexes);
+      if ('used' in verdict) return { ok: false, reason: 'fresh evidence shows it in use' };
+      if ('indeterminate' in verdict)
+        return { ok: false, reason: `fresh evidence: ${verdict.indeterminate}` };
+      return { ok: true };
+    },
+    async remove(w, { data: d }, ctx) {
+      const out = ports
+        ? await w.neutron.deletePort(d.id, d.revision, ctx.signal)
+        : await w.neutron.deleteFloatingIp(d.id, d.revision, ctx.signal);
+      if (out === 'conflict')
+        return { outcome: 'skipped', reason: `precondition failed (412): the ${kind} changed` };
+      if (out === 'gone') return { outcome: 'gone', detail: `${kind} was already gone` };
+      return {
+        outcome: 'deleted',
+        detail: `${kind} ${d.id} deleted (If-Match: revision_number=${d.revision})`,
+      };
+    },
+    async confirmGone(r, { data: d }, ctx) {
+      return (await get(r, d.id, ctx.signal)) === undefined;
+    },
+  };
+
+  return defineFunction<typeof cloudRuleSettings, CloudReader, CloudWriter, Record<string, Data>>({
+    name: rule.name,
+    description: rule.description,
+    settings: cloudRuleSettings,
+    defaults: { ...ruleDefaults(rule), enabled: false },
+    ...(rule.reportOnly ? { reportOnly: true } : {}),
+    kinds: { [kind]: spec },
+    async connect(c) {
+      const cloud = loadCloudConfig(c.env, c.settings.cloud !== undefined ? { cloud: c.settings.cloud } : {});
+      const http = new Http({ timeoutMs: c.callTimeoutMs, time: c.time });
+      const auth = new KeystoneAuth(cloud, http, c.time.now);
+      const neutron = new NeutronClient(auth, http, c.settings.pageSize);
+      return {
+        reader: { kube: c.kube, neutron },
+        writer: { kube: c.kube, neutron },
+        close: () => http.close(),
+      };
+    },
+    observe,
+  });
+}

@@ -1,0 +1,198 @@
+/**
+ * A rule whose targets live in OpenStack: Neutron ports or floating IPs of one project,
+ * judged against Kubernetes lists (evidence) in the same snapshot, with the laws of every
+ * function. Ownership is explicit and names the cluster: a rule says which tag, name or
+ * description pattern makes a resource this cluster's own (with `${cluster}` in it), and a
+ * resource of another project or another cluster is never judged.
+ */
+import { RE2JS } from 're2js';
+import { z } from 'zod';
+import { describeIssues } from '../contract/settings.ts';
+import { ConfigError } from '../errors.ts';
+import type { Compiled } from './cel.ts';
+import {
+  compileConditions,
+  defaultsSchema,
+  dnsLabel,
+  type EvidenceSpec,
+  evidenceSchema,
+  expr,
+  type RuleFile,
+} from './rule.ts';
+
+/** The Neutron collections a cloud rule may target, and what their deletes can carry. */
+export const CLOUD_TARGETS = {
+  ports: { kind: 'Port', ifMatch: true },
+  floatingips: { kind: 'FloatingIP', ifMatch: true },
+} as const;
+export type CloudCollection = keyof typeof CLOUD_TARGETS;
+
+// biome-ignore lint/suspicious/noTemplateCurlyInString: the placeholder rule files write, not a template
+export const CLUSTER = '${cluster}';
+
+const ownerSchema = z
+  .object({
+    tag: z.string().min(1).optional(),
+    name: z.string().min(1).optional(),
+    description: z.string().min(1).optional(),
+  })
+  .strict()
+  .refine((o) => Object.values(o).filter((v) => v !== undefined).length === 1, {
+    error: `declare exactly one mark of ownership: \`tag\` (an exact tag), \`name\` or \`description\` (an RE2 pattern); each names the cluster as \`${CLUSTER}\``,
+  });
+
+export const cloudRuleSchema = z
+  .object({
+    apiVersion: z.literal('twopass.io/v1alpha1').optional(),
+    kind: z.literal('Rule').optional(),
+    name: z.string().regex(dnsLabel, { error: 'expected a lower-case name (letters, digits, `-`)' }).max(40),
+    description: z.string().min(1),
+    target: z
+      .object({
+        openstack: z.enum(Object.keys(CLOUD_TARGETS) as [CloudCollection, ...CloudCollection[]], {
+          error: `expected one of ${Object.keys(CLOUD_TARGETS).join(', ')}`,
+        }),
+        /** Server-side: only resources carrying every one of these tags are listed. */
+        tags: z.array(z.string().min(1)).optional(),
+      })
+      .strict(),
+    owner: ownerSchema,
+    /** `report-only`: found and reported (dry-run logs, reports, metrics), never deleted. */
+    mode: z.enum(['delete', 'report-only']).optional(),
+    evidence: z
+      .record(
+        z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: 'expected an identifier' }),
+        evidenceSchema,
+      )
+      .optional(),
+    inUse: expr,
+    indeterminate: expr.optional(),
+    fingerprint: z.array(expr).optional(),
+    unused: z.string().optional(),
+    defaults: defaultsSchema.optional(),
+  })
+  .strict();
+
+export type CloudOwnership = Readonly<{
+  field: 'tag' | 'name' | 'description';
+  /** As the rule gives it, `${cluster}` included. */
+  pattern: string;
+  /** For logs and `rules check`. */
+  describe: string;
+  /**
+   * Whether `o` is the cluster's own: null if not, else the named groups of the pattern
+   * (the rule's conditions read them as `object.owner.NAME`).
+   */
+  owns: (
+    o: Readonly<{ tags?: readonly string[]; name?: string; description?: string }>,
+    cluster: string,
+  ) => Record<string, string> | null;
+  /** The tag to ask the server for (`tag` ownership). */
+  serverTag: (cluster: string) => string | undefined;
+}>;
+
+/** A cloud rule, checked and compiled. */
+export type CloudRule = Readonly<{
+  cloud: true;
+  name: string;
+  description: string;
+  source: string;
+  collection: CloudCollection;
+  kind: string;
+  tags: readonly string[];
+  owner: CloudOwnership;
+  reportOnly: boolean;
+  evidence: readonly EvidenceSpec[];
+  inUse: Compiled;
+  indeterminate?: Compiled | undefined;
+  fingerprint: readonly Compiled[];
+  unused: string;
+  defaults: NonNullable<RuleFile['defaults']>;
+}>;
+
+/** True when a rule document targets OpenStack (`target.openstack`). */
+export function isCloudRuleDoc(doc: unknown): boolean {
+  const t = (doc as { target?: unknown } | null)?.target;
+  return t !== null && typeof t === 'object' && 'openstack' in t;
+}
+
+function ownership(where: string, o: z.output<typeof ownerSchema>): CloudOwnership {
+  const field = o.tag !== undefined ? 'tag' : o.name !== undefined ? 'name' : 'description';
+  const pattern = (o.tag ?? o.name ?? o.description)!;
+  if (!pattern.includes(CLUSTER))
+    throw new ConfigError(
+      `${where}: \`owner.${field}\`: must name the cluster as \`${CLUSTER}\` (a resource another cluster made in the same project is not this one's)`,
+    );
+  if (field === 'tag')
+    return {
+      field,
+      pattern,
+      describe: `the tag ${pattern}`,
+      owns: (x, cluster) => (x.tags?.includes(pattern.replaceAll(CLUSTER, cluster)) ? {} : null),
+      serverTag: (cluster) => pattern.replaceAll(CLUSTER, cluster),
+    };
+  // the pattern is RE2 (linear time), anchored at both ends, the cluster name quoted into it
+  const compiled = (cluster: string) =>
+    RE2JS.compile(`^(?:${pattern.replaceAll(CLUSTER, RE2JS.quote(cluster))})$`);
+  try {
+    compiled('probe');
+  } catch (err) {
+    throw new ConfigError(
+      `${where}: \`owner.${field}\`: invalid regular expression (RE2 syntax): ${(err as Error).message}`,
+    );
+  }
+  const cache = new Map<string, RE2JS>();
+  return {
+    field,
+    pattern,
+    describe: `a ${field} matching ${pattern}`,
+    owns: (x, cluster) => {
+      let re = cache.get(cluster);
+      if (!re) {
+        re = compiled(cluster);
+        cache.set(cluster, re);
+      }
+      const text = field === 'name' ? x.name : x.description;
+      if (typeof text !== 'string') return null;
+      const m = re.matcher(text);
+      if (!m.matches()) return null;
+      const groups: Record<string, string> = {};
+      for (const name of Object.keys(re.namedGroups())) {
+        const g = m.group(name);
+        if (g !== null && g !== undefined) groups[name] = g;
+      }
+      return groups;
+    },
+    serverTag: () => undefined,
+  };
+}
+
+/** Checks and compiles a cloud rule from its parsed YAML. */
+export function compileCloudRule(doc: unknown, source: string): CloudRule {
+  const named =
+    doc && typeof doc === 'object' && typeof (doc as { name?: unknown }).name === 'string'
+      ? `rule ${(doc as { name: string }).name}`
+      : `rule in ${source}`;
+  const parsed = cloudRuleSchema.safeParse(doc);
+  if (!parsed.success) throw new ConfigError(describeIssues(named, parsed.error, '(rule)'));
+  const f = parsed.data;
+  const where = `rule ${f.name}`;
+  const { inUse, indeterminate, fingerprint, evidence } = compileConditions(where, f);
+  return {
+    cloud: true,
+    name: f.name,
+    description: f.description,
+    source,
+    collection: f.target.openstack,
+    kind: CLOUD_TARGETS[f.target.openstack].kind,
+    tags: f.target.tags ?? [],
+    owner: ownership(where, f.owner),
+    reportOnly: f.mode === 'report-only',
+    evidence,
+    inUse,
+    indeterminate,
+    fingerprint,
+    unused: f.unused ?? `\`inUse\` is false: ${f.inUse.trim()}`,
+    defaults: f.defaults ?? {},
+  };
+}

@@ -1,0 +1,108 @@
+/**
+ * Cloud rules when they load: ownership must be explicit and name the cluster, the pattern
+ * is RE2 and anchored, the cluster name is quoted into it; `rules check` explains how such a
+ * rule deletes; the commands that take Kubernetes rules only refuse a cloud rule in one line.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { stringify } from 'yaml';
+import { resolveConfig } from '../../shared/config.ts';
+import { ConfigError } from '../../shared/errors.ts';
+import { CLUSTER as CLUSTER_MARK, compileCloudRule } from '../../shared/rules/cloud-rule.ts';
+import { functionsOf } from '../../shared/rules/registry.ts';
+import { twopass } from '../helpers/cli.ts';
+import { CLUSTER, FIP_PACK, describe as fipDescription } from './cloud-scenarios.ts';
+
+const test = suite('cloud rules: loading and explaining');
+
+const base = {
+  name: 'my-fips',
+  description: 'test',
+  target: { openstack: 'floatingips' },
+  owner: { description: `Floating IP for (?P<service>\\S+) from cluster ${CLUSTER_MARK}` },
+  evidence: {
+    services: {
+      group: '',
+      version: 'v1',
+      resource: 'services',
+      kind: 'Service',
+      namespaced: true,
+      key: 'object.metadata.namespace + "/" + object.metadata.name',
+    },
+  },
+  inUse: 'object.owner.service in evidence.services',
+};
+
+const refused = (doc: unknown, re: RegExp) => {
+  let err: unknown;
+  try {
+    compileCloudRule(doc, 'test');
+  } catch (e) {
+    err = e;
+  }
+  assert.instance(err, ConfigError, `refused: ${re}`);
+  assert.match((err as Error).message, re);
+};
+
+test('ownership is required, exactly one mark, and it names the cluster', () => {
+  const { owner: _o, ...noOwner } = base;
+  refused(noOwner, /owner/);
+  refused({ ...base, owner: {} }, /exactly one mark of ownership/);
+  refused({ ...base, owner: { tag: `a-${CLUSTER_MARK}`, name: `x-${CLUSTER_MARK}` } }, /exactly one mark/);
+  refused(
+    { ...base, owner: { description: 'Floating IP for .*' } },
+    /must name the cluster as `\$\{cluster\}`/,
+  );
+  refused({ ...base, owner: { tag: 'kube-cluster' } }, /must name the cluster/);
+  refused({ ...base, owner: { name: `(?<=x)${CLUSTER_MARK}` } }, /RE2 syntax/);
+  refused({ ...base, target: { openstack: 'volumes' } }, /expected one of ports, floatingips/);
+  refused({ ...base, mode: 'delete-later' }, /mode/);
+  refused({ ...base, inUse: 'true' }, /reads neither the object nor the evidence/);
+});
+
+test('the pattern is anchored, the cluster quoted into it; its named groups are the owner', () => {
+  const r = compileCloudRule(base, 'test');
+  const own = (description: string, cluster = 'c.1') => r.owner.owns({ description }, cluster);
+  assert.equal(own('Floating IP for ns/web from cluster c.1'), { service: 'ns/web' });
+  assert.is(own('Floating IP for ns/web from cluster cx1'), null, 'the dot is quoted');
+  assert.is(own('Floating IP for ns/web from cluster c.1-b'), null, 'anchored at the end');
+  assert.is(own('Old Floating IP for ns/web from cluster c.1'), null, 'anchored at the start');
+  const tagged = compileCloudRule({ ...base, owner: { tag: `kube-${CLUSTER_MARK}` } }, 'test');
+  assert.equal(tagged.owner.owns({ tags: ['kube-prod'] }, 'prod'), {});
+  assert.is(tagged.owner.owns({ tags: ['kube-prod-2'] }, 'prod'), null);
+  assert.is(tagged.owner.serverTag('prod'), 'kube-prod', 'a tag is asked of the server too');
+});
+
+test('the shipped pack: its ownership matches what cloud-provider-openstack writes, and only for its cluster', async () => {
+  const cfg = resolveConfig({ rules: [{ file: FIP_PACK }] }, 'test');
+  const fn = functionsOf(cfg).find((f) => f.name === 'cpo-floating-ips');
+  assert.ok(fn, 'the pack loads as a function');
+  assert.is(fn.defaults.enabled, false, 'off until enabled with its project and cluster');
+  const { loadAnyRuleFile } = await import('../../shared/rules/registry.ts');
+  const pack = loadAnyRuleFile(FIP_PACK)[0] as ReturnType<typeof compileCloudRule>;
+  assert.equal(pack.owner.owns({ description: fipDescription('shop/web') }, CLUSTER), {
+    service: 'shop/web',
+  });
+  assert.is(pack.owner.owns({ description: fipDescription('shop/web', 'prod-2') }, CLUSTER), null);
+});
+
+test('`rules check` says how a cloud rule deletes; `rules manifests` refuses it in one line', () => {
+  const check = twopass(['rules', 'check', FIP_PACK, '--output', 'table']);
+  assert.is(check.code, 0, check.err);
+  assert.match(check.out, /targets: +OpenStack Neutron floatingips/);
+  assert.match(check.out, /delete: +DELETE with If-Match: revision_number=<observed>/);
+  assert.match(check.out, /fingerprint: id, revision_number/);
+  const dir = mkdtempSync(join(tmpdir(), 'twopass-cloud-rule-'));
+  writeFileSync(join(dir, 'r.yaml'), stringify({ ...base, mode: 'report-only' }));
+  const ro = twopass(['rules', 'check', join(dir, 'r.yaml'), '--output', 'table']);
+  assert.match(ro.out, /delete: +never: a report-only rule/);
+  const m = twopass(['rules', 'manifests', FIP_PACK]);
+  assert.is(m.code, 2);
+  assert.match(m.err, /targets OpenStack .*takes Kubernetes rules only/);
+  assert.is(m.err.trim().split('\n').length, 1, 'one line');
+});
+
+test.run();

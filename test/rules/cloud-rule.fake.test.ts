@@ -1,0 +1,36 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
+import { fakeTarget } from '../helpers/kube-target.ts';
+import { cloudRuleScenarios } from './cloud-scenarios.ts';
+
+cloudRuleScenarios(
+  'fake API server + fake Neutron',
+  () => fakeTarget(),
+  async () => {
+    const os = new FakeOpenStack();
+    await os.start();
+    const dir = mkdtempSync(join(tmpdir(), 'twopass-cloud-rule-'));
+    writeFileSync(join(dir, 'clouds.yaml'), os.cloudsYaml('appcred', 'fake'));
+    return {
+      env: { OS_CLOUD: 'fake', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') },
+      projectId: 'project-a',
+      fip: async (description, portId) => {
+        const port = portId ? os.ports.get(portId) : undefined;
+        return os.addFip({
+          description,
+          floating_ip_address: `198.51.100.${os.fips.size + 1}`,
+          port_id: portId ?? null,
+          fixed_ip_address: port?.fixed_ips?.[0]?.ip_address ?? null,
+        }).id;
+      },
+      port: async () => os.addPort({ fixed_ips: [{ ip_address: `10.1.0.${os.ports.size + 10}` }] }).id,
+      exists: async (id) => os.fips.has(id),
+      touch: async (id) => {
+        os.update(os.fips.get(id)!, { description: `${os.fips.get(id)!.description}` });
+      },
+      close: () => os.stop(),
+    };
+  },
+);

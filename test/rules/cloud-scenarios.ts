@@ -1,0 +1,189 @@
+/**
+ * The cpo-floating-ips pack (a rule whose targets are Neutron floating IPs), on two
+ * targets: the fake API server with the fake Neutron, and the real kube-apiserver with the
+ * real Keystone + Neutron. The same scenarios, the same assertions.
+ */
+import { join } from 'node:path';
+import * as assert from 'uvu/assert';
+import { type AnyFunction, type ConnectContext, MINUTE as MIN } from '../../shared/contract/index.ts';
+import type { KubeHttpClient } from '../../shared/kube/client.ts';
+import { SERVICES } from '../../shared/kube/resources.ts';
+import type { NeutronClient } from '../../shared/openstack/neutron.ts';
+import { cloudRuleFunction } from '../../shared/rules/cloud-function.ts';
+import type { CloudRule } from '../../shared/rules/cloud-rule.ts';
+import { loadAnyRuleFile } from '../../shared/rules/registry.ts';
+import { EXIT } from '../../shared/runtime/errors.ts';
+import { createService } from '../../shared/sandbox/scenarios/lbaas.ts';
+import type { KubeTarget } from '../helpers/kube-target.ts';
+import { runner } from '../helpers/runner.ts';
+import { targetSuite } from '../helpers/target-suite.ts';
+
+const ROOT = new URL('../../', import.meta.url).pathname;
+export const FIP_PACK = join(ROOT, 'functions/rules/cpo-floating-ips/rule.yaml');
+export const CLUSTER = 'prod-1';
+
+/** The cloud half of a target: floating IPs made as the controller makes them, and a clouds.yaml. */
+export type CloudWorld = Readonly<{
+  env: Record<string, string>;
+  projectId: string;
+  /** A floating IP with this description, on `portId` if given; its id. */
+  fip: (description: string, portId?: string) => Promise<string>;
+  port: () => Promise<string>;
+  exists: (id: string) => Promise<boolean>;
+  /** Changes the floating IP (its revision moves). */
+  touch: (id: string) => Promise<void>;
+}>;
+
+export const describe = (service: string, cluster = CLUSTER) =>
+  `Floating IP for Kubernetes external service ${service} from cluster ${cluster}`;
+
+export function cloudRuleScenarios(
+  label: string,
+  getTarget: () => Promise<KubeTarget | undefined>,
+  world: (() => Promise<CloudWorld & { close: () => Promise<void> }>) | undefined,
+): void {
+  const rule = loadAnyRuleFile(FIP_PACK)[0] as CloudRule;
+  const suite = targetSuite(`rule cpo-floating-ips (${label})`, getTarget, {
+    off: world === undefined,
+    setup: async () => world!(),
+    teardown: (w) => w.close(),
+  });
+  const mk = (t: KubeTarget, w: CloudWorld, r: CloudRule = rule) =>
+    runner(
+      cloudRuleFunction(r),
+      t.options,
+      [],
+      Date.now() + MIN,
+      { enabled: true, maxEvidenceDropPercent: 100, settings: { projectId: w.projectId, cluster: CLUSTER } },
+      w.env,
+    );
+  const it = (name: string, fn: (t: KubeTarget, kube: KubeHttpClient, w: CloudWorld) => Promise<void>) =>
+    suite.it(name, (t, kube, w) => fn(t, kube, w as CloudWorld));
+
+  it('a floating IP whose Service is gone is deleted after the grace, with If-Match; its neighbour whose Service exists stays; a ClusterIP Service holds none', async (t, kube, w) => {
+    const ns = await t.namespace();
+    const live = await w.fip(describe(`${ns}/web`));
+    const gone = await w.fip(describe(`${ns}/old`));
+    const demoted = await w.fip(describe(`${ns}/internal`));
+    await createService(kube, ns, 'web');
+    await createService(kube, ns, 'internal', { type: 'ClusterIP' });
+    const r = mk(t, w);
+    assert.equal((await r.run()).deleted, []);
+    r.now += 20 * MIN;
+    assert.equal((await r.run()).deleted, [], 'inside the 30 min grace');
+    r.now += 11 * MIN;
+    const res = await r.run();
+    assert.is(res.exitCode, EXIT.ok, JSON.stringify(r.events('delete.failed')));
+    assert.equal([...res.deleted].sort(), [gone, demoted].sort());
+    assert.ok(await w.exists(live), 'the Service of type LoadBalancer holds its floating IP');
+    assert.not.ok(await w.exists(gone));
+    assert.not.ok(await w.exists(demoted));
+  });
+
+  it('a Service deleted and re-created under the same name keeps its floating IP', async (t, kube, w) => {
+    const ns = await t.namespace();
+    const id = await w.fip(describe(`${ns}/app`));
+    await createService(kube, ns, 'app');
+    const r = mk(t, w);
+    await r.run();
+    await kube.delete(SERVICES, ns, 'app');
+    r.now += MIN;
+    await r.run(); // it sees the floating IP unused: a candidate
+    await createService(kube, ns, 'app');
+    r.now += 31 * MIN;
+    assert.equal((await r.run()).deleted, [], 'the re-created Service holds it again');
+    assert.ok(await w.exists(id));
+    assert.ok(r.events('candidate.rescued').some((e) => e.key === id));
+  });
+
+  it("ownership: another cluster's floating IPs and ones without the controller's description are never judged; one still on a port is undecided", async (t, _kube, w) => {
+    const ns = await t.namespace();
+    const other = await w.fip(describe(`${ns}/gone`, 'prod-2'));
+    const prefix = await w.fip(describe(`${ns}/gone`, `${CLUSTER}0`));
+    const plain = await w.fip(`made by hand for ${ns}/gone from cluster ${CLUSTER}`);
+    const attached = await w.fip(describe(`${ns}/gone-too`), await w.port());
+    const r = mk(t, w);
+    await r.run();
+    r.now += 31 * MIN;
+    const res = await r.run();
+    assert.equal(res.deleted, []);
+    for (const id of [other, prefix, plain, attached]) assert.ok(await w.exists(id));
+    const judged = new Set(r.lines.filter((l) => typeof l.key === 'string').map((l) => l.key));
+    for (const id of [other, prefix, plain]) assert.not.ok(judged.has(id), `${id} is not this cluster's`);
+    assert.ok(
+      r
+        .events('target.indeterminate')
+        .some((e) => e.key === attached && /still associated with port/.test(String(e.reason))),
+      'on a port: undecided',
+    );
+  });
+
+  it('a floating IP changed between the observations is not deleted: its revision is its fingerprint', async (t, _kube, w) => {
+    const ns = await t.namespace();
+    const id = await w.fip(describe(`${ns}/gone`));
+    const r = mk(t, w);
+    await r.run();
+    r.now += 31 * MIN;
+    await w.touch(id);
+    assert.equal((await r.run()).deleted, [], 'a new revision starts its grace again');
+    assert.ok(await w.exists(id));
+    r.now += 31 * MIN;
+    assert.equal((await r.run()).deleted, [id], 'then, unchanged a grace apart, it goes');
+  });
+
+  it('a floating IP changed between the re-check and the DELETE is kept: the DELETE carries If-Match and Neutron answers 412', async (t, _kube, w) => {
+    const ns = await t.namespace();
+    const id = await w.fip(describe(`${ns}/gone`));
+    const fn = cloudRuleFunction(rule);
+    // the writer's delete, once: the floating IP is changed just before it goes out
+    const racing: AnyFunction = {
+      ...fn,
+      async connect(ctx: ConnectContext) {
+        const ports = await fn.connect!(ctx);
+        const real = ports.writer.neutron as NeutronClient;
+        const neutron = Object.create(real) as NeutronClient;
+        neutron.deleteFloatingIp = async (fid, revision, signal) => {
+          await w.touch(fid);
+          return real.deleteFloatingIp(fid, revision, signal);
+        };
+        return { ...ports, writer: { ...ports.writer, neutron } };
+      },
+    };
+    const r = runner(
+      racing,
+      t.options,
+      [],
+      Date.now() + MIN,
+      { enabled: true, maxEvidenceDropPercent: 100, settings: { projectId: w.projectId, cluster: CLUSTER } },
+      w.env,
+    );
+    await r.run();
+    r.now += 31 * MIN;
+    const res = await r.run();
+    assert.equal(res.deleted, []);
+    assert.ok(await w.exists(id), 'kept: it changed after the re-check');
+    assert.ok(
+      r.lines.some((l) => l.key === id && /412/.test(JSON.stringify(l))),
+      'the skip says 412',
+    );
+  });
+
+  it('report-only: the same rule finds and reports, and never deletes, even with --apply', async (t, _kube, w) => {
+    const ns = await t.namespace();
+    const id = await w.fip(describe(`${ns}/gone`));
+    const r = mk(t, w, { ...rule, reportOnly: true });
+    await r.run();
+    r.now += 31 * MIN;
+    const res = await r.run(true);
+    assert.equal(res.deleted, []);
+    assert.is(res.dryRun, true);
+    assert.ok(
+      r.events('candidate.confirmed').some((e) => e.key === id),
+      'reported as confirmed',
+    );
+    assert.ok(r.events('run.report-only').length > 0);
+    assert.ok(await w.exists(id));
+  });
+
+  suite.run();
+}
