@@ -12,9 +12,11 @@ import { apiVersionOf, type KubeObject, type ResourceRef } from '../kube/resourc
 import type { OutputMode } from '../log/logger.ts';
 import { COST_LIMIT } from '../rules/cel.ts';
 import { describeCloudRule, explainCloudRule } from '../rules/cloud-explain.ts';
+import { cloudRuleFunction } from '../rules/cloud-function.ts';
+import { WorldNeutron } from '../rules/cloud-world.ts';
 import { ruleManifests, ruleRbac, toYamlDocs } from '../rules/deploy.ts';
 import { ruleDefaults, ruleFunction } from '../rules/function.ts';
-import { checkRuleNames, isCloudRule, loadAnyRuleFile } from '../rules/registry.ts';
+import { type AnyRule, checkRuleNames, isCloudRule, loadAnyRuleFile } from '../rules/registry.ts';
 import type { Rule } from '../rules/rule.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { VERSION } from '../version.ts';
@@ -37,6 +39,7 @@ export async function rulesCommand(
     throw new ConfigError(USAGE);
   const any = loadAnyRuleFile(file);
   checkRuleNames(any);
+  if (sub === 'test' && any.some(isCloudRule)) return testRules(any, world!, output, io);
   if (sub === 'check') {
     for (const r of any) {
       const x = isCloudRule(r) ? explainCloudRule(r) : explainRule(r);
@@ -51,6 +54,7 @@ export async function rulesCommand(
     return EXIT.ok;
   }
   const cloud = any.find(isCloudRule);
+  // `rules test` takes both kinds (above)
   if (cloud)
     throw new ConfigError(
       `rules ${sub}: rule ${cloud.name} targets OpenStack (\`target.openstack\`): \`rules ${sub}\` takes Kubernetes rules only for now; run a cloud rule from the config (\`rules: [{ file: … }]\`, \`functions.${cloud.name}\` with projectId and cluster)`,
@@ -136,7 +140,8 @@ export const EXPECT = 'twopass.io/expect';
 
 /** Objects from a YAML file (documents, or `kind: List` items), served as a read-only cluster. */
 export class WorldReader implements KubeReader {
-  private readonly objects: KubeObject[];
+  readonly objects: KubeObject[];
+  source = 'world';
   constructor(objects: readonly KubeObject[]) {
     this.objects = objects.map((o, i) => ({
       ...o,
@@ -172,7 +177,9 @@ export class WorldReader implements KubeReader {
         out.push(o);
       }
     }
-    return new WorldReader(out);
+    const w = new WorldReader(out);
+    w.source = path;
+    return w;
   }
   private of(ref: ResourceRef, namespace?: string): KubeObject[] {
     return this.objects.filter(
@@ -220,18 +227,25 @@ export type WorldDecision = Readonly<{
 
 /** Each target's decision against the objects of a world (one observation; nothing written). */
 export async function decideWorld(
-  rule: Rule,
+  rule: AnyRule,
   world: WorldReader,
   now: number,
 ): Promise<{ decisions: WorldDecision[]; notes: string[] }> {
-  const fn = ruleFunction(rule);
   const notes: string[] = [];
-  const snap = await fn.observe(world, {
+  const ctx = {
     now,
     signal: new AbortController().signal,
-    settings: {},
-    note: (event, fields) => notes.push(`${event}: ${JSON.stringify(fields)}`),
-  });
+    note: (event: string, fields: Record<string, unknown>) =>
+      notes.push(`${event}: ${JSON.stringify(fields)}`),
+  };
+  let snap: Awaited<ReturnType<ReturnType<typeof ruleFunction>['observe']>>;
+  if (isCloudRule(rule)) {
+    const cloud = new WorldNeutron(world.objects, world.source);
+    snap = await cloudRuleFunction(rule).observe(cloud.reader(world), {
+      ...ctx,
+      settings: { projectId: cloud.projectId, cluster: cloud.cluster },
+    });
+  } else snap = await ruleFunction(rule).observe(world, { ...ctx, settings: {} });
   const used = new Set(snap.used);
   const ind = new Map(snap.indeterminate.map((i) => [i.key, i.reason]));
   const blockers = snap.blockers ?? [];
@@ -247,7 +261,7 @@ export async function decideWorld(
 }
 
 async function testRules(
-  rules: readonly Rule[],
+  rules: readonly AnyRule[],
   worldFile: string,
   output: OutputMode,
   io: Io,
@@ -256,9 +270,11 @@ async function testRules(
   let mismatches = 0;
   for (const rule of rules) {
     const { decisions, notes } = await decideWorld(rule, world, io.time.now());
-    const expected = world.expectations(rule.target.ref);
+    const expected = isCloudRule(rule)
+      ? new WorldNeutron(world.objects, world.source).expectations(world.objects)
+      : world.expectations(rule.target.ref);
     for (const d of decisions) {
-      const want = expected.get(d.name);
+      const want = expected.get(isCloudRule(rule) ? d.key : d.name);
       const ok = want === undefined || want === d.decision;
       if (!ok) mismatches++;
       if (output === 'json')

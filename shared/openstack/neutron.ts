@@ -1,5 +1,5 @@
 /**
- * Neutron: full listing of ports and floating IPs (filters, pagination by
+ * Neutron: full listing of ports, floating IPs and security groups (filters, pagination by
  * limit/marker and *_links, or none when a deployment disables it), GET one,
  * and DELETE with `If-Match: revision_number=N` when `revision-if-match` exists.
  */
@@ -36,6 +36,34 @@ export type FloatingIp = {
   created_at?: string;
 };
 
+export type SecurityGroup = {
+  id: string;
+  name?: string;
+  description?: string;
+  project_id?: string;
+  tags?: string[];
+  revision_number?: number;
+  created_at?: string;
+};
+
+/** Each collection's path, JSON keys, Neutron's not-found type and its name in messages. */
+const COLLECTIONS = {
+  ports: { list: 'ports', one: 'port', notFound: 'PortNotFound', noun: 'port' },
+  floatingips: {
+    list: 'floatingips',
+    one: 'floatingip',
+    notFound: 'FloatingIPNotFound',
+    noun: 'floating IP',
+  },
+  'security-groups': {
+    list: 'security_groups',
+    one: 'security_group',
+    notFound: 'SecurityGroupNotFound',
+    noun: 'security group',
+  },
+} as const;
+export type Collection = keyof typeof COLLECTIONS;
+
 export type Filters = Readonly<{
   tags?: readonly string[];
   project_id?: string;
@@ -60,10 +88,10 @@ export interface NeutronWriter {
   deleteFloatingIp(id: string, revision: number | undefined, signal?: AbortSignal): Promise<NeutronDelete>;
 }
 
-/** Neutron's own answer that a port or floating IP does not exist (not a proxy's or a router's 404). */
-function isNotFound(body: unknown, collection: 'ports' | 'floatingips'): boolean {
+/** Neutron's own answer that an object does not exist (not a proxy's or a router's 404). */
+function isNotFound(body: unknown, collection: Collection): boolean {
   const e = (body as { NeutronError?: { type?: unknown } } | undefined)?.NeutronError;
-  return e?.type === (collection === 'ports' ? 'PortNotFound' : 'FloatingIPNotFound');
+  return e?.type === COLLECTIONS[collection].notFound;
 }
 
 export class NeutronClient implements NeutronReader, NeutronWriter {
@@ -141,7 +169,7 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
    * names. A page with a next link and no items cannot be proven and is an error.
    */
   private async listAll<T extends { id: string }>(
-    collection: 'ports' | 'floatingips',
+    collection: Collection,
     f: Filters,
     signal?: AbortSignal,
   ): Promise<{ items: T[]; pages: number }> {
@@ -175,8 +203,9 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
       const body = r.body as Record<string, unknown> | undefined;
       if (!body || typeof body !== 'object' || Array.isArray(body))
         incomplete('the answer is not a JSON object');
-      const page = body![collection];
-      if (!Array.isArray(page)) incomplete(`the answer has no ${collection} list`);
+      const key = COLLECTIONS[collection].list;
+      const page = body![key];
+      if (!Array.isArray(page)) incomplete(`the answer has no ${key} list`);
       pages++;
       for (const it of page as T[]) {
         if (!it || typeof it !== 'object' || typeof it.id !== 'string' || it.id === '')
@@ -188,8 +217,8 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
         seen.add(it.id);
         items.push(it);
       }
-      const links = body![`${collection}_links`] ?? [];
-      if (!Array.isArray(links)) incomplete(`${collection}_links is not a list`);
+      const links = body![`${key}_links`] ?? [];
+      if (!Array.isArray(links)) incomplete(`${key}_links is not a list`);
       const next = (links as { rel?: unknown; href?: unknown }[]).find((l) => l?.rel === 'next')?.href;
       if (next === undefined) break;
       if (typeof next !== 'string') incomplete('the next link has no href');
@@ -218,13 +247,17 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
     return this.listAll<FloatingIp>('floatingips', f, signal);
   }
 
+  listSecurityGroups(f: Filters, signal?: AbortSignal) {
+    return this.listAll<SecurityGroup>('security-groups', f, signal);
+  }
+
   /** One object; undefined only when Neutron says it is not found (its own `<Kind>NotFound` error). */
   private async getOne<T extends { id: string }>(
-    collection: 'ports' | 'floatingips',
-    key: 'port' | 'floatingip',
+    collection: Collection,
     id: string,
     signal?: AbortSignal,
   ): Promise<T | undefined> {
+    const key = COLLECTIONS[collection].one;
     const what = `neutron get ${key} ${id}`;
     const r = await this.call(
       what,
@@ -246,20 +279,24 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
   }
 
   getPort(id: string, signal?: AbortSignal) {
-    return this.getOne<Port>('ports', 'port', id, signal);
+    return this.getOne<Port>('ports', id, signal);
   }
 
   getFloatingIp(id: string, signal?: AbortSignal) {
-    return this.getOne<FloatingIp>('floatingips', 'floatingip', id, signal);
+    return this.getOne<FloatingIp>('floatingips', id, signal);
+  }
+
+  getSecurityGroup(id: string, signal?: AbortSignal) {
+    return this.getOne<SecurityGroup>('security-groups', id, signal);
   }
 
   private async del(
-    collection: 'ports' | 'floatingips',
+    collection: Collection,
     id: string,
     revision: number | undefined,
     signal?: AbortSignal,
   ): Promise<NeutronDelete> {
-    const what = `neutron delete ${collection === 'ports' ? 'port' : 'floating IP'} ${id}`;
+    const what = `neutron delete ${COLLECTIONS[collection].noun} ${id}`;
     // A revision asks for a conditional delete: where Neutron cannot make it conditional, it is
     // refused here, never sent without its If-Match (an unconditional delete is asked by `undefined`).
     const conditional = revision !== undefined;
@@ -296,5 +333,9 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
 
   deleteFloatingIp(id: string, revision: number | undefined, signal?: AbortSignal) {
     return this.del('floatingips', id, revision, signal);
+  }
+
+  deleteSecurityGroup(id: string, revision: number | undefined, signal?: AbortSignal) {
+    return this.del('security-groups', id, revision, signal);
   }
 }

@@ -23,7 +23,13 @@ import type { KubeReader } from '../kube/ports.ts';
 import { loadCloudConfig } from '../openstack/config.ts';
 import { Http } from '../openstack/http.ts';
 import { KeystoneAuth } from '../openstack/keystone.ts';
-import { type FloatingIp, NeutronClient, type NeutronReader, type Port } from '../openstack/neutron.ts';
+import {
+  type FloatingIp,
+  NeutronClient,
+  type NeutronReader,
+  type Port,
+  type SecurityGroup,
+} from '../openstack/neutron.ts';
 import { toCel } from './cel.ts';
 import { CLUSTER, type CloudRule } from './cloud-rule.ts';
 import { readEvidence } from './evidence.ts';
@@ -44,8 +50,11 @@ type Settings = z.output<typeof cloudRuleSettings>;
 const data = z.object({ id: z.string().min(1), revision: z.number().int().min(0) });
 type Data = z.output<typeof data>;
 
-type Resource = (Port | FloatingIp) & { name?: string; description?: string };
-export type CloudReader = Readonly<{ kube: KubeReader; neutron: NeutronReader }>;
+type Resource = (Port | FloatingIp | SecurityGroup) & { name?: string; description?: string };
+export type CloudReader = Readonly<{
+  kube: KubeReader;
+  neutron: NeutronReader & Pick<NeutronClient, 'listSecurityGroups' | 'getSecurityGroup'>;
+}>;
 export type CloudWriter = Readonly<{ kube: KubeReader; neutron: NeutronClient }>;
 
 const nameOf = (o: Resource) =>
@@ -58,14 +67,28 @@ const nameOf = (o: Resource) =>
 /** Builds the function of a compiled cloud rule. */
 export function cloudRuleFunction(rule: CloudRule): AnyFunction {
   const kind = rule.kind;
-  const ports = rule.collection === 'ports';
+  const c = rule.collection;
   const list = (r: CloudReader, s: Settings, signal: AbortSignal) => {
     const tag = rule.owner.serverTag(s.cluster);
     const f = { project_id: s.projectId, tags: [...rule.tags, ...(tag ? [tag] : [])] };
-    return ports ? r.neutron.listPorts(f, signal) : r.neutron.listFloatingIps(f, signal);
+    return c === 'ports'
+      ? r.neutron.listPorts(f, signal)
+      : c === 'floatingips'
+        ? r.neutron.listFloatingIps(f, signal)
+        : r.neutron.listSecurityGroups(f, signal);
   };
   const get = (r: CloudReader, id: string, signal: AbortSignal): Promise<Resource | undefined> =>
-    ports ? r.neutron.getPort(id, signal) : r.neutron.getFloatingIp(id, signal);
+    c === 'ports'
+      ? r.neutron.getPort(id, signal)
+      : c === 'floatingips'
+        ? r.neutron.getFloatingIp(id, signal)
+        : r.neutron.getSecurityGroup(id, signal);
+  const del = (w: CloudWriter, d: Data, signal: AbortSignal) =>
+    c === 'ports'
+      ? w.neutron.deletePort(d.id, d.revision, signal)
+      : c === 'floatingips'
+        ? w.neutron.deleteFloatingIp(d.id, d.revision, signal)
+        : w.neutron.deleteSecurityGroup(d.id, d.revision, signal);
   /** The object the conditions read: the resource, and `owner` (the named groups of its ownership). */
   const owned = (o: Resource, s: Settings) => {
     if (o.project_id !== s.projectId) return null; // an admin's token sees every project
@@ -173,9 +196,7 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
       return { ok: true };
     },
     async remove(w, { data: d }, ctx) {
-      const out = ports
-        ? await w.neutron.deletePort(d.id, d.revision, ctx.signal)
-        : await w.neutron.deleteFloatingIp(d.id, d.revision, ctx.signal);
+      const out = await del(w, d, ctx.signal);
       if (out === 'conflict')
         return { outcome: 'skipped', reason: `precondition failed (412): the ${kind} changed` };
       if (out === 'gone') return { outcome: 'gone', detail: `${kind} was already gone` };

@@ -24,6 +24,7 @@ import {
 export const CLOUD_TARGETS = {
   ports: { kind: 'Port', ifMatch: true },
   floatingips: { kind: 'FloatingIP', ifMatch: true },
+  'security-groups': { kind: 'SecurityGroup', ifMatch: true },
 } as const;
 export type CloudCollection = keyof typeof CLOUD_TARGETS;
 

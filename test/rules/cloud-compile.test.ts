@@ -3,7 +3,7 @@
  * is RE2 and anchored, the cluster name is quoted into it; `rules check` explains how such a
  * rule deletes; the commands that take Kubernetes rules only refuse a cloud rule in one line.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
@@ -103,6 +103,46 @@ test('`rules check` says how a cloud rule deletes; `rules manifests` refuses it 
   assert.is(m.code, 2);
   assert.match(m.err, /targets OpenStack .*takes Kubernetes rules only/);
   assert.is(m.err.trim().split('\n').length, 1, 'one line');
+});
+
+test('`rules test` checks each cloud pack against its world file, and exits 1 on a decision that differs', () => {
+  for (const pack of ['cpo-floating-ips', 'cpo-security-groups']) {
+    const dir = join(FIP_PACK, '../..', pack);
+    const r = twopass(['rules', 'test', join(dir, 'rule.yaml'), join(dir, 'world.yaml'), '--output', 'json']);
+    assert.is(r.code, 0, `${pack}: ${r.out}${r.err}`);
+    const decisions = r.out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { ok?: boolean; decision: string });
+    assert.ok(decisions.length >= 3, `${pack} decides its targets`);
+    assert.ok(
+      decisions.every((d) => d.ok === true),
+      `${pack}: every target expected and met`,
+    );
+    for (const want of ['in-use', 'unused', 'indeterminate'])
+      assert.ok(
+        decisions.some((d) => d.decision === want),
+        `${pack}: a target ${want}`,
+      );
+  }
+  // a world that expects otherwise
+  const dir = mkdtempSync(join(tmpdir(), 'twopass-cloud-world-'));
+  const world = readFileSync(join(FIP_PACK, '../world.yaml'), 'utf8').replace(
+    'twopass.io/expect: in-use',
+    'twopass.io/expect: unused',
+  );
+  writeFileSync(join(dir, 'world.yaml'), world);
+  const bad = twopass(['rules', 'test', FIP_PACK, join(dir, 'world.yaml'), '--output', 'table']);
+  assert.is(bad.code, 1);
+  assert.match(bad.out, /MISMATCH in-use/);
+  // a world without its Project
+  writeFileSync(
+    join(dir, 'none.yaml'),
+    world.replace(/kind: Project[\s\S]*?---/, 'kind: Namespace\nmetadata: { name: x }\n---'),
+  );
+  const none = twopass(['rules', 'test', FIP_PACK, join(dir, 'none.yaml')]);
+  assert.is(none.code, 2);
+  assert.match(none.err, /needs one `kind: Project`/);
 });
 
 test.run();

@@ -13,6 +13,7 @@ cloudRuleScenarios(
     await os.start();
     const dir = mkdtempSync(join(tmpdir(), 'twopass-cloud-rule-'));
     writeFileSync(join(dir, 'clouds.yaml'), os.cloudsYaml('appcred', 'fake'));
+    writeFileSync(join(dir, 'admin.yaml'), os.cloudsYaml('admin', 'fake'));
     return {
       env: { OS_CLOUD: 'fake', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') },
       projectId: 'project-a',
@@ -30,6 +31,15 @@ cloudRuleScenarios(
       touch: async (id) => {
         os.update(os.fips.get(id)!, { description: `${os.fips.get(id)!.description}` });
       },
+      adminEnv: { OS_CLOUD: 'fake', OS_CLIENT_CONFIG_FILE: join(dir, 'admin.yaml') },
+      foreignFip: async (description) =>
+        os.addFip({
+          description,
+          project_id: 'admin-project',
+          floating_ip_address: `198.51.100.${os.fips.size + 1}`,
+        }).id,
+      sg: async (name, description) => os.addSecurityGroup({ name, description }).id,
+      sgExists: async (id) => os.securityGroups.has(id),
       close: () => os.stop(),
     };
   },

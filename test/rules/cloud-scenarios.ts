@@ -32,7 +32,18 @@ export type CloudWorld = Readonly<{
   exists: (id: string) => Promise<boolean>;
   /** Changes the floating IP (its revision moves). */
   touch: (id: string) => Promise<void>;
+  /** A security group with this name and description; its id. */
+  sg: (name: string, description: string) => Promise<string>;
+  sgExists: (id: string) => Promise<boolean>;
+  /** The environment of an admin's credentials (its token sees every project). */
+  adminEnv: Record<string, string>;
+  /** A floating IP in another project (made as its admin); its id. */
+  foreignFip: (description: string) => Promise<string>;
 }>;
+
+export const SG_PACK = join(ROOT, 'functions/rules/cpo-security-groups/rule.yaml');
+export const sgDescription = (service: string, cluster = CLUSTER) =>
+  `Security Group for ${service} Service LoadBalancer in cluster ${cluster}`;
 
 export const describe = (service: string, cluster = CLUSTER) =>
   `Floating IP for Kubernetes external service ${service} from cluster ${cluster}`;
@@ -183,6 +194,56 @@ export function cloudRuleScenarios(
     );
     assert.ok(r.events('run.report-only').length > 0);
     assert.ok(await w.exists(id));
+  });
+
+  it("another project's floating IP is never judged, even by an admin's token that sees every project", async (t, _kube, w) => {
+    const ns = await t.namespace();
+    const foreign = await w.foreignFip(describe(`${ns}/gone`));
+    const mine = await w.fip(describe(`${ns}/gone`));
+    const r = runner(
+      cloudRuleFunction(rule),
+      t.options,
+      [],
+      Date.now() + MIN,
+      { enabled: true, maxEvidenceDropPercent: 100, settings: { projectId: w.projectId, cluster: CLUSTER } },
+      w.adminEnv,
+    );
+    await r.run();
+    r.now += 31 * MIN;
+    const res = await r.run();
+    assert.is(res.exitCode, EXIT.ok, JSON.stringify(r.events('run.finished')));
+    // (leftovers of the scenarios before, in the same project, may go too)
+    assert.ok(res.deleted.includes(mine), "the project's own goes");
+    assert.not.ok(res.deleted.includes(foreign));
+    assert.ok(await w.exists(foreign), "the other project's stays");
+    assert.not.ok(
+      r.lines.some((l) => l.key === foreign),
+      'and is never judged',
+    );
+  });
+
+  it("security groups (cpo-security-groups): a gone Service's group goes, by the UID in its name; a Service re-created under the same name does not hold the old group; another cluster's is never judged", async (t, kube, w) => {
+    const sgRule = loadAnyRuleFile(SG_PACK)[0] as CloudRule;
+    const ns = await t.namespace();
+    const web = await createService(kube, ns, 'web');
+    const old = await createService(kube, ns, 'old');
+    const liveSg = await w.sg(`lb-sg-${web.metadata.uid}-${ns}-web`, sgDescription(`${ns}/web`));
+    const oldSg = await w.sg(`lb-sg-${old.metadata.uid}-${ns}-old`, sgDescription(`${ns}/old`));
+    const otherSg = await w.sg(`lb-sg-${old.metadata.uid}-${ns}-old`, sgDescription(`${ns}/old`, 'prod-2'));
+    const r = mk(t, w, sgRule);
+    assert.equal((await r.run()).deleted, []);
+    // deleted and re-created under the same name: a new UID
+    await kube.delete(SERVICES, ns, 'old');
+    await createService(kube, ns, 'old');
+    r.now += MIN;
+    await r.run();
+    r.now += 31 * MIN;
+    const res = await r.run();
+    assert.is(res.exitCode, EXIT.ok, JSON.stringify(r.events('delete.failed')));
+    assert.equal(res.deleted, [oldSg]);
+    assert.ok(await w.sgExists(liveSg));
+    assert.not.ok(await w.sgExists(oldSg));
+    assert.ok(await w.sgExists(otherSg), "another cluster's group is never judged");
   });
 
   suite.run();

@@ -11,7 +11,7 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { FloatingIp, Port } from '../../openstack/neutron.ts';
+import type { FloatingIp, Port, SecurityGroup } from '../../openstack/neutron.ts';
 import { describeFault, FaultPlan, RequestLog, type RequestRecord } from '../kube/faults.ts';
 import { type Link, pageLinks, parseIfMatch, SERVICE_OWNERS } from './neutron-rules.ts';
 
@@ -71,6 +71,7 @@ export class FakeOpenStack {
   /** The If-Match header of every DELETE of a port or floating IP, in order (undefined: none sent). */
   readonly deleteIfMatch: (string | undefined)[] = [];
   readonly fips = new Map<string, FloatingIp>();
+  readonly securityGroups = new Map<string, SecurityGroup>();
   readonly tokens = new Map<string, TokenInfo>();
   /** Routers: only what their interfaces do to a port (its device_owner). */
   readonly routers = new Map<string, { id: string; project_id: string; name: string; ports: string[] }>();
@@ -151,6 +152,21 @@ export class FakeOpenStack {
     return fip;
   }
 
+  addSecurityGroup(g: Partial<SecurityGroup> & { id?: string }): SecurityGroup {
+    const group: SecurityGroup = {
+      id: g.id ?? randomUUID(),
+      project_id: 'project-a',
+      tags: [],
+      name: '',
+      description: '',
+      revision_number: 1,
+      created_at: new Date(this.now()).toISOString(),
+      ...g,
+    };
+    this.securityGroups.set(group.id, group);
+    return group;
+  }
+
   /** Any change bumps revision_number, as Neutron does. */
   update<T extends Port | FloatingIp>(obj: T, change: Partial<T>): T {
     Object.assign(obj, change);
@@ -220,6 +236,25 @@ export class FakeOpenStack {
           return send(404, { error: { code: 404, title: 'Not Found', message: 'Could not find token.' } });
         return send(204, undefined);
       }
+      const project = /^\/identity\/v3\/projects\/([^/]+)$/.exec(url.pathname);
+      if (project && method === 'GET') {
+        // a project is shown to its own members and to an admin
+        const tk = req.headers['x-auth-token'];
+        const by = typeof tk === 'string' ? this.tokens.get(tk) : undefined;
+        if (!by)
+          return send(401, {
+            error: { code: 401, message: 'The request you have made requires authentication.' },
+          });
+        const id = decodeURIComponent(project[1]!);
+        const known =
+          this.users.some((u) => u.projectId === id) || this.appCreds.some((c) => c.projectId === id);
+        if (!known) return send(404, { error: { code: 404, message: `Could not find project: ${id}.` } });
+        if (!by.admin && by.projectId !== id)
+          return send(403, {
+            error: { code: 403, message: 'You are not authorized to perform the requested action.' },
+          });
+        return send(200, { project: { id, name: id, domain_id: 'default' } });
+      }
       if (!url.pathname.startsWith('/network/v2.0/')) return send(404, { error: { message: 'not found' } });
       const token = req.headers['x-auth-token'];
       const t = typeof token === 'string' ? this.tokens.get(token) : undefined;
@@ -248,14 +283,25 @@ export class FakeOpenStack {
         string | undefined,
       ];
       if (collection === 'routers') return this.router(method, id, sub, raw, t, send);
-      if (collection !== 'ports' && collection !== 'floatingips') return send(404, NOT_FOUND);
-      const store = (collection === 'ports' ? this.ports : this.fips) as Map<string, Port | FloatingIp>;
-      const key = collection === 'ports' ? 'port' : 'floatingip';
+      const kinds = {
+        ports: { store: this.ports, key: 'port', type: 'PortNotFound', noun: 'Port' },
+        floatingips: { store: this.fips, key: 'floatingip', type: 'FloatingIPNotFound', noun: 'Floating IP' },
+        'security-groups': {
+          store: this.securityGroups,
+          key: 'security_group',
+          type: 'SecurityGroupNotFound',
+          noun: 'Security group',
+        },
+      } as const;
+      if (!Object.hasOwn(kinds, collection)) return send(404, NOT_FOUND);
+      const k = kinds[collection as keyof typeof kinds];
+      const store = k.store as Map<string, Port | FloatingIp | SecurityGroup>;
+      const key = k.key;
       const notFound = () =>
         send(404, {
           NeutronError: {
-            type: collection === 'ports' ? 'PortNotFound' : 'FloatingIPNotFound',
-            message: `${collection === 'ports' ? 'Port' : 'Floating IP'} ${id} could not be found.`,
+            type: k.type,
+            message: `${k.noun} ${id} could not be found.`,
             detail: '',
           },
         });
@@ -299,6 +345,19 @@ export class FakeOpenStack {
             NeutronError: {
               type: 'RevisionNumberConstraintFailed',
               message: `Constrained to ${im}, but current revision is ${obj.revision_number}`,
+              detail: '',
+            },
+          });
+        if (
+          collection === 'security-groups' &&
+          [...this.ports.values()].some((p) =>
+            (p as { security_groups?: string[] }).security_groups?.includes(obj.id),
+          )
+        )
+          return send(409, {
+            NeutronError: {
+              type: 'SecurityGroupInUse',
+              message: `Security Group ${obj.id} in use.`,
               detail: '',
             },
           });
@@ -531,9 +590,21 @@ export class FakeOpenStack {
     send: (s: number, b: unknown) => void,
   ): void {
     const body = JSON.parse(raw || '{}') as {
+      security_group?: { name?: string; description?: string };
       port?: Partial<Port> & { network_id?: string };
       floatingip?: { floating_network_id?: string; port_id?: string };
     };
+    if (collection === 'security-groups') {
+      const g = body.security_group ?? {};
+      send(201, {
+        security_group: this.addSecurityGroup({
+          project_id: projectId,
+          name: g.name ?? '',
+          description: g.description ?? '',
+        }),
+      });
+      return;
+    }
     if (collection === 'ports') {
       const p = body.port ?? {};
       const taken = (p.fixed_ips ?? []).find((f) =>
@@ -575,13 +646,14 @@ export class FakeOpenStack {
 
   private list(
     collection: string,
-    store: Map<string, Port | FloatingIp>,
+    store: Map<string, Port | FloatingIp | SecurityGroup>,
     url: URL,
     base: { proto: string; host: string; path: string },
     t: TokenInfo,
     send: Send,
     empty: boolean,
   ): void {
+    const listKey = collection === 'security-groups' ? 'security_groups' : collection;
     const q = url.searchParams;
     const tags = q.get('tags')?.split(',').filter(Boolean) ?? [];
     const tagsAny = q.get('tags-any')?.split(',').filter(Boolean) ?? [];
@@ -608,7 +680,7 @@ export class FakeOpenStack {
       // an empty page that keeps its place: the next link repeats the same marker
       send(200, {
         [collection]: [],
-        [`${collection}_links`]: [{ rel: 'next', href: `${base.proto}://${base.host}${base.path}?${q}` }],
+        [`${listKey}_links`]: [{ rel: 'next', href: `${base.proto}://${base.host}${base.path}?${q}` }],
       });
       return;
     }
@@ -621,6 +693,6 @@ export class FakeOpenStack {
     const shaped = fields.length
       ? items.map((o) => Object.fromEntries(Object.entries(o).filter(([k]) => fields.includes(k))))
       : items;
-    send(200, { [collection]: shaped, ...(links ? { [`${collection}_links`]: links } : {}) });
+    send(200, { [listKey]: shaped, ...(links ? { [`${listKey}_links`]: links } : {}) });
   }
 }
