@@ -38,6 +38,7 @@ cloudRuleScenarios(
           project_id: 'admin-project',
           floating_ip_address: `198.51.100.${os.fips.size + 1}`,
         }).id,
+      foreignExists: async (id) => os.fips.has(id),
       sg: async (name, description) => os.addSecurityGroup({ name, description }).id,
       sgExists: async (id) => os.securityGroups.has(id),
       close: () => os.stop(),

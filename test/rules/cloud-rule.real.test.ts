@@ -62,6 +62,12 @@ cloudRuleScenarios(
           if (res.status !== 201) throw new Error(`admin FIP: ${res.status} ${await res.text()}`);
           return ((await res.json()) as { floatingip: { id: string } }).floatingip.id;
         },
+        foreignExists: async (id: string) =>
+          (
+            await fetch(`${os.neutronUrl}/v2.0/floatingips/${id}`, {
+              headers: { 'x-auth-token': adminToken },
+            })
+          ).status === 200,
         sg: async (name: string, description: string) =>
           (
             (await neutron('POST', '/security-groups', { security_group: { name, description } }))
