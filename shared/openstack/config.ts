@@ -73,7 +73,13 @@ function readYaml(path: string): Record<string, unknown> | undefined {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
-  } catch {
+  } catch (err) {
+    // there but unreadable is not "not found": a Secret mounted 0400 for root, read as 65532
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EACCES' || code === 'EISDIR')
+      throw new OpenStackConfigError(
+        `${path}: cannot read it (${code === 'EACCES' ? 'permission denied: the file is there, but not readable by this user' : 'a directory'})`,
+      );
     return undefined;
   }
   try {

@@ -140,6 +140,7 @@ export function ruleManifests(rule: Rule, namespace: string, image: string): Man
                   runAsNonRoot: true,
                   runAsUser: 65532,
                   runAsGroup: 65532,
+                  fsGroup: 65532,
                   seccompProfile: { type: 'RuntimeDefault' },
                 },
                 containers: [

@@ -66,11 +66,13 @@ function clusterCa(cluster: Cluster): string {
   return ca;
 }
 
-const ipt = (op: '-A' | '-D', rule: string[]) =>
-  execFileSync('iptables', ['-t', 'nat', op, 'PREROUTING', ...rule]);
-const dnat = (dst: string, dport: number, to: string) => [
-  '-i',
-  BRIDGE,
+/** A rule is its chain, then its match and target. */
+const ipt = (op: '-A' | '-D', [chain, ...rule]: string[]) =>
+  execFileSync('iptables', ['-t', 'nat', op, chain!, ...rule]);
+/** PREROUTING from the pods' bridge, or OUTPUT (the host's own processes, and host-network pods). */
+const dnat = (dst: string, dport: number, to: string, chain: 'PREROUTING' | 'OUTPUT' = 'PREROUTING') => [
+  chain,
+  ...(chain === 'PREROUTING' ? ['-i', BRIDGE] : []),
   '-d',
   dst,
   '-p',
@@ -161,6 +163,9 @@ export async function startNode(cluster: Cluster, images: readonly string[]): Pr
       }
     }
     spawnSync('ip', ['link', 'delete', BRIDGE]);
+    // the shims and mounts the servers leave behind (they were SIGKILLed by PID on exit)
+    spawnSync('pkill', ['-f', `containerd-shim-runc-v2.*${dir}`]);
+    spawnSync('sh', ['-c', `mount | awk '{print $3}' | grep '^${dir}' | sort -r | xargs -r umount -l`]);
   };
   process.once('exit', atExit);
   // a test interrupted (SIGINT, SIGTERM) exits through the handlers above, and the servers'
@@ -179,9 +184,12 @@ export async function startNode(cluster: Cluster, images: readonly string[]): Pr
     execFileSync('ip', ['link', 'set', BRIDGE, 'up']);
     writeFileSync(`/proc/sys/net/ipv4/conf/${BRIDGE}/route_localnet`, '1');
     const apiPort = Number(new URL(cluster.server).port);
-    const r = dnat(SERVICE_IP, 443, `127.0.0.1:${apiPort}`);
-    ipt('-A', r);
-    rules.push(r);
+    // and for host-network pods (a test that needs the host's loopback), from the host itself
+    for (const chain of ['PREROUTING', 'OUTPUT'] as const) {
+      const r = dnat(SERVICE_IP, 443, `127.0.0.1:${apiPort}`, chain);
+      ipt('-A', r);
+      rules.push(r);
+    }
     // containerd: its own root, state and socket; the local pause image; the bridge CNI
     const cfg = execFileSync('containerd', ['config', 'default'], { encoding: 'utf8' })
       .replace(/^root = ".*"$/m, `root = "${dir}/containerd/root"`)

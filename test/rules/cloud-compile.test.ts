@@ -89,6 +89,50 @@ test('the shipped pack: its ownership matches what cloud-provider-openstack writ
   assert.is(pack.owner.owns({ description: fipDescription('shop/web', 'prod-2') }, CLUSTER), null);
 });
 
+test("a server that ignores project_id (or an admin's token): another project's floating IP is still never judged", async () => {
+  const pack = (await import('../../shared/rules/registry.ts')).loadAnyRuleFile(FIP_PACK)[0] as ReturnType<
+    typeof compileCloudRule
+  >;
+  const { cloudRuleFunction } = await import('../../shared/rules/cloud-function.ts');
+  const { WorldReader } = await import('../../shared/cli/rules.ts');
+  const fip = (id: string, project: string) => ({
+    id,
+    project_id: project,
+    revision_number: 1,
+    tags: [],
+    port_id: null,
+    description: fipDescription('shop/gone'),
+  });
+  const all = [fip('mine', 'p-1'), fip('theirs', 'p-2')];
+  const notes: string[] = [];
+  const snap = await cloudRuleFunction(pack).observe(
+    {
+      kube: new WorldReader([]),
+      neutron: {
+        // every project's, whatever was asked
+        listFloatingIps: async () => ({ items: all, pages: 1 }),
+        listPorts: async () => ({ items: [], pages: 1 }),
+        listSecurityGroups: async () => ({ items: [], pages: 1 }),
+        getPort: async () => undefined,
+        getFloatingIp: async () => undefined,
+        getSecurityGroup: async () => undefined,
+      },
+    },
+    {
+      now: Date.now(),
+      signal: new AbortController().signal,
+      settings: { projectId: 'p-1', cluster: CLUSTER },
+      note: (event: string, fields: Record<string, unknown>) =>
+        notes.push(`${event} ${JSON.stringify(fields)}`),
+    },
+  );
+  assert.equal(
+    snap.targets.map((t) => t.key),
+    ['mine'],
+  );
+  assert.ok(notes.some((n) => n.startsWith('targets.not-owned') && n.includes('"count":1')));
+});
+
 test('`rules check` says how a cloud rule deletes; `rules manifests` refuses it in one line', () => {
   const check = twopass(['rules', 'check', FIP_PACK, '--output', 'table']);
   assert.is(check.code, 0, check.err);

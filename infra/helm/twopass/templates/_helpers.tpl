@@ -102,6 +102,7 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 runAsNonRoot: true
 runAsUser: 65532
 runAsGroup: 65532
+fsGroup: 65532
 seccompProfile: { type: RuntimeDefault }
 {{- end -}}
 
