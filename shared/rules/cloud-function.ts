@@ -32,7 +32,7 @@ import {
 } from '../openstack/neutron.ts';
 import { toCel } from './cel.ts';
 import { CLUSTER, type CloudRule } from './cloud-rule.ts';
-import { readEvidence } from './evidence.ts';
+import { readEvidence, reportEvidence } from './evidence.ts';
 import { judge, ruleDefaults } from './function.ts';
 
 export const cloudRuleSettings = z
@@ -116,21 +116,7 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
     const targets = await list(r, s, ctx.signal);
     ctx.source(rule.collection, 'target', targets);
     const ev = await readEvidence(rule, r.kube, s.pageSize, ctx.signal);
-    for (const e of rule.evidence) {
-      const c = ev.counts[e.name]!;
-      ctx.source(
-        `evidence.${e.name}`,
-        'evidence',
-        c.notServed
-          ? { notServed: true }
-          : {
-              items: { length: c.count },
-              pages: c.pages,
-              ...(c.resourceVersion ? { resourceVersion: c.resourceVersion } : {}),
-            },
-      );
-    }
-    for (const b of ev.blockers) ctx.blocker(b);
+    reportEvidence(ctx, rule, ev);
     let foreign = 0;
     for (const o of targets.items as Resource[]) {
       const object = owned(o, s);

@@ -7,7 +7,6 @@
  */
 import { RE2JS } from 're2js';
 import { z } from 'zod';
-import { describeIssues } from '../contract/settings.ts';
 import { ConfigError } from '../errors.ts';
 import type { Compiled } from './cel.ts';
 import {
@@ -17,6 +16,7 @@ import {
   type EvidenceSpec,
   evidenceSchema,
   expr,
+  parseRuleDoc,
   type RuleFile,
 } from './rule.ts';
 
@@ -170,13 +170,7 @@ function ownership(where: string, o: z.output<typeof ownerSchema>): CloudOwnersh
 
 /** Checks and compiles a cloud rule from its parsed YAML. */
 export function compileCloudRule(doc: unknown, source: string): CloudRule {
-  const named =
-    doc && typeof doc === 'object' && typeof (doc as { name?: unknown }).name === 'string'
-      ? `rule ${(doc as { name: string }).name}`
-      : `rule in ${source}`;
-  const parsed = cloudRuleSchema.safeParse(doc);
-  if (!parsed.success) throw new ConfigError(describeIssues(named, parsed.error, '(rule)'));
-  const f = parsed.data;
+  const f = parseRuleDoc(cloudRuleSchema, doc, source);
   const where = `rule ${f.name}`;
   const { inUse, indeterminate, fingerprint, evidence } = compileConditions(where, f);
   return {

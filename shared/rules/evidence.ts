@@ -3,6 +3,7 @@
  * indexed by each list's key expression. Evaluation gives the event loop a turn every few
  * milliseconds (the pacer), so a run's deadline and SIGTERM stop it between objects.
  */
+import type { ObserveContext } from '../contract/index.ts';
 import type { KubeReader } from '../kube/ports.ts';
 import { apiVersionOf, type KubeObject } from '../kube/resources.ts';
 import { toCel } from './cel.ts';
@@ -141,4 +142,27 @@ async function indexEvidence(
     }
   }
   return bad;
+}
+
+/** The evidence lists as sources of the snapshot (their counts, pages and versions) and its blockers. */
+export function reportEvidence(
+  ctx: Pick<ObserveContext<unknown, Record<string, unknown>>, 'source' | 'blocker'>,
+  rule: Pick<Rule, 'evidence'>,
+  ev: EvidenceRead,
+): void {
+  for (const e of rule.evidence) {
+    const c = ev.counts[e.name]!;
+    ctx.source(
+      `evidence.${e.name}`,
+      'evidence',
+      c.notServed
+        ? { notServed: true }
+        : {
+            items: { length: c.count },
+            pages: c.pages,
+            ...(c.resourceVersion ? { resourceVersion: c.resourceVersion } : {}),
+          },
+    );
+  }
+  for (const b of ev.blockers) ctx.blocker(b);
 }

@@ -25,7 +25,7 @@ import { parseDuration } from '../engine/duration.ts';
 import type { KubeReader, KubeReadWriter } from '../kube/ports.ts';
 import { apiVersionOf, type KubeObject } from '../kube/resources.ts';
 import { toCel } from './cel.ts';
-import { type Indexes, listSpec, pacer, readEvidence } from './evidence.ts';
+import { type Indexes, listSpec, pacer, readEvidence, reportEvidence } from './evidence.ts';
 import type { Rule } from './rule.ts';
 
 export const ruleSettings = z
@@ -155,21 +155,7 @@ export function ruleFunction(rule: Rule): AnyFunction {
     const targets = await listSpec(kube, rule.target, namespaces, pageSize, ctx.signal);
     ctx.source(ref.plural, 'target', targets);
     const ev = await readEvidence(rule, kube, pageSize, ctx.signal);
-    for (const e of rule.evidence) {
-      const c = ev.counts[e.name]!;
-      ctx.source(
-        `evidence.${e.name}`,
-        'evidence',
-        c.notServed
-          ? { notServed: true }
-          : {
-              items: { length: c.count },
-              pages: c.pages,
-              ...(c.resourceVersion ? { resourceVersion: c.resourceVersion } : {}),
-            },
-      );
-    }
-    for (const b of ev.blockers) ctx.blocker(b);
+    reportEvidence(ctx, rule, ev);
     let foreign = 0;
     const pace = pacer(ctx.signal);
     for (const o of targets.items) {

@@ -223,15 +223,20 @@ export function compileConditions(where: string, f: ConditionFields) {
   return { inUse, indeterminate, identity, fingerprint, evidence, conditions };
 }
 
-/** Checks and compiles a rule from its parsed YAML; `source` names where it came from. */
-export function compileRule(doc: unknown, source: string): Rule {
+/** A rule document checked against its schema; an error names the rule (or where it came from) and the field. */
+export function parseRuleDoc<S extends z.ZodType>(schema: S, doc: unknown, source: string): z.output<S> {
   const named =
     doc && typeof doc === 'object' && typeof (doc as { name?: unknown }).name === 'string'
       ? `rule ${(doc as { name: string }).name}`
       : `rule in ${source}`;
-  const parsed = ruleSchema.safeParse(doc);
+  const parsed = schema.safeParse(doc);
   if (!parsed.success) throw new ConfigError(describeIssues(named, parsed.error, '(rule)'));
-  const f = parsed.data;
+  return parsed.data;
+}
+
+/** Checks and compiles a rule from its parsed YAML; `source` names where it came from. */
+export function compileRule(doc: unknown, source: string): Rule {
+  const f = parseRuleDoc(ruleSchema, doc, source);
   const where = `rule ${f.name}`;
   const { inUse, indeterminate, identity, fingerprint, evidence, conditions } = compileConditions(where, f);
   const owner = checkOwnership(where, f.target, f.owner as Owner, f.allowBuiltIn ?? false);
