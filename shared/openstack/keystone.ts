@@ -45,6 +45,12 @@ export class KeystoneAuth {
    * Whether project `id` is the token's, or visible to it (GET /v3/projects/{id}): a wrong
    * project ID would otherwise list nothing, and a run would see nothing to clean.
    */
+  /** The project the token is scoped to. */
+  async scopedProject(signal?: AbortSignal): Promise<string | undefined> {
+    await this.get(signal);
+    return this.token?.projectId;
+  }
+
   async checkProject(id: string, signal?: AbortSignal): Promise<void> {
     const token = await this.get(signal);
     if (this.token?.projectId === id) return;

@@ -14,25 +14,39 @@ export function explainCloudRule(r: CloudRule) {
     source: r.source,
     mode: r.reportOnly ? 'report-only' : 'delete',
     target: {
-      resource: `OpenStack Neutron ${r.collection} (${r.kind}) of functions.${r.name}.settings.projectId`,
+      resource: `OpenStack ${CLOUD_TARGETS[r.collection].service} ${r.collection} (${r.kind}) of functions.${r.name}.settings.projectId`,
       ...(r.tags.length ? { tags: r.tags } : {}),
     },
     owner: `${r.owner.describe}, with \${cluster} = functions.${r.name}.settings.cluster, in the project`,
-    evidence: r.evidence.map((e) => ({
-      name: e.name,
-      resource: `${e.ref.plural}.${apiVersionOf(e.ref)} (${e.ref.kind})`,
-      key: `${e.key.source.trim()} (${e.key.type})`,
-      ...(e.optional ? { optional: 'not served: holds nothing' } : {}),
-    })),
+    evidence: r.evidence
+      .map((e) => ({
+        name: e.name,
+        resource: `${e.ref.plural}.${apiVersionOf(e.ref)} (${e.ref.kind})`,
+        key: `${e.key.source.trim()} (${e.key.type})`,
+        ...(e.optional ? { optional: 'not served: holds nothing' } : {}),
+      }))
+      .concat(
+        r.cloudEvidence.map((e) => ({
+          name: e.name,
+          resource: `OpenStack ${CLOUD_TARGETS[e.collection as keyof typeof CLOUD_TARGETS].service} ${e.collection} of the project${e.tags.length ? `, tags ${e.tags.join(', ')}` : ''}`,
+          key: `${e.key.source.trim()} (${e.key.type})`,
+        })),
+      ),
     inUse: r.inUse.source.trim(),
     ...(r.indeterminate ? { indeterminate: r.indeterminate.source.trim() } : {}),
     identity: 'id',
-    fingerprint: ['id', 'revision_number', ...r.fingerprint.map((f) => f.source.trim())],
-    delete: r.reportOnly
-      ? 'never: a report-only rule is found and reported, never deleted'
-      : ifMatch
-        ? `DELETE with If-Match: revision_number=<observed> after a re-check on a fresh read and fresh evidence; a Neutron without revision-if-match gets no delete at all`
-        : 'DELETE without a precondition (the API offers none): the re-check on a fresh read is the last guard',
+    fingerprint: [
+      'id',
+      ...(CLOUD_TARGETS[r.collection].service === 'Neutron' ? ['revision_number'] : ['updated_at', 'status']),
+      ...r.fingerprint.map((f) => f.source.trim()),
+    ],
+    delete: !CLOUD_TARGETS[r.collection].deletes
+      ? `never: ${r.collection} are only ever reported (a deleted ${r.kind}'s data cannot be had back)`
+      : r.reportOnly
+        ? 'never: a report-only rule is found and reported, never deleted'
+        : ifMatch
+          ? `DELETE with If-Match: revision_number=<observed> after a re-check on a fresh read and fresh evidence; a Neutron without revision-if-match gets no delete at all`
+          : 'DELETE without a precondition (the API offers none): the re-check on a fresh read is the last guard',
     unused: r.unused,
     cost: Math.max(r.inUse.cost, r.indeterminate?.cost ?? 0),
     schedule: d.schedule,

@@ -20,6 +20,7 @@ import {
   type RunContext,
 } from '../contract/index.ts';
 import type { KubeReader } from '../kube/ports.ts';
+import { CinderClient, type CinderReader, type Volume } from '../openstack/cinder.ts';
 import { loadCloudConfig } from '../openstack/config.ts';
 import { Http } from '../openstack/http.ts';
 import { KeystoneAuth } from '../openstack/keystone.ts';
@@ -31,8 +32,8 @@ import {
   type SecurityGroup,
 } from '../openstack/neutron.ts';
 import { toCel } from './cel.ts';
-import { CLUSTER, type CloudRule } from './cloud-rule.ts';
-import { readEvidence, reportEvidence } from './evidence.ts';
+import { CLOUD_TARGETS, CLUSTER, type CloudCollection, type CloudRule } from './cloud-rule.ts';
+import { type EvidenceRead, indexEvidence, readEvidence, reportEvidence } from './evidence.ts';
 import { judge, ruleDefaults } from './function.ts';
 
 export const cloudRuleSettings = z
@@ -47,14 +48,39 @@ export const cloudRuleSettings = z
   .strict();
 type Settings = z.output<typeof cloudRuleSettings>;
 
-const data = z.object({ id: z.string().min(1), revision: z.number().int().min(0) });
+/** `revision`: Neutron's revision_number; `version`: what stands for it where there is none (a volume's updated_at). */
+const data = z.object({
+  id: z.string().min(1),
+  revision: z.number().int().min(0),
+  version: z.string().optional(),
+});
 type Data = z.output<typeof data>;
 
-type Resource = (Port | FloatingIp | SecurityGroup) & { name?: string; description?: string };
+type Resource = (Port | FloatingIp | SecurityGroup | Volume) & {
+  name?: string | null;
+  description?: string | null;
+};
 export type CloudReader = Readonly<{
   kube: KubeReader;
   neutron: NeutronReader & Pick<NeutronClient, 'listSecurityGroups' | 'getSecurityGroup'>;
+  /** Cinder, where the rule targets or reads volumes. */
+  cinder?: CinderReader | undefined;
 }>;
+
+/**
+ * What changes with every change of a resource: Neutron's revision_number; a volume has
+ * none, so its updated_at and status stand for it (undefined: it has neither).
+ */
+function versionOf(o: Resource): { revision: number; version?: string } | undefined {
+  if ('revision_number' in o && typeof o.revision_number === 'number') return { revision: o.revision_number };
+  if ('status' in o && ('updated_at' in o || 'created_at' in o)) {
+    const v = o as Volume;
+    const at = v.updated_at ?? v.created_at;
+    if (typeof at === 'string' && typeof v.status === 'string')
+      return { revision: 0, version: `${at}/${v.status}` };
+  }
+  return undefined;
+}
 export type CloudWriter = Readonly<{ kube: KubeReader; neutron: NeutronClient }>;
 
 const nameOf = (o: Resource) =>
@@ -64,31 +90,58 @@ const nameOf = (o: Resource) =>
       ? `${o.name} (${o.id})`
       : o.id;
 
+/** One Neutron (or Cinder) collection of a project, every page (the client proves the list complete). */
+function listCollection(
+  r: CloudReader,
+  c: CloudCollection,
+  f: { project_id: string; tags: string[] },
+  signal: AbortSignal,
+): Promise<{ items: readonly unknown[]; pages: number }> {
+  if (c === 'volumes') return cinderOf(r).listVolumes({ project_id: f.project_id }, signal);
+  return c === 'ports'
+    ? r.neutron.listPorts(f, signal)
+    : c === 'floatingips'
+      ? r.neutron.listFloatingIps(f, signal)
+      : r.neutron.listSecurityGroups(f, signal);
+}
+
+/** The keep-mark's places: Neutron's tags, a volume's metadata (as an annotation would carry it). */
+const marksOf = (o: Resource) => ['tags' in o ? { tags: o.tags } : { annotations: (o as Volume).metadata }];
+
+function cinderOf(r: CloudReader): CinderReader {
+  if (!r.cinder) throw new Error('the rule reads Cinder volumes, but no Cinder client was connected');
+  return r.cinder;
+}
+
 /** Builds the function of a compiled cloud rule. */
 export function cloudRuleFunction(rule: CloudRule): AnyFunction {
   const kind = rule.kind;
   const c = rule.collection;
   const list = (r: CloudReader, s: Settings, signal: AbortSignal) => {
     const tag = rule.owner.serverTag(s.cluster);
-    const f = { project_id: s.projectId, tags: [...rule.tags, ...(tag ? [tag] : [])] };
-    return c === 'ports'
-      ? r.neutron.listPorts(f, signal)
-      : c === 'floatingips'
-        ? r.neutron.listFloatingIps(f, signal)
-        : r.neutron.listSecurityGroups(f, signal);
+    return listCollection(
+      r,
+      c,
+      { project_id: s.projectId, tags: [...rule.tags, ...(tag ? [tag] : [])] },
+      signal,
+    );
   };
   const get = (r: CloudReader, id: string, signal: AbortSignal): Promise<Resource | undefined> =>
-    c === 'ports'
-      ? r.neutron.getPort(id, signal)
-      : c === 'floatingips'
-        ? r.neutron.getFloatingIp(id, signal)
-        : r.neutron.getSecurityGroup(id, signal);
+    c === 'volumes'
+      ? cinderOf(r).getVolume(id, signal)
+      : c === 'ports'
+        ? r.neutron.getPort(id, signal)
+        : c === 'floatingips'
+          ? r.neutron.getFloatingIp(id, signal)
+          : r.neutron.getSecurityGroup(id, signal);
   const del = (w: CloudWriter, d: Data, signal: AbortSignal) =>
-    c === 'ports'
-      ? w.neutron.deletePort(d.id, d.revision, signal)
-      : c === 'floatingips'
-        ? w.neutron.deleteFloatingIp(d.id, d.revision, signal)
-        : w.neutron.deleteSecurityGroup(d.id, d.revision, signal);
+    c === 'volumes'
+      ? Promise.reject(new Error(`a ${kind} is never deleted (report-only)`))
+      : c === 'ports'
+        ? w.neutron.deletePort(d.id, d.revision, signal)
+        : c === 'floatingips'
+          ? w.neutron.deleteFloatingIp(d.id, d.revision, signal)
+          : w.neutron.deleteSecurityGroup(d.id, d.revision, signal);
   /** The object the conditions read: the resource, and `owner` (the named groups of its ownership). */
   const owned = (o: Resource, s: Settings) => {
     if (o.project_id !== s.projectId) return null; // an admin's token sees every project
@@ -96,7 +149,8 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
     return groups ? toCel({ ...o, owner: groups }) : null;
   };
   const fingerprintOf = (o: Resource, object: unknown): string | { error: string } => {
-    const parts = [o.id, String(o.revision_number)];
+    const v = versionOf(o);
+    const parts = [o.id, v?.version ?? String(v?.revision)];
     for (const f of rule.fingerprint) {
       const r = f.evaluate({ object });
       if (!r.ok) return { error: `${f.where.replace(/^rule [^:]+: /, '')}: ${r.error}` };
@@ -104,10 +158,32 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
     }
     return parts.join('|');
   };
+  /** Every evidence list: the Kubernetes ones, then the OpenStack ones of the project. */
+  async function readAll(r: CloudReader, s: Settings, signal: AbortSignal): Promise<EvidenceRead> {
+    const ev = await readEvidence(rule, r.kube, s.pageSize, signal);
+    for (const e of rule.cloudEvidence) {
+      const l = await listCollection(
+        r,
+        e.collection as CloudCollection,
+        { project_id: s.projectId, tags: [...e.tags] },
+        signal,
+      );
+      // an admin's token may see other projects: only the project's own resources are evidence
+      const items = (l.items as Resource[]).filter((o) => o.project_id === s.projectId);
+      const index = new Map<string, unknown[]>();
+      ev.indexes[e.name] = index;
+      ev.counts[e.name] = { count: items.length, pages: l.pages };
+      const bad = await indexEvidence(e, items, index, signal, nameOf);
+      if (bad.length > 0)
+        ev.blockers.push(
+          `evidence ${e.name}: the key of ${bad.length} ${e.collection} cannot be read, so what they hold is unknown: ${bad.slice(0, 3).join('; ')}`,
+        );
+    }
+    return ev;
+  }
+  const allEvidence = { evidence: [...rule.evidence, ...rule.cloudEvidence] };
   const freshLists = (r: CloudReader, ctx: RunContext<Settings>) =>
-    freshEvidence(ctx, `rule:${rule.name}`, () =>
-      readEvidence(rule, r.kube, ctx.settings.pageSize, ctx.signal),
-    );
+    freshEvidence(ctx, `rule:${rule.name}`, () => readAll(r, ctx.settings, ctx.signal));
 
   async function observe(r: CloudReader, ctx: ObserveContext<Settings, Record<string, Data>>): Promise<void> {
     const s = ctx.settings;
@@ -115,8 +191,8 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
     // Targets first: evidence listed after can only add holders.
     const targets = await list(r, s, ctx.signal);
     ctx.source(rule.collection, 'target', targets);
-    const ev = await readEvidence(rule, r.kube, s.pageSize, ctx.signal);
-    reportEvidence(ctx, rule, ev);
+    const ev = await readAll(r, s, ctx.signal);
+    reportEvidence(ctx, allEvidence, ev);
     let foreign = 0;
     for (const o of targets.items as Resource[]) {
       const object = owned(o, s);
@@ -127,15 +203,17 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
       const created = o.created_at ? Date.parse(o.created_at) : Number.NaN;
       const init = {
         name: nameOf(o),
-        marks: [{ tags: o.tags }],
+        marks: marksOf(o),
         ...(Number.isNaN(created) ? {} : { createdAt: created }),
       };
-      const rev = o.revision_number;
-      if (typeof rev !== 'number') {
+      const version = versionOf(o);
+      if (!version) {
         ctx.unreadable(
           kind,
           { ...init, key: o.id, fingerprint: o.id },
-          'no revision_number: its delete could not carry a precondition',
+          c === 'volumes'
+            ? 'no status or updated_at: a change between the observations could not be seen'
+            : 'no revision_number: its delete could not carry a precondition',
         );
         continue;
       }
@@ -144,7 +222,7 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
         ctx.unreadable(kind, { ...init, key: o.id, fingerprint: o.id }, fp.error);
         continue;
       }
-      const v = ctx.target(kind, { ...init, key: o.id, fingerprint: fp, data: { id: o.id, revision: rev } });
+      const v = ctx.target(kind, { ...init, key: o.id, fingerprint: fp, data: { id: o.id, ...version } });
       const verdict = judge(rule, object, ev.indexes);
       if ('used' in verdict) v.used();
       else if ('indeterminate' in verdict) v.indeterminate(verdict.indeterminate);
@@ -161,16 +239,22 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
     data,
     note: `decided by rule ${rule.name} (${rule.source}): in use when ${rule.inUse.source.trim()}`,
     unused: rule.unused,
-    removal: `DELETE the ${kind} with If-Match: revision_number=<the revision observed> (Neutron's revision-if-match: a changed ${kind} answers 412 and is skipped)`,
+    removal: CLOUD_TARGETS[c].deletes
+      ? `DELETE the ${kind} with If-Match: revision_number=<the revision observed> (Neutron's revision-if-match: a changed ${kind} answers 412 and is skipped)`
+      : `never: a ${kind} is only reported`,
     async recheck(r, { key, data: d }, ctx) {
       const o = await get(r, d.id, ctx.signal);
       if (!o) return { ok: false, reason: `${kind} is already gone` };
-      if (o.revision_number !== d.revision)
-        return { ok: false, reason: `${kind} changed (revision ${d.revision} -> ${o.revision_number})` };
+      const now = versionOf(o);
+      if (now?.revision !== d.revision || now?.version !== d.version)
+        return {
+          ok: false,
+          reason: `${kind} changed (${d.version ?? `revision ${d.revision}`} -> ${now?.version ?? (now ? `revision ${now.revision}` : 'none')})`,
+        };
       const object = owned(o, ctx.settings);
       if (!object)
         return { ok: false, reason: `${kind} is no longer the cluster's (${rule.owner.describe})` };
-      if (keepMarked([{ tags: o.tags }])) return { ok: false, reason: `${kind} carries the keep-mark` };
+      if (keepMarked(marksOf(o))) return { ok: false, reason: `${kind} carries the keep-mark` };
       const fp = fingerprintOf(o, object);
       if (typeof fp !== 'string' || o.id !== key) return { ok: false, reason: `${kind}'s identity changed` };
       const ev = (await freshLists(r, ctx)).value;
@@ -208,8 +292,11 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
       const http = new Http({ timeoutMs: c.callTimeoutMs, time: c.time });
       const auth = new KeystoneAuth(cloud, http, c.time.now);
       const neutron = new NeutronClient(auth, http, c.settings.pageSize);
+      const readsVolumes =
+        rule.collection === 'volumes' || rule.cloudEvidence.some((e) => e.collection === 'volumes');
+      const cinder = readsVolumes ? new CinderClient(auth, http, c.settings.pageSize) : undefined;
       return {
-        reader: { kube: c.kube, neutron },
+        reader: { kube: c.kube, neutron, cinder },
         writer: { kube: c.kube, neutron },
         close: () => http.close(),
       };

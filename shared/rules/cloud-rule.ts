@@ -10,6 +10,7 @@ import { z } from 'zod';
 import { ConfigError } from '../errors.ts';
 import type { Compiled } from './cel.ts';
 import {
+  type CloudEvidenceSpec,
   compileConditions,
   defaultsSchema,
   dnsLabel,
@@ -20,26 +21,49 @@ import {
   type RuleFile,
 } from './rule.ts';
 
-/** The Neutron collections a cloud rule may target, and what their deletes can carry. */
+/**
+ * The OpenStack collections a cloud rule may target, and what their deletes can carry.
+ * Cinder volumes are only ever reported: their data cannot be had back once deleted.
+ */
 export const CLOUD_TARGETS = {
-  ports: { kind: 'Port', ifMatch: true },
-  floatingips: { kind: 'FloatingIP', ifMatch: true },
-  'security-groups': { kind: 'SecurityGroup', ifMatch: true },
+  ports: { kind: 'Port', service: 'Neutron', ifMatch: true, deletes: true },
+  floatingips: { kind: 'FloatingIP', service: 'Neutron', ifMatch: true, deletes: true },
+  'security-groups': { kind: 'SecurityGroup', service: 'Neutron', ifMatch: true, deletes: true },
+  volumes: { kind: 'Volume', service: 'Cinder', ifMatch: false, deletes: false },
 } as const;
 export type CloudCollection = keyof typeof CLOUD_TARGETS;
 
 // biome-ignore lint/suspicious/noTemplateCurlyInString: the placeholder rule files write, not a template
 export const CLUSTER = '${cluster}';
 
+/** Another OpenStack list of the rule's project as evidence: listed after the targets, indexed by `key`. */
+const cloudEvidenceSchema = z
+  .object({
+    openstack: z.enum(Object.keys(CLOUD_TARGETS) as [CloudCollection, ...CloudCollection[]], {
+      error: `expected one of ${Object.keys(CLOUD_TARGETS).join(', ')}`,
+    }),
+    /** Server-side: only resources carrying every one of these tags are listed. */
+    tags: z.array(z.string().min(1)).optional(),
+    key: expr,
+  })
+  .strict();
+type CloudEvidence = z.output<typeof cloudEvidenceSchema>;
+type KubeEvidence = z.output<typeof evidenceSchema>;
+
 const ownerSchema = z
   .object({
     tag: z.string().min(1).optional(),
     name: z.string().min(1).optional(),
     description: z.string().min(1).optional(),
+    /** `KEY=VALUE`: a metadata entry (Cinder volumes), the value exact. */
+    metadata: z
+      .string()
+      .regex(/^[^=]+=.+$/, { error: 'expected `KEY=VALUE` (a metadata key and its exact value)' })
+      .optional(),
   })
   .strict()
   .refine((o) => Object.values(o).filter((v) => v !== undefined).length === 1, {
-    error: `declare exactly one mark of ownership: \`tag\` (an exact tag), \`name\` or \`description\` (an RE2 pattern); each names the cluster as \`${CLUSTER}\``,
+    error: `declare exactly one mark of ownership: \`tag\` (an exact tag), \`name\` or \`description\` (an RE2 pattern), or \`metadata\` (KEY=VALUE); each names the cluster as \`${CLUSTER}\``,
   });
 
 export const cloudRuleSchema = z
@@ -60,10 +84,17 @@ export const cloudRuleSchema = z
     owner: ownerSchema,
     /** `report-only`: found and reported (dry-run logs, reports, metrics), never deleted. */
     mode: z.enum(['delete', 'report-only']).optional(),
+    /** Kubernetes lists, or OpenStack lists of the same project (`openstack: COLLECTION`). */
     evidence: z
       .record(
         z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: 'expected an identifier' }),
-        evidenceSchema,
+        z.unknown().transform((v, ctx) => {
+          const cloud = v !== null && typeof v === 'object' && 'openstack' in v;
+          const r = (cloud ? cloudEvidenceSchema : evidenceSchema).safeParse(v);
+          if (r.success) return cloud ? { cloud: r.data as CloudEvidence } : { kube: r.data as KubeEvidence };
+          for (const i of r.error.issues) ctx.addIssue({ ...i, input: v } as never);
+          return z.NEVER;
+        }),
       )
       .optional(),
     inUse: expr,
@@ -75,7 +106,7 @@ export const cloudRuleSchema = z
   .strict();
 
 export type CloudOwnership = Readonly<{
-  field: 'tag' | 'name' | 'description';
+  field: 'tag' | 'name' | 'description' | 'metadata';
   /** As the rule gives it, `${cluster}` included. */
   pattern: string;
   /** For logs and `rules check`. */
@@ -85,7 +116,12 @@ export type CloudOwnership = Readonly<{
    * (the rule's conditions read them as `object.owner.NAME`).
    */
   owns: (
-    o: Readonly<{ tags?: readonly string[]; name?: string; description?: string }>,
+    o: Readonly<{
+      tags?: readonly string[];
+      name?: string | null;
+      description?: string | null;
+      metadata?: Readonly<Record<string, string>>;
+    }>,
     cluster: string,
   ) => Record<string, string> | null;
   /** The tag to ask the server for (`tag` ownership). */
@@ -104,6 +140,8 @@ export type CloudRule = Readonly<{
   owner: CloudOwnership;
   reportOnly: boolean;
   evidence: readonly EvidenceSpec[];
+  /** OpenStack lists of the project as evidence (listed after the targets, like the Kubernetes ones). */
+  cloudEvidence: readonly CloudEvidenceSpec[];
   inUse: Compiled;
   indeterminate?: Compiled | undefined;
   fingerprint: readonly Compiled[];
@@ -118,8 +156,15 @@ export function isCloudRuleDoc(doc: unknown): boolean {
 }
 
 function ownership(where: string, o: z.output<typeof ownerSchema>): CloudOwnership {
-  const field = o.tag !== undefined ? 'tag' : o.name !== undefined ? 'name' : 'description';
-  const pattern = (o.tag ?? o.name ?? o.description)!;
+  const field =
+    o.tag !== undefined
+      ? 'tag'
+      : o.name !== undefined
+        ? 'name'
+        : o.metadata !== undefined
+          ? 'metadata'
+          : 'description';
+  const pattern = (o.tag ?? o.name ?? o.metadata ?? o.description)!;
   if (!pattern.includes(CLUSTER))
     throw new ConfigError(
       `${where}: \`owner.${field}\`: must name the cluster as \`${CLUSTER}\` (a resource another cluster made in the same project is not this one's)`,
@@ -132,6 +177,22 @@ function ownership(where: string, o: z.output<typeof ownerSchema>): CloudOwnersh
       owns: (x, cluster) => (x.tags?.includes(pattern.replaceAll(CLUSTER, cluster)) ? {} : null),
       serverTag: (cluster) => pattern.replaceAll(CLUSTER, cluster),
     };
+  if (field === 'metadata') {
+    const at = pattern.indexOf('=');
+    const key = pattern.slice(0, at);
+    const value = pattern.slice(at + 1);
+    if (key.includes(CLUSTER))
+      throw new ConfigError(
+        `${where}: \`owner.metadata\`: the cluster belongs in the value, not the key (${pattern})`,
+      );
+    return {
+      field,
+      pattern,
+      describe: `the metadata ${pattern}`,
+      owns: (x, cluster) => (x.metadata?.[key] === value.replaceAll(CLUSTER, cluster) ? {} : null),
+      serverTag: () => undefined,
+    };
+  }
   // the pattern is RE2 (linear time), anchored at both ends, the cluster name quoted into it
   const compiled = (cluster: string) =>
     RE2JS.compile(`^(?:${pattern.replaceAll(CLUSTER, RE2JS.quote(cluster))})$`);
@@ -172,7 +233,24 @@ function ownership(where: string, o: z.output<typeof ownerSchema>): CloudOwnersh
 export function compileCloudRule(doc: unknown, source: string): CloudRule {
   const f = parseRuleDoc(cloudRuleSchema, doc, source);
   const where = `rule ${f.name}`;
-  const { inUse, indeterminate, fingerprint, evidence } = compileConditions(where, f);
+  const target = CLOUD_TARGETS[f.target.openstack];
+  if (!target.deletes && f.mode !== 'report-only')
+    throw new ConfigError(
+      `${where}: \`target.openstack: ${f.target.openstack}\` is only ever reported: add \`mode: report-only\` (a deleted ${target.kind}'s data cannot be had back, so twopass never deletes one)`,
+    );
+  if (f.target.tags?.length && target.service !== 'Neutron')
+    throw new ConfigError(`${where}: \`target.tags\`: ${target.service} ${f.target.openstack} have no tags`);
+  const kube: Record<string, KubeEvidence> = {};
+  const cloud: Record<string, CloudEvidence> = {};
+  for (const [name, e] of Object.entries(f.evidence ?? {})) {
+    if (e.cloud) cloud[name] = e.cloud;
+    else if (e.kube) kube[name] = e.kube;
+  }
+  const { inUse, indeterminate, fingerprint, evidence, cloudEvidence } = compileConditions(where, {
+    ...f,
+    evidence: kube,
+    cloudEvidence: cloud,
+  });
   return {
     cloud: true,
     name: f.name,
@@ -184,6 +262,7 @@ export function compileCloudRule(doc: unknown, source: string): CloudRule {
     owner: ownership(where, f.owner),
     reportOnly: f.mode === 'report-only',
     evidence,
+    cloudEvidence,
     inUse,
     indeterminate,
     fingerprint,

@@ -3,7 +3,7 @@
  * OpenStack resources, written as objects of `apiVersion: openstack.twopass.io/v1`:
  *
  *   kind: Project       metadata.name: the project ID; spec.cluster: the cluster's name
- *   kind: FloatingIP | Port | SecurityGroup
+ *   kind: FloatingIP | Port | SecurityGroup | Volume
  *                       metadata.name: the resource's id; metadata.annotations
  *                       twopass.io/expect as for any target; spec: its Neutron fields
  *
@@ -11,6 +11,7 @@
  */
 import { ConfigError } from '../errors.ts';
 import type { KubeObject } from '../kube/resources.ts';
+import type { Volume } from '../openstack/cinder.ts';
 import type { Filters, FloatingIp, Port, SecurityGroup } from '../openstack/neutron.ts';
 import type { CloudReader } from './cloud-function.ts';
 
@@ -79,6 +80,10 @@ export class WorldNeutron {
         getPort: (id) => this.get<Port>('Port', id),
         getFloatingIp: (id) => this.get<FloatingIp>('FloatingIP', id),
         getSecurityGroup: (id) => this.get<SecurityGroup>('SecurityGroup', id),
+      },
+      cinder: {
+        listVolumes: (f) => this.list<Volume>('Volume', f),
+        getVolume: (id) => this.get<Volume>('Volume', id),
       },
     };
   }

@@ -74,7 +74,7 @@ export async function readEvidence(
       pages: l.pages,
       ...(l.resourceVersion ? { resourceVersion: l.resourceVersion } : {}),
     };
-    const bad = await indexEvidence(e, l.items, index, signal);
+    const bad = await indexEvidence(e, l.items, index, signal, kubeName);
     if (bad.length > 0)
       blockers.push(
         `evidence ${e.name}: the key of ${bad.length} object(s) cannot be read, so what they hold is unknown: ${bad.slice(0, 3).join('; ')}`,
@@ -106,12 +106,16 @@ export function pacer(signal: AbortSignal, sliceMs = 10): () => Promise<void> | 
   };
 }
 
+const kubeName = (o: KubeObject) =>
+  `${o.metadata?.namespace ? `${o.metadata.namespace}/` : ''}${o.metadata?.name}`;
+
 /** Adds each object under its key(s); returns why the keys of some objects cannot be read. */
-async function indexEvidence(
-  e: EvidenceSpec,
-  items: readonly KubeObject[],
+export async function indexEvidence<T>(
+  e: Pick<EvidenceSpec, 'key' | 'readsValues'>,
+  items: readonly T[],
   index: Map<string, unknown[]>,
   signal: AbortSignal,
+  nameOf: (o: T) => string,
 ): Promise<string[]> {
   const bad: string[] = [];
   const pace = pacer(signal);
@@ -119,7 +123,7 @@ async function indexEvidence(
     await pace();
     const object = toCel(o);
     const r = e.key.evaluate({ object });
-    const where = () => `${o.metadata?.namespace ? `${o.metadata.namespace}/` : ''}${o.metadata?.name}`;
+    const where = () => nameOf(o);
     if (!r.ok) {
       bad.push(`${where()}: ${r.error}`);
       continue;
@@ -147,7 +151,7 @@ async function indexEvidence(
 /** The evidence lists as sources of the snapshot (their counts, pages and versions) and its blockers. */
 export function reportEvidence(
   ctx: Pick<ObserveContext<unknown, Record<string, unknown>>, 'source' | 'blocker'>,
-  rule: Pick<Rule, 'evidence'>,
+  rule: Readonly<{ evidence: readonly Readonly<{ name: string }>[] }>,
   ev: EvidenceRead,
 ): void {
   for (const e of rule.evidence) {

@@ -164,6 +164,24 @@ export type ConditionFields = Readonly<{
   identity?: string | undefined;
   fingerprint?: readonly string[] | undefined;
   evidence?: Readonly<Record<string, z.output<typeof evidenceSchema>>> | undefined;
+  /** A cloud rule's evidence from OpenStack lists (by collection, of the rule's project). */
+  cloudEvidence?: Readonly<Record<string, CloudEvidenceFields>> | undefined;
+}>;
+
+/** A cloud list as evidence, as a rule file gives it. */
+export type CloudEvidenceFields = Readonly<{
+  openstack: string;
+  tags?: readonly string[] | undefined;
+  key: string;
+}>;
+
+/** A cloud list as evidence, compiled: listed after the targets, in the rule's project. */
+export type CloudEvidenceSpec = Readonly<{
+  name: string;
+  collection: string;
+  tags: readonly string[];
+  key: Compiled;
+  readsValues: boolean;
 }>;
 
 /**
@@ -194,7 +212,7 @@ export function compileConditions(where: string, f: ConditionFields) {
         `${where}: \`${field}\`: iterates a whole evidence index, so every target would scan every evidence object (150,000 pods x 150,000 targets); look the target up by key instead: \`KEY in evidence.NAME\` or \`evidence.NAME[KEY]\` (see README, "Write your own rule")`,
       );
   const conditions = [f.inUse, ...(f.indeterminate ? [f.indeterminate] : [])];
-  const declared = new Set(Object.keys(f.evidence ?? {}));
+  const declared = new Set([...Object.keys(f.evidence ?? {}), ...Object.keys(f.cloudEvidence ?? {})]);
   for (const [field, src] of [
     ['inUse', f.inUse],
     ['indeterminate', f.indeterminate],
@@ -220,7 +238,16 @@ export function compileConditions(where: string, f: ConditionFields) {
       readsValues,
     };
   });
-  return { inUse, indeterminate, identity, fingerprint, evidence, conditions };
+  const cloudEvidence = Object.entries(f.cloudEvidence ?? {}).map(
+    ([name, e]): CloudEvidenceSpec => ({
+      name,
+      collection: e.openstack,
+      tags: e.tags ?? [],
+      key: c(`evidence.${name}.key`, e.key, 'object', ['string', 'int', 'list', 'null']),
+      readsValues: conditions.some((s) => readsEvidenceValues(s, name)),
+    }),
+  );
+  return { inUse, indeterminate, identity, fingerprint, evidence, cloudEvidence, conditions };
 }
 
 /** A rule document checked against its schema; an error names the rule (or where it came from) and the field. */

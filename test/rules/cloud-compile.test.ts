@@ -36,6 +36,12 @@ const base = {
   inUse: 'object.owner.service in evidence.services',
 };
 
+const write = (doc: unknown) => {
+  const f = join(mkdtempSync(join(tmpdir(), 'twopass-cloud-')), 'rule.yaml');
+  writeFileSync(f, stringify(doc));
+  return f;
+};
+
 const refused = (doc: unknown, re: RegExp) => {
   let err: unknown;
   try {
@@ -61,6 +67,51 @@ test('ownership is required, exactly one mark, and it names the cluster', () => 
   refused({ ...base, target: { openstack: 'volumes' } }, /expected one of ports, floatingips/);
   refused({ ...base, mode: 'delete-later' }, /mode/);
   refused({ ...base, inUse: 'true' }, /reads neither the object nor the evidence/);
+});
+
+test('an OpenStack list as evidence: checked like the target (collection, key), named in errors, explained', () => {
+  const ports = { openstack: 'ports', key: 'object.security_groups' };
+  const r = compileCloudRule(
+    {
+      ...base,
+      evidence: { ...base.evidence, ports },
+      inUse: 'object.owner.service in evidence.services || object.id in evidence.ports',
+    },
+    'test',
+  );
+  assert.equal(
+    r.cloudEvidence.map((e) => [e.name, e.collection]),
+    [['ports', 'ports']],
+  );
+  assert.equal(
+    r.evidence.map((e) => e.name),
+    ['services'],
+  );
+  refused(
+    { ...base, evidence: { ...base.evidence, ports: { ...ports, openstack: 'volumes' } } },
+    /evidence\.ports\.openstack.*expected one of ports, floatingips/,
+  );
+  refused(
+    { ...base, evidence: { ...base.evidence, ports: { ...ports, key: 'object.(' } } },
+    /evidence\.ports\.key/,
+  );
+  refused(
+    { ...base, evidence: { ...base.evidence, ports: { ...ports, labelSelector: 'a=b' } } },
+    /evidence\.ports.*labelSelector/,
+  );
+  refused(
+    { ...base, inUse: 'object.owner.service in evidence.services || object.id in evidence.fips' },
+    /reads evidence\.fips, which the rule does not declare/,
+  );
+  const out = twopass([
+    'rules',
+    'check',
+    '--output',
+    'json',
+    write({ ...base, evidence: { ...base.evidence, ports }, inUse: 'object.id in evidence.ports' }),
+  ]);
+  assert.is(out.code, 0, out.err);
+  assert.match(out.out, /OpenStack Neutron ports of the project/);
 });
 
 test('the pattern is anchored, the cluster quoted into it; its named groups are the owner', () => {

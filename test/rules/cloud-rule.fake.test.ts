@@ -26,7 +26,11 @@ cloudRuleScenarios(
           fixed_ip_address: port?.fixed_ips?.[0]?.ip_address ?? null,
         }).id;
       },
-      port: async () => os.addPort({ fixed_ips: [{ ip_address: `10.1.0.${os.ports.size + 10}` }] }).id,
+      port: async (securityGroups?: string[]) =>
+        os.addPort({
+          fixed_ips: [{ ip_address: `10.1.0.${os.ports.size + 10}` }],
+          ...(securityGroups ? { security_groups: securityGroups } : {}),
+        }).id,
       exists: async (id) => os.fips.has(id),
       touch: async (id) => {
         os.update(os.fips.get(id)!, { description: `${os.fips.get(id)!.description}` });

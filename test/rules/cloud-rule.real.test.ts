@@ -45,9 +45,17 @@ cloudRuleScenarios(
               })
             ).floatingip as { id: string }
           ).id,
-        port: async () =>
-          ((await neutron('POST', '/ports', { port: { network_id: os.networkId } })).port as { id: string })
-            .id,
+        port: async (securityGroups?: string[]) =>
+          (
+            (
+              await neutron('POST', '/ports', {
+                port: {
+                  network_id: os.networkId,
+                  ...(securityGroups ? { security_groups: securityGroups } : {}),
+                },
+              })
+            ).port as { id: string }
+          ).id,
         exists,
         touch: async (id: string) => {
           await neutron('PUT', `/floatingips/${id}/tags`, { tags: ['touched'] });

@@ -28,7 +28,8 @@ export type CloudWorld = Readonly<{
   projectId: string;
   /** A floating IP with this description, on `portId` if given; its id. */
   fip: (description: string, portId?: string) => Promise<string>;
-  port: () => Promise<string>;
+  /** A port (in these security groups if given); its id. */
+  port: (securityGroups?: string[]) => Promise<string>;
   exists: (id: string) => Promise<boolean>;
   /** Changes the floating IP (its revision moves). */
   touch: (id: string) => Promise<void>;
@@ -246,6 +247,33 @@ export function cloudRuleScenarios(
     assert.ok(await w.sgExists(liveSg));
     assert.not.ok(await w.sgExists(oldSg));
     assert.ok(await w.sgExists(otherSg), "another cluster's group is never judged");
+  });
+
+  it('cloud evidence (cpo-security-groups lists the ports of the project): a group whose Service is gone but a port is still in is undecided, never deleted', async (t, kube, w) => {
+    const sgRule = loadAnyRuleFile(SG_PACK)[0] as CloudRule;
+    const ns = await t.namespace();
+    const gone = await createService(kube, ns, 'gone');
+    const held = await w.sg(`lb-sg-${gone.metadata.uid}-${ns}-gone`, sgDescription(`${ns}/gone`));
+    const port = await w.port([held]);
+    await kube.delete(SERVICES, ns, 'gone');
+    const r = mk(t, w, sgRule);
+    await r.run();
+    r.now += 31 * MIN;
+    const res = await r.run();
+    assert.is(res.exitCode, EXIT.ok, JSON.stringify(r.events('delete.failed')));
+    assert.not.ok(res.deleted.includes(held));
+    assert.ok(await w.sgExists(held));
+    assert.ok(
+      r
+        .events('target.indeterminate')
+        .some((e) => e.key === held && String(e.reason).includes(`still in use by port ${port}`)),
+      JSON.stringify(r.events('target.indeterminate')),
+    );
+    const sources = (r.events('snapshot.taken').at(-1)?.sources ?? []) as { name: string; role: string }[];
+    assert.ok(
+      sources.some((x) => x.name === 'evidence.ports' && x.role === 'evidence'),
+      `the ports are evidence of the snapshot: ${JSON.stringify(sources)}`,
+    );
   });
 
   suite.run();

@@ -13,6 +13,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { FloatingIp, Port, SecurityGroup } from '../../openstack/neutron.ts';
 import { describeFault, FaultPlan, RequestLog, type RequestRecord } from '../kube/faults.ts';
+import { type StoredVolume, serveCinder } from './cinder-rules.ts';
 import { type Link, pageLinks, parseIfMatch, SERVICE_OWNERS } from './neutron-rules.ts';
 
 type Send = (status: number, body: unknown, headers?: Record<string, string>) => void;
@@ -72,6 +73,8 @@ export class FakeOpenStack {
   readonly deleteIfMatch: (string | undefined)[] = [];
   readonly fips = new Map<string, FloatingIp>();
   readonly securityGroups = new Map<string, SecurityGroup>();
+  /** Cinder's volumes (see cinder-rules.ts). */
+  readonly volumes = new Map<string, StoredVolume>();
   readonly tokens = new Map<string, TokenInfo>();
   /** Routers: only what their interfaces do to a port (its device_owner). */
   readonly routers = new Map<string, { id: string; project_id: string; name: string; ports: string[] }>();
@@ -150,6 +153,25 @@ export class FakeOpenStack {
     };
     this.fips.set(fip.id, fip);
     return fip;
+  }
+
+  addVolume(v: Partial<StoredVolume> & { id?: string }): StoredVolume {
+    const at = new Date(this.now()).toISOString();
+    const volume: StoredVolume = {
+      id: v.id ?? randomUUID(),
+      project_id: 'project-a',
+      name: null,
+      description: null,
+      status: 'available',
+      size: 1,
+      metadata: {},
+      attachments: [],
+      created_at: at,
+      updated_at: at,
+      ...v,
+    };
+    this.volumes.set(volume.id, volume);
+    return volume;
   }
 
   addSecurityGroup(g: Partial<SecurityGroup> & { id?: string }): SecurityGroup {
@@ -255,7 +277,9 @@ export class FakeOpenStack {
           });
         return send(200, { project: { id, name: id, domain_id: 'default' } });
       }
-      if (!url.pathname.startsWith('/network/v2.0/')) return send(404, { error: { message: 'not found' } });
+      const cinder = url.pathname.startsWith('/volume/v3/');
+      if (!url.pathname.startsWith('/network/v2.0/') && !cinder)
+        return send(404, { error: { message: 'not found' } });
       const token = req.headers['x-auth-token'];
       const t = typeof token === 'string' ? this.tokens.get(token) : undefined;
       if (!t || this.now() >= t.expiresAt)
@@ -266,6 +290,19 @@ export class FakeOpenStack {
             message: 'The request you have made requires authentication.',
           },
         });
+      if (cinder)
+        return serveCinder(
+          this.volumes,
+          url.pathname,
+          url,
+          {
+            proto: String(req.headers['x-forwarded-proto'] ?? 'http'),
+            host: req.headers.host ?? 'localhost',
+          },
+          t,
+          method,
+          send,
+        );
       const path = url.pathname.slice('/network/v2.0/'.length).replace(/\/$/, '');
       if (path === 'extensions' && method === 'GET')
         return send(200, {
@@ -576,6 +613,14 @@ export class FakeOpenStack {
               ],
             },
             { type: 'network', name: 'neutron', endpoints: [ep('public'), ep('internal')] },
+            {
+              type: 'block-storage',
+              name: 'cinderv3',
+              endpoints: ['public', 'internal'].map((iface) => ({
+                ...ep(iface),
+                url: `${this.url}/volume/v3/${projectId}`,
+              })),
+            },
           ],
         },
       },
@@ -591,7 +636,7 @@ export class FakeOpenStack {
   ): void {
     const body = JSON.parse(raw || '{}') as {
       security_group?: { name?: string; description?: string };
-      port?: Partial<Port> & { network_id?: string };
+      port?: Partial<Port> & { network_id?: string; security_groups?: string[] };
       floatingip?: { floating_network_id?: string; port_id?: string };
     };
     if (collection === 'security-groups') {
@@ -628,6 +673,7 @@ export class FakeOpenStack {
         device_id: p.device_id ?? '',
         device_owner: p.device_owner ?? '',
         fixed_ips: p.fixed_ips ?? [{ ip_address: `10.1.${Math.floor(n / 250)}.${(n % 250) + 2}` }],
+        ...(p.security_groups ? { security_groups: p.security_groups } : {}),
       });
       send(201, { port });
       return;

@@ -51,6 +51,12 @@ export class SimNeutron {
       pages: 1,
     };
   }
+  async listSecurityGroups() {
+    return { items: [], pages: 1 };
+  }
+  async getSecurityGroup() {
+    return undefined;
+  }
   async getPort(id: string) {
     this.fault('get port');
     const p = this.ports.get(id);
@@ -92,7 +98,10 @@ export class LbaasWorld implements World {
   private interleave: (() => void) | undefined;
   controllerDown = false;
 
-  constructor(clock: () => number) {
+  /** `scopeTag`: a further tag on every port the controller creates (a cluster-naming tag). */
+  readonly scopeTag: string | undefined;
+  constructor(clock: () => number, scopeTag?: string) {
+    this.scopeTag = scopeTag;
     this.kube = new SimKube(clock);
     this.kube.beforeList = () => this.interleave?.();
     this.neutron.beforeList = () => this.interleave?.();
@@ -126,7 +135,7 @@ export class LbaasWorld implements World {
     const port: Port = {
       id: `port-${String(n).padStart(4, '0')}`,
       project_id: 'p',
-      tags: [MANAGED_TAG],
+      tags: [MANAGED_TAG, ...(this.scopeTag ? [this.scopeTag] : [])],
       fixed_ips: [{ ip_address: `10.0.0.${n % 250}` }],
       revision_number: 1,
       device_id: '',
