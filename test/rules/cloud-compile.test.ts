@@ -64,7 +64,32 @@ test('ownership is required, exactly one mark, and it names the cluster', () => 
   );
   refused({ ...base, owner: { tag: 'kube-cluster' } }, /must name the cluster/);
   refused({ ...base, owner: { name: `(?<=x)${CLUSTER_MARK}` } }, /RE2 syntax/);
-  refused({ ...base, target: { openstack: 'volumes' } }, /expected one of ports, floatingips/);
+  refused({ ...base, target: { openstack: 'images' } }, /expected one of ports, floatingips/);
+  // Cinder volumes are only ever reported, and have no tags
+  refused({ ...base, target: { openstack: 'volumes' } }, /only ever reported: add `mode: report-only`/);
+  refused(
+    { ...base, mode: 'report-only', target: { openstack: 'volumes', tags: ['x'] } },
+    /Cinder volumes have no tags/,
+  );
+  refused({ ...base, owner: { metadata: 'cinder.csi.openstack.org/cluster' } }, /KEY=VALUE/);
+  refused({ ...base, owner: { metadata: 'k=prod' } }, /must name the cluster/);
+  refused(
+    { ...base, owner: { metadata: `k-${CLUSTER_MARK}=x-${CLUSTER_MARK}` } },
+    /in the value, not the key/,
+  );
+  const vol = compileCloudRule(
+    {
+      ...base,
+      mode: 'report-only',
+      target: { openstack: 'volumes' },
+      owner: { metadata: `cinder.csi.openstack.org/cluster=${CLUSTER_MARK}` },
+      inUse: 'object.id in evidence.services',
+    },
+    'test',
+  );
+  assert.ok(vol.owner.owns({ metadata: { 'cinder.csi.openstack.org/cluster': 'prod-1' } }, 'prod-1'));
+  assert.not.ok(vol.owner.owns({ metadata: { 'cinder.csi.openstack.org/cluster': 'prod-10' } }, 'prod-1'));
+  assert.not.ok(vol.owner.owns({ metadata: {} }, 'prod-1'));
   refused({ ...base, mode: 'delete-later' }, /mode/);
   refused({ ...base, inUse: 'true' }, /reads neither the object nor the evidence/);
 });
@@ -88,7 +113,7 @@ test('an OpenStack list as evidence: checked like the target (collection, key), 
     ['services'],
   );
   refused(
-    { ...base, evidence: { ...base.evidence, ports: { ...ports, openstack: 'volumes' } } },
+    { ...base, evidence: { ...base.evidence, ports: { ...ports, openstack: 'images' } } },
     /evidence\.ports\.openstack.*expected one of ports, floatingips/,
   );
   refused(
@@ -201,7 +226,7 @@ test('`rules check` says how a cloud rule deletes; `rules manifests` refuses it 
 });
 
 test('`rules test` checks each cloud pack against its world file, and exits 1 on a decision that differs', () => {
-  for (const pack of ['cpo-floating-ips', 'cpo-security-groups']) {
+  for (const pack of ['cpo-floating-ips', 'cpo-security-groups', 'cinder-csi-volumes']) {
     const dir = join(FIP_PACK, '../..', pack);
     const r = twopass(['rules', 'test', join(dir, 'rule.yaml'), join(dir, 'world.yaml'), '--output', 'json']);
     assert.is(r.code, 0, `${pack}: ${r.out}${r.err}`);
