@@ -27,11 +27,18 @@ export type RealOpenStack = Readonly<{
   networkId: string;
   subnetId: string;
   externalNetworkId: string;
+  /** Octavia's API (the no-op provider, completed by test/openstack/octavia-provider.py), where installed. */
+  octaviaUrl?: string;
   dir: string;
   startedMs: number;
 }>;
 
 const PY = '/usr/bin/python3';
+
+/** Whether Debian's Octavia (API, driver agent, database migrations) is installed. */
+export function octaviaInstalled(): boolean {
+  return spawnSync(PY, ['-c', 'import octavia.api.app, octavia_lib'], { stdio: 'ignore' }).status === 0;
+}
 
 /** Whether Debian's Keystone, Neutron, uwsgi and MariaDB are installed. */
 export function openStackInstalled(): boolean {
@@ -132,7 +139,12 @@ export async function passwordToken(
 export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Promise<void> }> {
   const t0 = Date.now();
   const dir = mkdtempSync(join(tmpdir(), 'twopass-openstack-'));
-  const [dbPort, ksPort, nPort] = [await freePort(), await freePort(), await freePort()];
+  const [dbPort, ksPort, nPort, oPort] = [
+    await freePort(),
+    await freePort(),
+    await freePort(),
+    await freePort(),
+  ];
   const procs: ChildProcess[] = [];
   const stop = async () => {
     for (const p of procs.reverse())
@@ -181,7 +193,7 @@ export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Pr
       '-u',
       'root',
       '-e',
-      "CREATE DATABASE keystone; CREATE DATABASE neutron; CREATE USER 'twopass'@'127.0.0.1' IDENTIFIED BY 'db-pw'; GRANT ALL ON *.* TO 'twopass'@'127.0.0.1'; FLUSH PRIVILEGES;",
+      "CREATE DATABASE keystone; CREATE DATABASE neutron; CREATE DATABASE octavia; CREATE USER 'twopass'@'127.0.0.1' IDENTIFIED BY 'db-pw'; GRANT ALL ON *.* TO 'twopass'@'127.0.0.1'; FLUSH PRIVILEGES;",
     ]);
     const db = (name: string) => `mysql+pymysql://twopass:db-pw@127.0.0.1:${dbPort}/${name}`;
 
@@ -396,9 +408,23 @@ export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Pr
     await ok('PUT', `${neutronUrl}/v2.0/routers/${router}/add_router_interface`, userToken, {
       subnet_id: subnetId,
     });
+    const octaviaUrl = octaviaInstalled()
+      ? await startOctavia({
+          dir,
+          port: oPort,
+          ksPort,
+          authUrl,
+          admin,
+          db: db('octavia'),
+          projectA,
+          userA,
+          procs,
+        })
+      : undefined;
     return {
       authUrl,
       neutronUrl,
+      ...(octaviaUrl ? { octaviaUrl } : {}),
       region: 'RegionOne',
       project: { id: projectA, name: 'k8s-a' },
       user: { id: userA, name: 'twopass', password: userPw },
@@ -415,6 +441,114 @@ export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Pr
     await stop();
     throw err;
   }
+}
+
+/**
+ * Octavia's API with the no-op provider (no amphorae, no message queue), its driver agent,
+ * and test/openstack/octavia-provider.py, which finishes what the provider was asked (a
+ * load balancer becomes ACTIVE, a deleted one DELETED) through the agent's status socket.
+ * The load-balancer service goes in the catalog; the tests' user gets load-balancer_member.
+ */
+async function startOctavia(o: {
+  dir: string;
+  port: number;
+  ksPort: number;
+  authUrl: string;
+  admin: string;
+  db: string;
+  projectA: string;
+  userA: string;
+  procs: ChildProcess[];
+}): Promise<string> {
+  const { dir, authUrl, admin } = o;
+  const url = `http://127.0.0.1:${o.port}`;
+  const id = async (what: string, body: Json, key: string) =>
+    ((await ok('POST', `${authUrl}/${what}`, admin, body))[key] as { id: string }).id;
+  const role = async (name: string) =>
+    ((await ok('GET', `${authUrl}/roles?name=${name}`, admin)).roles as { id: string }[])[0]?.id ??
+    (await id('roles', { role: { name } }, 'role'));
+  const service = (
+    (await ok('GET', `${authUrl}/projects?name=service`, admin)).projects as { id: string }[]
+  )[0]!.id;
+  const octaviaUser = await id(
+    'users',
+    { user: { name: 'octavia', password: 'octavia-pw', domain_id: 'default' } },
+    'user',
+  );
+  await ok('PUT', `${authUrl}/projects/${service}/users/${octaviaUser}/roles/${await role('admin')}`, admin);
+  await ok(
+    'PUT',
+    `${authUrl}/projects/${o.projectA}/users/${o.userA}/roles/${await role('load-balancer_member')}`,
+    admin,
+  );
+  const svc = await id('services', { service: { name: 'octavia', type: 'load-balancer' } }, 'service');
+  for (const iface of ['public', 'internal', 'admin'])
+    await ok('POST', `${authUrl}/endpoints`, admin, {
+      endpoint: { service_id: svc, interface: iface, url, region_id: 'RegionOne' },
+    });
+  const sock = join(dir, 'octavia-status.sock');
+  const conf = join(dir, 'octavia.conf');
+  writeFileSync(
+    conf,
+    [
+      '[DEFAULT]',
+      'transport_url = fake://',
+      `log_file = ${join(dir, 'octavia.log')}`,
+      '[api_settings]',
+      'bind_host = 127.0.0.1',
+      `bind_port = ${o.port}`,
+      'auth_strategy = keystone',
+      'enabled_provider_drivers = noop_driver:the no-op provider',
+      'default_provider_driver = noop_driver',
+      '[database]',
+      `connection = ${o.db}`,
+      '[controller_worker]',
+      'network_driver = network_noop_driver',
+      'compute_driver = compute_noop_driver',
+      'amphora_driver = amphora_noop_driver',
+      '[driver_agent]',
+      `status_socket_path = ${sock}`,
+      `stats_socket_path = ${sock}.stats`,
+      `get_socket_path = ${sock}.get`,
+      '[keystone_authtoken]',
+      `www_authenticate_uri = http://127.0.0.1:${o.ksPort}`,
+      `auth_url = http://127.0.0.1:${o.ksPort}`,
+      'auth_type = password',
+      'project_domain_name = Default',
+      'user_domain_name = Default',
+      'project_name = service',
+      'username = octavia',
+      'password = octavia-pw',
+      'token_cache_time = -1',
+      '[service_auth]',
+      `auth_url = http://127.0.0.1:${o.ksPort}`,
+      'auth_type = password',
+      'project_domain_name = Default',
+      'user_domain_name = Default',
+      'project_name = service',
+      'username = octavia',
+      'password = octavia-pw',
+      '[oslo_concurrency]',
+      `lock_path = ${join(dir, 'lock')}`,
+      '',
+    ].join('\n'),
+  );
+  run(dir, 'octavia-db-manage', PY, ['/usr/bin/octavia-db-manage', '--config-file', conf, 'upgrade', 'head']);
+  o.procs.push(
+    start(dir, 'octavia-driver-agent', PY, ['/usr/bin/octavia-driver-agent', '--config-file', conf]),
+  );
+  o.procs.push(start(dir, 'octavia-api', PY, ['/usr/bin/octavia-api', '--config-file', conf]));
+  o.procs.push(
+    start(dir, 'octavia-provider', PY, [
+      new URL('./octavia-provider.py', import.meta.url).pathname,
+      o.db.replace('mysql+pymysql://', 'mysql://'),
+      sock,
+    ]),
+  );
+  await until('Octavia', 120_000, async () =>
+    (await call('GET', `${url}/v2/lbaas/loadbalancers?limit=1`, admin)).status === 200 ? true : undefined,
+  );
+  return url;
 }
 
 /** The real OpenStack that `npm test` started (TWOPASS_TEST_OPENSTACK), or undefined. */

@@ -1,0 +1,46 @@
+"""The provider side of Octavia's no-op provider driver, for tests.
+
+Octavia's `noop_driver` accepts every request and never reports back, so a load balancer
+would stay PENDING_CREATE (and a deleted one PENDING_DELETE) for ever. This loop plays a
+provider that finishes at once: every half second it reads the load balancers whose
+provisioning status is PENDING_* from Octavia's database and reports them through the
+driver agent's status socket (octavia_lib's DriverLibrary, the interface real providers
+use): ACTIVE/ONLINE after a create or an update, DELETED after a delete. Octavia's own
+driver agent writes the status.
+
+argv: DATABASE_URL (mysql+pymysql://...) STATUS_SOCKET
+"""
+import sys
+import time
+
+import pymysql
+from octavia_lib.api.drivers import driver_lib
+
+url, status_socket = sys.argv[1], sys.argv[2]
+rest = url.split('://', 1)[1]
+creds, hostdb = rest.split('@', 1)
+user, password = creds.split(':', 1)
+hostport, db = hostdb.split('/', 1)
+host, port = hostport.split(':', 1)
+lib = driver_lib.DriverLibrary(status_socket=status_socket, stats_socket=status_socket + '.stats',
+                               get_socket=status_socket + '.get')
+
+while True:
+    try:
+        conn = pymysql.connect(host=host, port=int(port), user=user, password=password, database=db,
+                               autocommit=True)
+        with conn.cursor() as cur:
+            cur.execute("SELECT id, provisioning_status FROM load_balancer "
+                        "WHERE provisioning_status LIKE 'PENDING\\_%%'")
+            for lb_id, status in cur.fetchall():
+                done = status == 'PENDING_DELETE'
+                lib.update_loadbalancer_status({'loadbalancers': [{
+                    'id': lb_id,
+                    'provisioning_status': 'DELETED' if done else 'ACTIVE',
+                    'operating_status': 'OFFLINE' if done else 'ONLINE',
+                }]})
+                print(f'{lb_id}: {status} -> {"DELETED" if done else "ACTIVE"}', flush=True)
+        conn.close()
+    except Exception as e:  # the database or the agent not up yet: try again
+        print(f'retry: {e}', flush=True)
+    time.sleep(0.5)
