@@ -10,10 +10,11 @@
  * volume's project shows only as `os-vol-tenant-attr:tenant_id` (admins), so a volume of
  * this listing is of the token's project.
  */
-import { ConfigError, ListIncompleteError, messageOf } from '../errors.ts';
+import { ConfigError } from '../errors.ts';
 import { OpenStackApiError } from './errors.ts';
 import { describeBody, type Http } from './http.ts';
 import type { KeystoneAuth } from './keystone.ts';
+import { listProven } from './pages.ts';
 
 export type Volume = {
   id: string;
@@ -78,57 +79,19 @@ export class CinderClient implements CinderReader {
     signal?: AbortSignal,
   ): Promise<{ items: Volume[]; pages: number }> {
     const scoped = await this.auth.scopedProject(signal);
-    const base = `${await this.base(signal)}/volumes/detail`;
-    const q = new URLSearchParams({ limit: String(this.pageSize) });
+    const all = await listProven<Volume>({
+      what: 'cinder list volumes',
+      url: `${await this.base(signal)}/volumes/detail`,
+      query: new URLSearchParams({ limit: String(this.pageSize) }),
+      key: 'volumes',
+      get: (what, url) => this.call(what, url, signal),
+    });
     const items: Volume[] = [];
-    const seen = new Set<string>();
-    let pages = 0;
-    for (;;) {
-      const call = `cinder list volumes page ${pages + 1}`;
-      let r: Awaited<ReturnType<CinderClient['call']>>;
-      try {
-        r = await this.call(call, `${base}?${q}`, signal);
-      } catch (err) {
-        if (err instanceof ConfigError) throw err;
-        throw new ListIncompleteError(call, messageOf(err), { cause: err });
-      }
-      if (r.status !== 200) throw new ListIncompleteError(call, `${r.status} ${describeBody(r.body)}`);
-      const incomplete = (why: string): never => {
-        throw new ListIncompleteError(call, why);
-      };
-      const body = r.body as { volumes?: unknown; volumes_links?: unknown } | undefined;
-      if (!body || typeof body !== 'object' || Array.isArray(body))
-        incomplete('the answer is not a JSON object');
-      if (!Array.isArray(body!.volumes)) incomplete('the answer has no volumes list');
-      const page = body!.volumes as Volume[];
-      pages++;
-      for (const v of page) {
-        if (!v || typeof v !== 'object' || typeof v.id !== 'string' || v.id === '')
-          incomplete('a volume has no id');
-        if (seen.has(v.id)) incomplete(`${v.id} came twice: the pages overlap`);
-        seen.add(v.id);
-        const project = v['os-vol-tenant-attr:tenant_id'] ?? scoped;
-        if (project === f.project_id) items.push({ ...v, ...(project ? { project_id: project } : {}) });
-      }
-      const links = body!.volumes_links ?? [];
-      if (!Array.isArray(links)) incomplete('volumes_links is not a list');
-      const next = (links as { rel?: unknown; href?: unknown }[]).find((l) => l?.rel === 'next')?.href;
-      if (next === undefined) break;
-      if (typeof next !== 'string') incomplete('the next link has no href');
-      let marker: string | null = null;
-      try {
-        marker = new URL(next as string, base).searchParams.get('marker');
-      } catch {
-        incomplete('the next link is not a URL');
-      }
-      const last = page[page.length - 1];
-      if (!last) incomplete('a page with a next link has no items');
-      if (marker !== last!.id)
-        incomplete(`the next link's marker ${marker} is not the page's last id ${last!.id}`);
-      q.set('marker', marker!);
-      if (pages > 100_000) incomplete('more than 100000 pages');
+    for (const v of all.items) {
+      const project = v['os-vol-tenant-attr:tenant_id'] ?? scoped;
+      if (project === f.project_id) items.push({ ...v, ...(project ? { project_id: project } : {}) });
     }
-    return { items, pages };
+    return { items, pages: all.pages };
   }
 
   async getVolume(id: string, signal?: AbortSignal): Promise<Volume | undefined> {

@@ -4,10 +4,10 @@
  * and DELETE with `If-Match: revision_number=N` when `revision-if-match` exists.
  */
 
-import { ConfigError, ListIncompleteError, messageOf } from '../errors.ts';
 import { OpenStackApiError } from './errors.ts';
 import { describeBody, type Http } from './http.ts';
 import type { KeystoneAuth } from './keystone.ts';
+import { listProven } from './pages.ts';
 
 export type Port = {
   id: string;
@@ -180,63 +180,19 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
     if (f.device_id !== undefined) q.set('device_id', f.device_id);
     for (const field of f.fields ?? []) q.append('fields', field);
     q.set('limit', String(this.pageSize));
-    const base = `${await this.base(signal)}/${collection}`;
-    const items: T[] = [];
-    const seen = new Set<string>();
-    let pages = 0;
-    let marker: string | undefined;
-    for (;;) {
-      if (marker !== undefined) q.set('marker', marker);
-      const call = `${what} page ${pages + 1}`;
-      let r: Awaited<ReturnType<NeutronClient['call']>>;
-      try {
-        r = await this.call(call, 'GET', `${base}?${q}`, {}, signal);
-      } catch (err) {
-        // A configuration error stays one (exit 2); anything else leaves the list unproven.
-        if (err instanceof ConfigError) throw err;
-        throw new ListIncompleteError(call, messageOf(err), { cause: err });
-      }
-      if (r.status !== 200) throw new ListIncompleteError(call, `${r.status} ${describeBody(r.body)}`);
-      const incomplete = (why: string): never => {
-        throw new ListIncompleteError(call, why);
-      };
-      const body = r.body as Record<string, unknown> | undefined;
-      if (!body || typeof body !== 'object' || Array.isArray(body))
-        incomplete('the answer is not a JSON object');
-      const key = COLLECTIONS[collection].list;
-      const page = body![key];
-      if (!Array.isArray(page)) incomplete(`the answer has no ${key} list`);
-      pages++;
-      for (const it of page as T[]) {
-        if (!it || typeof it !== 'object' || typeof it.id !== 'string' || it.id === '')
-          incomplete('an item has no id');
-        if (seen.has(it.id)) incomplete(`${it.id} came twice: the pages overlap`);
+    return listProven<T>({
+      what,
+      url: `${await this.base(signal)}/${collection}`,
+      query: q,
+      key: COLLECTIONS[collection].list,
+      get: (call, url) => this.call(call, 'GET', url, {}, signal),
+      check: (it) => {
         const rev = (it as { revision_number?: unknown }).revision_number;
-        if (rev !== undefined && !(typeof rev === 'number' && Number.isInteger(rev) && rev >= 0))
-          incomplete(`${it.id} has a revision_number that is not a count: ${JSON.stringify(rev)}`);
-        seen.add(it.id);
-        items.push(it);
-      }
-      const links = body![`${key}_links`] ?? [];
-      if (!Array.isArray(links)) incomplete(`${key}_links is not a list`);
-      const next = (links as { rel?: unknown; href?: unknown }[]).find((l) => l?.rel === 'next')?.href;
-      if (next === undefined) break;
-      if (typeof next !== 'string') incomplete('the next link has no href');
-      let nextMarker: string | null = null;
-      try {
-        nextMarker = new URL(next as string, base).searchParams.get('marker');
-      } catch {
-        incomplete('the next link is not a URL');
-      }
-      if (!nextMarker) incomplete('the next link has no marker');
-      const last = (page as T[])[(page as T[]).length - 1];
-      if (!last) incomplete('a page with a next link has no items');
-      if (nextMarker !== last!.id)
-        incomplete(`the next link's marker ${nextMarker} is not the page's last id ${last!.id}`);
-      marker = nextMarker!;
-      if (pages > 100_000) incomplete('more than 100000 pages');
-    }
-    return { items, pages };
+        return rev !== undefined && !(typeof rev === 'number' && Number.isInteger(rev) && rev >= 0)
+          ? `${it.id} has a revision_number that is not a count: ${JSON.stringify(rev)}`
+          : undefined;
+      },
+    });
   }
 
   listPorts(f: Filters, signal?: AbortSignal) {

@@ -37,7 +37,9 @@ export function explainCloudRule(r: CloudRule) {
     identity: 'id',
     fingerprint: [
       'id',
-      ...(CLOUD_TARGETS[r.collection].service === 'Neutron' ? ['revision_number'] : ['updated_at', 'status']),
+      ...(CLOUD_TARGETS[r.collection].service === 'Neutron'
+        ? ['revision_number']
+        : ['updated_at', r.collection === 'loadbalancers' ? 'provisioning_status' : 'status']),
       ...r.fingerprint.map((f) => f.source.trim()),
     ],
     delete: !CLOUD_TARGETS[r.collection].deletes

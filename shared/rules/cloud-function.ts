@@ -31,6 +31,7 @@ import {
   type Port,
   type SecurityGroup,
 } from '../openstack/neutron.ts';
+import { type LoadBalancer, OctaviaClient, type OctaviaReader } from '../openstack/octavia.ts';
 import { toCel } from './cel.ts';
 import { CLOUD_TARGETS, CLUSTER, type CloudCollection, type CloudRule } from './cloud-rule.ts';
 import { type EvidenceRead, indexEvidence, readEvidence, reportEvidence } from './evidence.ts';
@@ -56,7 +57,7 @@ const data = z.object({
 });
 type Data = z.output<typeof data>;
 
-type Resource = (Port | FloatingIp | SecurityGroup | Volume) & {
+type Resource = (Port | FloatingIp | SecurityGroup | Volume | LoadBalancer) & {
   name?: string | null;
   description?: string | null;
 };
@@ -65,6 +66,8 @@ export type CloudReader = Readonly<{
   neutron: NeutronReader & Pick<NeutronClient, 'listSecurityGroups' | 'getSecurityGroup'>;
   /** Cinder, where the rule targets or reads volumes. */
   cinder?: CinderReader | undefined;
+  /** Octavia, where the rule targets or reads load balancers. */
+  octavia?: OctaviaReader | undefined;
 }>;
 
 /**
@@ -73,15 +76,18 @@ export type CloudReader = Readonly<{
  */
 function versionOf(o: Resource): { revision: number; version?: string } | undefined {
   if ('revision_number' in o && typeof o.revision_number === 'number') return { revision: o.revision_number };
-  if ('status' in o && ('updated_at' in o || 'created_at' in o)) {
-    const v = o as Volume;
-    const at = v.updated_at ?? v.created_at;
-    if (typeof at === 'string' && typeof v.status === 'string')
-      return { revision: 0, version: `${at}/${v.status}` };
-  }
+  const x = o as Volume & LoadBalancer;
+  const status = x.status ?? x.provisioning_status;
+  const at = x.updated_at ?? x.created_at;
+  if (typeof at === 'string' && typeof status === 'string')
+    return { revision: 0, version: `${at}/${status}` };
   return undefined;
 }
-export type CloudWriter = Readonly<{ kube: KubeReader; neutron: NeutronClient }>;
+export type CloudWriter = Readonly<{
+  kube: KubeReader;
+  neutron: NeutronClient;
+  octavia?: Pick<OctaviaClient, 'deleteLoadBalancer'> | undefined;
+}>;
 
 const nameOf = (o: Resource) =>
   'floating_ip_address' in o && o.floating_ip_address
@@ -98,6 +104,7 @@ function listCollection(
   signal: AbortSignal,
 ): Promise<{ items: readonly unknown[]; pages: number }> {
   if (c === 'volumes') return cinderOf(r).listVolumes({ project_id: f.project_id }, signal);
+  if (c === 'loadbalancers') return octaviaOf(r).listLoadBalancers({ project_id: f.project_id }, signal);
   return c === 'ports'
     ? r.neutron.listPorts(f, signal)
     : c === 'floatingips'
@@ -107,6 +114,12 @@ function listCollection(
 
 /** The keep-mark's places: Neutron's tags, a volume's metadata (as an annotation would carry it). */
 const marksOf = (o: Resource) => ['tags' in o ? { tags: o.tags } : { annotations: (o as Volume).metadata }];
+
+function octaviaOf<T>(r: { octavia?: T | undefined }): T {
+  if (!r.octavia)
+    throw new Error('the rule reads Octavia load balancers, but no Octavia client was connected');
+  return r.octavia;
+}
 
 function cinderOf(r: CloudReader): CinderReader {
   if (!r.cinder) throw new Error('the rule reads Cinder volumes, but no Cinder client was connected');
@@ -129,19 +142,23 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
   const get = (r: CloudReader, id: string, signal: AbortSignal): Promise<Resource | undefined> =>
     c === 'volumes'
       ? cinderOf(r).getVolume(id, signal)
-      : c === 'ports'
-        ? r.neutron.getPort(id, signal)
-        : c === 'floatingips'
-          ? r.neutron.getFloatingIp(id, signal)
-          : r.neutron.getSecurityGroup(id, signal);
+      : c === 'loadbalancers'
+        ? octaviaOf(r).getLoadBalancer(id, signal)
+        : c === 'ports'
+          ? r.neutron.getPort(id, signal)
+          : c === 'floatingips'
+            ? r.neutron.getFloatingIp(id, signal)
+            : r.neutron.getSecurityGroup(id, signal);
   const del = (w: CloudWriter, d: Data, signal: AbortSignal) =>
     c === 'volumes'
       ? Promise.reject(new Error(`a ${kind} is never deleted (report-only)`))
-      : c === 'ports'
-        ? w.neutron.deletePort(d.id, d.revision, signal)
-        : c === 'floatingips'
-          ? w.neutron.deleteFloatingIp(d.id, d.revision, signal)
-          : w.neutron.deleteSecurityGroup(d.id, d.revision, signal);
+      : c === 'loadbalancers'
+        ? octaviaOf(w).deleteLoadBalancer(d.id, signal)
+        : c === 'ports'
+          ? w.neutron.deletePort(d.id, d.revision, signal)
+          : c === 'floatingips'
+            ? w.neutron.deleteFloatingIp(d.id, d.revision, signal)
+            : w.neutron.deleteSecurityGroup(d.id, d.revision, signal);
   /** The object the conditions read: the resource, and `owner` (the named groups of its ownership). */
   const owned = (o: Resource, s: Settings) => {
     if (o.project_id !== s.projectId) return null; // an admin's token sees every project
@@ -239,9 +256,11 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
     data,
     note: `decided by rule ${rule.name} (${rule.source}): in use when ${rule.inUse.source.trim()}`,
     unused: rule.unused,
-    removal: CLOUD_TARGETS[c].deletes
-      ? `DELETE the ${kind} with If-Match: revision_number=<the revision observed> (Neutron's revision-if-match: a changed ${kind} answers 412 and is skipped)`
-      : `never: a ${kind} is only reported`,
+    removal: !CLOUD_TARGETS[c].deletes
+      ? `never: a ${kind} is only reported`
+      : CLOUD_TARGETS[c].ifMatch
+        ? `DELETE the ${kind} with If-Match: revision_number=<the revision observed> (Neutron's revision-if-match: a changed ${kind} answers 412 and is skipped)`
+        : `DELETE the ${kind} (cascade) without a precondition, which ${CLOUD_TARGETS[c].service} does not offer: the re-check on a fresh read just before is the last guard; one being changed (PENDING_*) answers 409 and is skipped`,
     async recheck(r, { key, data: d }, ctx) {
       const o = await get(r, d.id, ctx.signal);
       if (!o) return { ok: false, reason: `${kind} is already gone` };
@@ -268,15 +287,24 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
     async remove(w, { data: d }, ctx) {
       const out = await del(w, d, ctx.signal);
       if (out === 'conflict')
-        return { outcome: 'skipped', reason: `precondition failed (412): the ${kind} changed` };
+        return {
+          outcome: 'skipped',
+          reason: CLOUD_TARGETS[c].ifMatch
+            ? `precondition failed (412): the ${kind} changed`
+            : `409: the ${kind} is being changed (immutable now)`,
+        };
       if (out === 'gone') return { outcome: 'gone', detail: `${kind} was already gone` };
       return {
         outcome: 'deleted',
-        detail: `${kind} ${d.id} deleted (If-Match: revision_number=${d.revision})`,
+        detail: CLOUD_TARGETS[c].ifMatch
+          ? `${kind} ${d.id} deleted (If-Match: revision_number=${d.revision})`
+          : `${kind} ${d.id} deleted (cascade; ${CLOUD_TARGETS[c].service} offers no precondition)`,
       };
     },
     async confirmGone(r, { data: d }, ctx) {
-      return (await get(r, d.id, ctx.signal)) === undefined;
+      const o = await get(r, d.id, ctx.signal);
+      // Octavia deletes in the background: PENDING_DELETE is its provider at work
+      return o === undefined || (o as LoadBalancer).provisioning_status === 'PENDING_DELETE';
     },
   };
 
@@ -295,9 +323,13 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
       const readsVolumes =
         rule.collection === 'volumes' || rule.cloudEvidence.some((e) => e.collection === 'volumes');
       const cinder = readsVolumes ? new CinderClient(auth, http, c.settings.pageSize) : undefined;
+      const readsLbs =
+        rule.collection === 'loadbalancers' ||
+        rule.cloudEvidence.some((e) => e.collection === 'loadbalancers');
+      const octavia = readsLbs ? new OctaviaClient(auth, http, c.settings.pageSize) : undefined;
       return {
-        reader: { kube: c.kube, neutron, cinder },
-        writer: { kube: c.kube, neutron },
+        reader: { kube: c.kube, neutron, cinder, octavia },
+        writer: { kube: c.kube, neutron, octavia },
         close: () => http.close(),
       };
     },

@@ -24,12 +24,15 @@ import {
 /**
  * The OpenStack collections a cloud rule may target, and what their deletes can carry.
  * Cinder volumes are only ever reported: their data cannot be had back once deleted.
+ * Octavia load balancers are deleted without a precondition (the API has none).
  */
 export const CLOUD_TARGETS = {
   ports: { kind: 'Port', service: 'Neutron', ifMatch: true, deletes: true },
   floatingips: { kind: 'FloatingIP', service: 'Neutron', ifMatch: true, deletes: true },
   'security-groups': { kind: 'SecurityGroup', service: 'Neutron', ifMatch: true, deletes: true },
   volumes: { kind: 'Volume', service: 'Cinder', ifMatch: false, deletes: false },
+  /** Octavia offers no precondition: the re-check on a fresh read is the last guard (`rules check` says so). */
+  loadbalancers: { kind: 'LoadBalancer', service: 'Octavia', ifMatch: false, deletes: true },
 } as const;
 export type CloudCollection = keyof typeof CLOUD_TARGETS;
 

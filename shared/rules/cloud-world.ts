@@ -3,7 +3,7 @@
  * OpenStack resources, written as objects of `apiVersion: openstack.twopass.io/v1`:
  *
  *   kind: Project       metadata.name: the project ID; spec.cluster: the cluster's name
- *   kind: FloatingIP | Port | SecurityGroup | Volume
+ *   kind: FloatingIP | Port | SecurityGroup | Volume | LoadBalancer
  *                       metadata.name: the resource's id; metadata.annotations
  *                       twopass.io/expect as for any target; spec: its Neutron fields
  *
@@ -13,9 +13,11 @@ import { ConfigError } from '../errors.ts';
 import type { KubeObject } from '../kube/resources.ts';
 import type { Volume } from '../openstack/cinder.ts';
 import type { Filters, FloatingIp, Port, SecurityGroup } from '../openstack/neutron.ts';
+import type { LoadBalancer } from '../openstack/octavia.ts';
 import type { CloudReader } from './cloud-function.ts';
 
 export const OPENSTACK_API = 'openstack.twopass.io/v1';
+const NEUTRON_KINDS = new Set(['Port', 'FloatingIP', 'SecurityGroup']);
 
 type Any = { id: string; project_id?: string; tags?: string[] };
 
@@ -41,8 +43,8 @@ export class WorldNeutron {
         kind: o.kind ?? '',
         o: {
           project_id: this.projectId,
-          tags: [],
-          revision_number: 1,
+          // Neutron's resources have tags and a revision; Cinder's and Octavia's their own fields
+          ...(NEUTRON_KINDS.has(o.kind ?? '') ? { tags: [], revision_number: 1 } : {}),
           ...((o.spec as Record<string, unknown> | undefined) ?? {}),
           id: o.metadata.name,
         } as Any,
@@ -80,6 +82,10 @@ export class WorldNeutron {
         getPort: (id) => this.get<Port>('Port', id),
         getFloatingIp: (id) => this.get<FloatingIp>('FloatingIP', id),
         getSecurityGroup: (id) => this.get<SecurityGroup>('SecurityGroup', id),
+      },
+      octavia: {
+        listLoadBalancers: (f) => this.list<LoadBalancer>('LoadBalancer', f),
+        getLoadBalancer: (id) => this.get<LoadBalancer>('LoadBalancer', id),
       },
       cinder: {
         listVolumes: (f) => this.list<Volume>('Volume', f),

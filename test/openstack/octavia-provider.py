@@ -5,7 +5,7 @@ would stay PENDING_CREATE (and a deleted one PENDING_DELETE) for ever. This loop
 provider that finishes at once: every half second it reads the load balancers whose
 provisioning status is PENDING_* from Octavia's database and reports them through the
 driver agent's status socket (octavia_lib's DriverLibrary, the interface real providers
-use): ACTIVE/ONLINE after a create or an update, DELETED after a delete. Octavia's own
+use), a second after the change: ACTIVE/ONLINE after a create or an update, DELETED after a delete. Octavia's own
 driver agent writes the status.
 
 argv: DATABASE_URL (mysql+pymysql://...) STATUS_SOCKET
@@ -30,8 +30,10 @@ while True:
         conn = pymysql.connect(host=host, port=int(port), user=user, password=password, database=db,
                                autocommit=True)
         with conn.cursor() as cur:
+            # a second after the change: a test can see the PENDING_* state (and Octavia's 409)
             cur.execute("SELECT id, provisioning_status FROM load_balancer "
-                        "WHERE provisioning_status LIKE 'PENDING\\_%%'")
+                        "WHERE provisioning_status LIKE 'PENDING\\_%%' "
+                        "AND COALESCE(updated_at, created_at) < UTC_TIMESTAMP() - INTERVAL 1 SECOND")
             for lb_id, status in cur.fetchall():
                 done = status == 'PENDING_DELETE'
                 lib.update_loadbalancer_status({'loadbalancers': [{

@@ -291,6 +291,17 @@ export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Pr
     const userPw = 'twopass-pw';
     const userA = await user('twopass', userPw);
     await ok('PUT', `${authUrl}/projects/${projectA}/users/${userA}/roles/${await roleId('member')}`, admin);
+    // Octavia's default policy asks for load-balancer_member; given before the application
+    // credential is made, which takes the roles the user has then
+    const octavia = octaviaInstalled();
+    if (octavia) {
+      const lbRole = (
+        (await ok('POST', `${authUrl}/roles`, admin, { role: { name: 'load-balancer_member' } })).role as {
+          id: string;
+        }
+      ).id;
+      await ok('PUT', `${authUrl}/projects/${projectA}/users/${userA}/roles/${lbRole}`, admin);
+    }
     const userToken = await passwordToken(authUrl, 'twopass', userPw, 'k8s-a');
     const ac = (
       await ok('POST', `${authUrl}/users/${userA}/application_credentials`, userToken, {
@@ -408,7 +419,7 @@ export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Pr
     await ok('PUT', `${neutronUrl}/v2.0/routers/${router}/add_router_interface`, userToken, {
       subnet_id: subnetId,
     });
-    const octaviaUrl = octaviaInstalled()
+    const octaviaUrl = octavia
       ? await startOctavia({
           dir,
           port: oPort,
@@ -416,8 +427,6 @@ export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Pr
           authUrl,
           admin,
           db: db('octavia'),
-          projectA,
-          userA,
           procs,
         })
       : undefined;
@@ -447,7 +456,7 @@ export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Pr
  * Octavia's API with the no-op provider (no amphorae, no message queue), its driver agent,
  * and test/openstack/octavia-provider.py, which finishes what the provider was asked (a
  * load balancer becomes ACTIVE, a deleted one DELETED) through the agent's status socket.
- * The load-balancer service goes in the catalog; the tests' user gets load-balancer_member.
+ * The load-balancer service goes in the catalog.
  */
 async function startOctavia(o: {
   dir: string;
@@ -456,8 +465,6 @@ async function startOctavia(o: {
   authUrl: string;
   admin: string;
   db: string;
-  projectA: string;
-  userA: string;
   procs: ChildProcess[];
 }): Promise<string> {
   const { dir, authUrl, admin } = o;
@@ -465,8 +472,7 @@ async function startOctavia(o: {
   const id = async (what: string, body: Json, key: string) =>
     ((await ok('POST', `${authUrl}/${what}`, admin, body))[key] as { id: string }).id;
   const role = async (name: string) =>
-    ((await ok('GET', `${authUrl}/roles?name=${name}`, admin)).roles as { id: string }[])[0]?.id ??
-    (await id('roles', { role: { name } }, 'role'));
+    ((await ok('GET', `${authUrl}/roles?name=${name}`, admin)).roles as { id: string }[])[0]!.id;
   const service = (
     (await ok('GET', `${authUrl}/projects?name=service`, admin)).projects as { id: string }[]
   )[0]!.id;
@@ -476,11 +482,6 @@ async function startOctavia(o: {
     'user',
   );
   await ok('PUT', `${authUrl}/projects/${service}/users/${octaviaUser}/roles/${await role('admin')}`, admin);
-  await ok(
-    'PUT',
-    `${authUrl}/projects/${o.projectA}/users/${o.userA}/roles/${await role('load-balancer_member')}`,
-    admin,
-  );
   const svc = await id('services', { service: { name: 'octavia', type: 'load-balancer' } }, 'service');
   for (const iface of ['public', 'internal', 'admin'])
     await ok('POST', `${authUrl}/endpoints`, admin, {

@@ -226,7 +226,12 @@ test('`rules check` says how a cloud rule deletes; `rules manifests` refuses it 
 });
 
 test('`rules test` checks each cloud pack against its world file, and exits 1 on a decision that differs', () => {
-  for (const pack of ['cpo-floating-ips', 'cpo-security-groups', 'cinder-csi-volumes']) {
+  for (const pack of [
+    'cpo-floating-ips',
+    'cpo-security-groups',
+    'cinder-csi-volumes',
+    'cpo-load-balancers',
+  ]) {
     const dir = join(FIP_PACK, '../..', pack);
     const r = twopass(['rules', 'test', join(dir, 'rule.yaml'), join(dir, 'world.yaml'), '--output', 'json']);
     assert.is(r.code, 0, `${pack}: ${r.out}${r.err}`);

@@ -44,9 +44,14 @@ export async function createService(
   kube: KubeClient,
   ns: string,
   name: string,
-  opts: { portId?: string; managed?: boolean; type?: 'LoadBalancer' | 'ClusterIP' } = {},
+  opts: {
+    portId?: string;
+    managed?: boolean;
+    type?: 'LoadBalancer' | 'ClusterIP';
+    annotations?: Record<string, string>;
+  } = {},
 ): Promise<KubeObject> {
-  const annotations: Record<string, string> = {};
+  const annotations: Record<string, string> = { ...opts.annotations };
   if (opts.managed !== false) annotations[MANAGED_ANNOTATION] = 'true';
   if (opts.portId) annotations[PORT_ANNOTATION] = opts.portId;
   return kube.create(SERVICES, {

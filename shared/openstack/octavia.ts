@@ -1,0 +1,115 @@
+/**
+ * Octavia (load-balancer v2): the load balancers of a project, listed completely (limit,
+ * marker and `loadbalancers_links`, proven page by page), one by id, and a cascading
+ * DELETE. Octavia offers no precondition on a delete (no revision, no If-Match): the
+ * re-check on a fresh read just before it is the last guard, and a load balancer in a
+ * PENDING_* state is immutable (409), so one being changed is never deleted under it.
+ *
+ * Facts (Octavia 11 / Zed, octavia/api/common/pagination.py, checked on the real API in
+ * test/openstack/octavia.real.test.ts): a page with at least `limit` items has a `next`
+ * link whose marker is its last id; a deleted load balancer answers 404 with a
+ * `faultstring` "Load Balancer <id> not found."
+ */
+import { OpenStackApiError } from './errors.ts';
+import { describeBody, type Http } from './http.ts';
+import type { KeystoneAuth } from './keystone.ts';
+import { listProven } from './pages.ts';
+
+export type LoadBalancer = {
+  id: string;
+  name?: string;
+  description?: string;
+  project_id?: string;
+  provisioning_status?: string;
+  operating_status?: string;
+  vip_address?: string;
+  vip_port_id?: string;
+  provider?: string;
+  tags?: string[];
+  created_at?: string;
+  updated_at?: string | null;
+};
+
+export type OctaviaDelete = 'deleted' | 'gone' | 'conflict';
+
+export interface OctaviaReader {
+  listLoadBalancers(
+    f: { project_id: string },
+    signal?: AbortSignal,
+  ): Promise<{ items: LoadBalancer[]; pages: number }>;
+  getLoadBalancer(id: string, signal?: AbortSignal): Promise<LoadBalancer | undefined>;
+}
+
+/** Octavia's own answer that the load balancer does not exist (not a proxy's 404). */
+const isNotFound = (body: unknown) => {
+  const b = body as { faultcode?: unknown; faultstring?: unknown } | undefined;
+  return (
+    b?.faultcode === 'Client' && typeof b.faultstring === 'string' && / not found\.?$/.test(b.faultstring)
+  );
+};
+
+export class OctaviaClient implements OctaviaReader {
+  private readonly auth: KeystoneAuth;
+  private readonly http: Http;
+  private readonly pageSize: number;
+
+  constructor(auth: KeystoneAuth, http: Http, pageSize = 500) {
+    this.auth = auth;
+    this.http = http;
+    this.pageSize = pageSize;
+  }
+
+  private async base(signal?: AbortSignal): Promise<string> {
+    const url = await this.auth.endpoint('load-balancer', signal);
+    return `${url.endsWith('/v2') ? url : `${url}/v2`}/lbaas/loadbalancers`;
+  }
+
+  private async call(what: string, method: string, url: string, signal?: AbortSignal) {
+    for (let attempt = 0; ; attempt++) {
+      const token = await this.auth.get(signal);
+      const r = await this.http.send(what, method, url, { 'x-auth-token': token }, undefined, signal);
+      if (r.status === 401 && attempt === 0) {
+        this.auth.invalidate();
+        continue;
+      }
+      return r;
+    }
+  }
+
+  async listLoadBalancers(f: { project_id: string }, signal?: AbortSignal) {
+    return listProven<LoadBalancer>({
+      what: 'octavia list loadbalancers',
+      url: await this.base(signal),
+      query: new URLSearchParams({ project_id: f.project_id, limit: String(this.pageSize) }),
+      key: 'loadbalancers',
+      get: (what, url) => this.call(what, 'GET', url, signal),
+    });
+  }
+
+  async getLoadBalancer(id: string, signal?: AbortSignal): Promise<LoadBalancer | undefined> {
+    const what = `octavia get loadbalancer ${id}`;
+    const r = await this.call(what, 'GET', `${await this.base(signal)}/${encodeURIComponent(id)}`, signal);
+    if (r.status === 404 && isNotFound(r.body)) return undefined;
+    if (r.status !== 200)
+      throw new OpenStackApiError(what, r.status, describeBody(r.body) || 'not an Octavia answer');
+    const lb = (r.body as { loadbalancer?: LoadBalancer } | undefined)?.loadbalancer;
+    if (!lb || typeof lb !== 'object' || lb.id !== id)
+      throw new OpenStackApiError(what, 0, `the answer is not load balancer ${id}`);
+    return lb;
+  }
+
+  /** DELETE with cascade (its listeners, pools and members go with it); 409: it is immutable now. */
+  async deleteLoadBalancer(id: string, signal?: AbortSignal): Promise<OctaviaDelete> {
+    const what = `octavia delete loadbalancer ${id}`;
+    const r = await this.call(
+      what,
+      'DELETE',
+      `${await this.base(signal)}/${encodeURIComponent(id)}?cascade=true`,
+      signal,
+    );
+    if (r.status === 204 || r.status === 202) return 'deleted';
+    if (r.status === 404 && isNotFound(r.body)) return 'gone';
+    if (r.status === 409) return 'conflict';
+    throw new OpenStackApiError(what, r.status, describeBody(r.body));
+  }
+}
