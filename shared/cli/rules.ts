@@ -53,13 +53,7 @@ export async function rulesCommand(
     }
     return EXIT.ok;
   }
-  const cloud = any.find(isCloudRule);
-  // `rules test` takes both kinds (above)
-  if (cloud)
-    throw new ConfigError(
-      `rules ${sub}: rule ${cloud.name} targets OpenStack (\`target.openstack\`): \`rules ${sub}\` takes Kubernetes rules only for now; run a cloud rule from the config (\`rules: [{ file: … }]\`, \`functions.${cloud.name}\` with projectId and cluster)`,
-    );
-  const rules = any as Rule[];
+  const rules = any;
   const namespace = flags.namespace ?? 'twopass-system';
   switch (sub) {
     case 'rbac':

@@ -150,6 +150,8 @@ export type CloudRule = Readonly<{
   fingerprint: readonly Compiled[];
   unused: string;
   defaults: NonNullable<RuleFile['defaults']>;
+  /** The rule document as it was read (what `rules manifests` ships). */
+  file: unknown;
 }>;
 
 /** True when a rule document targets OpenStack (`target.openstack`). */
@@ -271,5 +273,6 @@ export function compileCloudRule(doc: unknown, source: string): CloudRule {
     fingerprint,
     unused: f.unused ?? `\`inUse\` is false: ${f.inUse.trim()}`,
     defaults: f.defaults ?? {},
+    file: doc,
   };
 }

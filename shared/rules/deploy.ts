@@ -6,13 +6,21 @@
  */
 import { stringify } from 'yaml';
 import { stateConfigMapNames } from '../state/configmap.ts';
+import type { CloudRule } from './cloud-rule.ts';
 import type { Rule } from './rule.ts';
 
 export type PolicyRule = { apiGroups: string[]; resources: string[]; verbs: string[] };
 type Manifest = Record<string, unknown>;
 
-/** The rule's own permissions: one entry per resource, targets first. */
-export function ruleRbacRules(rule: Rule): PolicyRule[] {
+/** A rule of either kind, as its manifests need it. */
+type AnyRule = Rule | CloudRule;
+const isCloud = (r: AnyRule): r is CloudRule => 'cloud' in r;
+
+/**
+ * The rule's own permissions: one entry per resource, targets first. A cloud rule's targets
+ * are in OpenStack (its credentials are the Secret's): it only lists its evidence here.
+ */
+export function ruleRbacRules(rule: AnyRule): PolicyRule[] {
   const out: PolicyRule[] = [];
   const at = new Map<string, PolicyRule>();
   const add = (group: string, resource: string, verbs: readonly string[]) => {
@@ -26,15 +34,15 @@ export function ruleRbacRules(rule: Rule): PolicyRule[] {
     at.set(k, r);
     out.push(r);
   };
-  add(rule.target.ref.group, rule.target.ref.plural, ['list', 'get', 'delete']);
+  if (!isCloud(rule)) add(rule.target.ref.group, rule.target.ref.plural, ['list', 'get', 'delete']);
   for (const e of rule.evidence) add(e.ref.group, e.ref.plural, ['list']);
   return out;
 }
 
-const labels = (rule: Rule) => ({ 'app.kubernetes.io/name': 'twopass', 'twopass.io/function': rule.name });
+const labels = (rule: AnyRule) => ({ 'app.kubernetes.io/name': 'twopass', 'twopass.io/function': rule.name });
 
 /** The ClusterRole the rule needs and its binding to the rule's ServiceAccount. */
-export function ruleRbac(rule: Rule, namespace: string): Manifest[] {
+export function ruleRbac(rule: AnyRule, namespace: string): Manifest[] {
   const name = `twopass-${rule.name}`;
   return [
     {
@@ -53,8 +61,14 @@ export function ruleRbac(rule: Rule, namespace: string): Manifest[] {
   ];
 }
 
-/** Every manifest that runs the rule as its own CronJob in `namespace` (beside the base install). */
-export function ruleManifests(rule: Rule, namespace: string, image: string): Manifest[] {
+/**
+ * Every manifest that runs the rule as its own CronJob in `namespace` (beside the base
+ * install). A cloud rule's pod reads clouds.yaml from the Secret `twopass-openstack` (cloud
+ * `openstack`), as lbaas-ports does; its settings (projectId, cluster) and `enabled: true`
+ * go in the base install's config, `functions.<rule>`.
+ */
+export function ruleManifests(rule: AnyRule, namespace: string, image: string): Manifest[] {
+  const cloud = isCloud(rule);
   const name = `twopass-${rule.name}`;
   const sa = [{ kind: 'ServiceAccount', name, namespace }];
   const bind = (kind: string, role: string) => ({ apiGroup: 'rbac.authorization.k8s.io', kind, name: role });
@@ -171,6 +185,12 @@ export function ruleManifests(rule: Rule, namespace: string, image: string): Man
                         name: 'TWOPASS_WEBHOOK_URL',
                         valueFrom: { secretKeyRef: { name: 'twopass-webhook', key: 'url', optional: true } },
                       },
+                      ...(cloud
+                        ? [
+                            { name: 'OS_CLIENT_CONFIG_FILE', value: '/etc/openstack/clouds.yaml' },
+                            { name: 'OS_CLOUD', value: 'openstack' },
+                          ]
+                        : []),
                     ],
                     resources: { requests: { cpu: '50m', memory: '128Mi' }, limits: { memory: '512Mi' } },
                     securityContext: {
@@ -182,6 +202,7 @@ export function ruleManifests(rule: Rule, namespace: string, image: string): Man
                       { name: 'config', mountPath: '/etc/twopass', readOnly: true },
                       { name: 'rule', mountPath: '/etc/twopass-rule', readOnly: true },
                       { name: 'tmp', mountPath: '/tmp' },
+                      ...(cloud ? [{ name: 'openstack', mountPath: '/etc/openstack', readOnly: true }] : []),
                     ],
                   },
                 ],
@@ -189,6 +210,10 @@ export function ruleManifests(rule: Rule, namespace: string, image: string): Man
                   { name: 'config', configMap: { name: 'twopass-config' } },
                   { name: 'rule', configMap: { name: `${name}-rule` } },
                   { name: 'tmp', emptyDir: { sizeLimit: '64Mi' } },
+                  // the Secret's files belong to fsGroup 65532 (0440): the pod's user reads clouds.yaml
+                  ...(cloud
+                    ? [{ name: 'openstack', secret: { secretName: 'twopass-openstack', defaultMode: 0o440 } }]
+                    : []),
                 ],
               },
             },

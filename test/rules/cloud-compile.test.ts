@@ -209,7 +209,7 @@ test("a server that ignores project_id (or an admin's token): another project's 
   assert.ok(notes.some((n) => n.startsWith('targets.not-owned') && n.includes('"count":1')));
 });
 
-test('`rules check` says how a cloud rule deletes; `rules manifests` refuses it in one line', () => {
+test('`rules check` says how a cloud rule deletes; `rules manifests` runs it with the OpenStack Secret and lists only its evidence', () => {
   const check = twopass(['rules', 'check', FIP_PACK, '--output', 'table']);
   assert.is(check.code, 0, check.err);
   assert.match(check.out, /targets: +OpenStack Neutron floatingips/);
@@ -220,9 +220,25 @@ test('`rules check` says how a cloud rule deletes; `rules manifests` refuses it 
   const ro = twopass(['rules', 'check', join(dir, 'r.yaml'), '--output', 'table']);
   assert.match(ro.out, /delete: +never: a report-only rule/);
   const m = twopass(['rules', 'manifests', FIP_PACK]);
-  assert.is(m.code, 2);
-  assert.match(m.err, /targets OpenStack .*takes Kubernetes rules only/);
-  assert.is(m.err.trim().split('\n').length, 1, 'one line');
+  assert.is(m.code, 0, m.err);
+  assert.match(m.out, /secretName: twopass-openstack/);
+  assert.match(m.out, /name: OS_CLOUD\n +value: openstack/);
+  const rbac = twopass(['rules', 'rbac', FIP_PACK]);
+  assert.is(rbac.code, 0, rbac.err);
+  assert.match(rbac.out, /resources:\n +- services\n +verbs:\n +- list\n/);
+  assert.not.match(rbac.out, /delete/, 'the targets are in OpenStack: no Kubernetes delete');
+  const lb = twopass([
+    'rules',
+    'check',
+    join(FIP_PACK, '../../cpo-load-balancers/rule.yaml'),
+    '--output',
+    'table',
+  ]);
+  assert.match(
+    lb.out,
+    /delete: +DELETE without a precondition \(the API offers none\): the re-check on a fresh read is the last guard/,
+  );
+  assert.match(lb.out, /fingerprint: id, updated_at, provisioning_status/);
 });
 
 test('`rules test` checks each cloud pack against its world file, and exits 1 on a decision that differs', () => {

@@ -132,4 +132,58 @@ it('`rules manifests` is accepted; its identity may do what the rule needs and n
   console.log(`\n(cilium-identities, deployed by \`twopass rules manifests\`)\n${table.join('\n')}\n`);
 });
 
+it("a cloud rule's manifests: its identity lists its Kubernetes evidence and nothing else; its pod reads clouds.yaml from the Secret twopass-openstack", async (t, kube) => {
+  const ns = await t.namespace();
+  const r = twopass([
+    'rules',
+    'manifests',
+    `${packageRoot()}/functions/rules/cpo-load-balancers/rule.yaml`,
+    '--namespace',
+    ns,
+  ]);
+  assert.is(r.code, 0, r.err);
+  let cron: KubeObject | undefined;
+  for (const d of parseAllDocuments(r.out)) {
+    const o = d.toJS() as KubeObject;
+    const ref = REFS[o.kind!];
+    assert.ok(ref, `a manifest of kind ${o.kind}`);
+    if (!ref.namespaced) await kube.delete(ref, undefined, o.metadata.name);
+    await kube.create(ref, o);
+    if (o.kind === 'CronJob') cron = o;
+  }
+  const pod = (cron!.spec as { jobTemplate: { spec: { template: { spec: Record<string, unknown> } } } })
+    .jobTemplate.spec.template.spec as {
+    containers: {
+      env: { name: string; value?: string }[];
+      volumeMounts: { name: string; mountPath: string }[];
+    }[];
+    volumes: { name: string; secret?: { secretName: string; defaultMode: number } }[];
+    securityContext: { fsGroup: number };
+  };
+  const c = pod.containers[0]!;
+  assert.is(c.env.find((e) => e.name === 'OS_CLIENT_CONFIG_FILE')?.value, '/etc/openstack/clouds.yaml');
+  assert.is(c.env.find((e) => e.name === 'OS_CLOUD')?.value, 'openstack');
+  assert.ok(c.volumeMounts.some((m) => m.name === 'openstack' && m.mountPath === '/etc/openstack'));
+  const secret = pod.volumes.find((v) => v.name === 'openstack')?.secret;
+  assert.equal(secret, { secretName: 'twopass-openstack', defaultMode: 0o440 });
+  assert.is(pod.securityContext.fsGroup, 65532, 'the Secret is readable by the pod user');
+  const user = `system:serviceaccount:${ns}:twopass-cpo-load-balancers`;
+  const rows: [string, string, string, string | undefined, boolean][] = [
+    ['list', '', 'services', 'default', true],
+    ['list', '', 'services', undefined, true],
+    ['get', '', 'services', 'default', false],
+    ['delete', '', 'services', 'default', false],
+    ['list', '', 'secrets', ns, false],
+    ['get', '', 'secrets', ns, false],
+    ['list', '', 'pods', 'default', false],
+    ['create', '', 'events', 'default', true],
+  ];
+  for (const [verb, group, resource, namespace, want] of rows)
+    assert.is(
+      await allowed(kube, user, verb, group, resource, namespace),
+      want,
+      `${verb} ${resource}.${group} ${namespace ?? ''}`,
+    );
+});
+
 run();
