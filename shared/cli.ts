@@ -29,6 +29,8 @@ const OPTIONS = {
   'save-snapshot': { type: 'string' },
   report: { type: 'string' },
   'from-report': { type: 'string' },
+  key: { type: 'string', multiple: true },
+  run: { type: 'string' },
   pushgateway: { type: 'string' },
   'metrics-textfile': { type: 'string' },
   listen: { type: 'string' },
@@ -44,6 +46,7 @@ const TAKES: Readonly<Record<string, readonly string[]>> = {
   schedule: [...CONNECT, 'listen'],
   functions: ['config', 'output', 'grace'],
   state: CONNECT,
+  restore: [...CONNECT, 'apply', 'key', 'run'],
   explain: CONNECT,
   diff: ['output'],
   demo: ['output'],
@@ -211,6 +214,14 @@ export async function main(
         return (await import('./cli/functions.ts')).functionsCommand(cfg, output, io);
       case 'state':
         return await (await import('./cli/state.ts')).stateCommand(rest, cfg, output, io);
+      case 'restore':
+        return await (await import('./cli/restore.ts')).restoreCommand(
+          rest,
+          { keys: v.key ?? [], run: v.run, apply: v.apply === true },
+          cfg,
+          output,
+          io,
+        );
       case 'explain':
         return await (await import('./cli/explain.ts')).explainCommand(rest, cfg, output, io);
       default:

@@ -28,7 +28,9 @@ import {
   type RemoveResult,
   type RunContext,
   type Typed,
+  writeTombstones,
 } from '../../shared/contract/index.ts';
+import { messageOf } from '../../shared/errors.ts';
 import { ConflictError } from '../../shared/kube/errors.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { parseAddress } from '../../shared/net/ip.ts';
@@ -134,6 +136,24 @@ export async function removeOnNetwork(
     if (ev.value.pods.get(d.podUID) === d.namespace)
       return results.skip(t.key, `re-check: Pod ${d.namespace}/${d.pod} with UID ${d.podUID} exists`);
     const ref = danmResources(group).danmeps;
+    // Its tombstone: the DanmEp as it is now (the same one: uid and resourceVersion), durable
+    // before the delete; the addresses it holds are set again by a restore.
+    const before = await reader.get(ref, d.namespace, d.name, ctx.signal);
+    if (!before || before.metadata.uid !== d.uid || before.metadata.resourceVersion !== d.rv)
+      return results.skip(t.key, 're-check: DanmEp changed or is gone');
+    try {
+      await writeTombstones(ctx, [
+        {
+          key: t.key,
+          kind: t.kind,
+          name: t.name,
+          object: before,
+          restore: { group, network: id, v4: d.v4, v6: d.v6 },
+        },
+      ]);
+    } catch (err) {
+      return results.set({ key: t.key, outcome: 'failed', error: `nothing deleted: ${messageOf(err)}` });
+    }
     const out = await deleteAsObserved(kube, ref, d, 'the DanmEp', ctx.signal).catch(async (err: Error) => {
       // An answer that cannot be read: the outcome comes from a read-back. Gone is told as
       // "gone", not "deleted": it cannot be told from a delete by someone else, whose bits
@@ -253,6 +273,38 @@ export async function removeOnNetwork(
       clear({ key: t.key, family: d.family, index: d.index, address: d.address, bit: d });
     }
     if (clearing.length === 0) break;
+    // The leaked bits as they are set in the fresh network, durable before the write clears them
+    // (the bits of deleted DanmEps are in their DanmEps' tombstones).
+    const leaked = clearing.filter((c) => c.bit);
+    try {
+      await writeTombstones(
+        ctx,
+        leaked.map((c) => ({
+          key: c.key,
+          kind: bits.find((b) => b.key === c.key)!.kind,
+          name: bits.find((b) => b.key === c.key)!.name,
+          object: { network: id, family: c.family, index: c.index, address: c.address, set: true },
+          restore: {
+            group,
+            network: id,
+            type: net!.type,
+            namespace: net!.namespace,
+            name: net!.name,
+            uid: net!.uid,
+          },
+        })),
+      );
+    } catch (err) {
+      for (const c of leaked)
+        results.set({ key: c.key, outcome: 'failed', error: `nothing cleared: ${messageOf(err)}` });
+      for (const c of clearing.filter((x) => !x.bit))
+        note(
+          epDetail,
+          c.key,
+          `${c.address}: left set (its DanmEp's tombstone is written; the bits' write was not tried)`,
+        );
+      break;
+    }
     const written = net;
     /** Read back: a bit still set was not cleared, whatever the write answered. */
     const readBack = async (unknown?: string) => {

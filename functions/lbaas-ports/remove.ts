@@ -8,9 +8,11 @@ import {
   type RemoveResult,
   type RunContext,
   type Typed,
+  writeTombstones,
 } from '../../shared/contract/index.ts';
+import { messageOf } from '../../shared/errors.ts';
 import { SERVICES } from '../../shared/kube/resources.ts';
-
+import type { FloatingIp } from '../../shared/openstack/neutron.ts';
 import {
   type LbaasReader,
   type LbaasWriter,
@@ -41,15 +43,17 @@ export async function recheckPort(
     return { ok: false, reason: 'port lost its tags' };
   if (keepMarked([{ tags: p.tags }])) return { ok: false, reason: 'port carries the keep-mark' };
   if ((p.device_id ?? '') !== d.deviceId) return { ok: false, reason: 'port has a new device' };
+  let fip: FloatingIp | undefined;
   if (d.fip) {
-    const f = await r.neutron.getFloatingIp(d.fip.id, ctx.signal);
-    if (f && (f.port_id !== d.portId || f.revision_number !== d.fip.revision))
+    fip = await r.neutron.getFloatingIp(d.fip.id, ctx.signal);
+    if (fip && (fip.port_id !== d.portId || fip.revision_number !== d.fip.revision))
       return { ok: false, reason: 'its floating IP changed' };
   }
   const use = usedBy(ev, d);
   if (use) return { ok: false, reason: use };
   if (ev.placing.length) return { ok: false, reason: `Service ${ev.placing[0]} is being placed` };
-  return { ok: true };
+  // The port and its floating IP as just read: their tombstone.
+  return { ok: true, before: { port: p, ...(fip ? { floatingIp: fip } : {}) } };
 }
 
 /**
@@ -168,6 +172,15 @@ export async function removePorts(
         try {
           const check = await recheckPort(r, t.data, ev, ctx);
           if (!check.ok) return results.skip(t.key, `re-check: ${check.reason}`);
+          try {
+            await writeTombstones(ctx, [{ key: t.key, kind: t.kind, name: t.name, object: check.before }]);
+          } catch (err) {
+            return results.set({
+              key: t.key,
+              outcome: 'failed',
+              error: `nothing deleted: ${messageOf(err)}`,
+            });
+          }
           results.set({ key: t.key, ...(await removeUnit(r, w, t.data, ctx)) });
         } catch (err) {
           results.set({ key: t.key, outcome: 'failed', error: (err as Error).message });

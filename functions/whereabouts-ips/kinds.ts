@@ -14,12 +14,17 @@ import {
   namespacesSetting,
   pageSizeSetting,
   type RecheckResult,
+  type RestoreResult,
   type RunContext,
+  recreateAsWas,
   type Typed,
+  writeTombstones,
 } from '../../shared/contract/index.ts';
+import { messageOf } from '../../shared/errors.ts';
 import { ConflictError, KubeApiError } from '../../shared/kube/errors.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
+import type { Tombstone } from '../../shared/state/tombstones.ts';
 import { GROUP, IPPOOLS, networkStatusIps, RESERVATIONS } from './model.ts';
 
 /** The settings of whereabouts-ips (`functions.whereabouts-ips.settings`). */
@@ -235,6 +240,30 @@ async function removeAllocations(
       removing.push(t);
     }
     if (removing.length === 0) break;
+    // The allocations as they are in the fresh pool, durable before the patch removes them.
+    try {
+      await writeTombstones(
+        ctx,
+        removing.map((t) => ({
+          key: t.key,
+          kind: t.kind,
+          name: t.name,
+          object: allocationAt(pool, t.data.offset),
+          restore: {
+            namespace: d0.namespace,
+            pool: d0.pool,
+            poolUid: d0.poolUid,
+            offset: t.data.offset,
+            ip: t.data.ip,
+            podref: t.data.podref,
+          },
+        })),
+      );
+    } catch (err) {
+      for (const t of removing)
+        results.set({ key: t.key, outcome: 'failed', error: `nothing deleted: ${messageOf(err)}` });
+      break;
+    }
     try {
       await kube.jsonPatch(
         IPPOOLS,
@@ -306,7 +335,59 @@ export const allocationKind: KindSpec<AllocData, KubeReader, KubeReadWriter, Set
     );
   },
   batch: allocBatch,
+  restore: restoreAllocation,
 };
+
+/**
+ * An allocation back in its IPPool, at its offset, only if the pool is the same one and
+ * the offset is free now; one JSON Patch that tests the pool's resourceVersion read for
+ * the check adds it (a pool changed meanwhile refuses: run restore again).
+ */
+async function restoreAllocation(
+  _reader: KubeReader,
+  kube: KubeReadWriter,
+  tomb: Tombstone,
+  ctx: Ctx & Readonly<{ apply: boolean }>,
+): Promise<RestoreResult> {
+  const r = tomb.restore as
+    | { namespace: string; pool: string; poolUid: string; offset: string; ip: string; podref: string }
+    | undefined;
+  if (!r || !tomb.object) return { outcome: 'refused', reason: 'the tombstone holds no allocation' };
+  const pool = await kube.get(IPPOOLS, r.namespace, r.pool, ctx.signal);
+  if (!pool) return { outcome: 'refused', reason: `IPPool ${r.namespace}/${r.pool} is gone` };
+  if (pool.metadata.uid !== r.poolUid)
+    return { outcome: 'refused', reason: `IPPool ${r.namespace}/${r.pool} was re-created (another UID)` };
+  const now = allocationAt(pool, r.offset);
+  if (now)
+    return {
+      outcome: 'refused',
+      reason: `${r.ip} (offset ${r.offset}) is allocated again, to ${now.podref ?? now.id}`,
+    };
+  const what = `${r.ip} for ${r.podref} in IPPool ${r.namespace}/${r.pool}`;
+  if (!ctx.apply) return { outcome: 'ready', detail: `${what} would be allocated again` };
+  try {
+    await kube.jsonPatch(
+      IPPOOLS,
+      r.namespace,
+      r.pool,
+      [
+        { op: 'test', path: '/metadata/resourceVersion', value: pool.metadata.resourceVersion },
+        (pool.spec as { allocations?: unknown } | undefined)?.allocations
+          ? { op: 'add', path: `/spec/allocations/${r.offset}`, value: tomb.object }
+          : { op: 'add', path: '/spec/allocations', value: { [r.offset]: tomb.object } },
+      ],
+      ctx.signal,
+    );
+  } catch (err) {
+    if (isPatchConflict(err))
+      return {
+        outcome: 'refused',
+        reason: `IPPool ${r.namespace}/${r.pool} changed meanwhile: run restore again`,
+      };
+    throw err;
+  }
+  return { outcome: 'restored', detail: `${what} allocated again` };
+}
 
 export const reservationKind: KindSpec<ResvData, KubeReader, KubeReadWriter, Settings> = {
   data: resvData,
@@ -317,9 +398,10 @@ export const reservationKind: KindSpec<ResvData, KubeReader, KubeReadWriter, Set
     if (!r || r.metadata.uid !== d.uid || r.metadata.resourceVersion !== d.rv)
       return { ok: false, reason: 'reservation changed or is gone' };
     const use = await podStillUses(kube, d.podref, d.ip, ctx.signal);
-    return use ? { ok: false, reason: use } : { ok: true };
+    return use ? { ok: false, reason: use } : { ok: true, before: r };
   },
   remove: (kube, { data: d }, ctx) => deleteAsObserved(kube, RESERVATIONS, d, 'the reservation', ctx.signal),
+  restore: (_reader, kube, tomb, ctx) => recreateAsWas(kube, RESERVATIONS, tomb.object, ctx),
   async confirmGone(kube, { data: d }, ctx) {
     const r = await kube.get(RESERVATIONS, d.namespace, d.name, ctx.signal);
     return !r || r.metadata.uid !== d.uid;

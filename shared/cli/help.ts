@@ -24,6 +24,8 @@ Commands:
   functions                list the functions and their defaults
   state show <function>    show the stored observations
   state reset <function>   forget the observations (deletes no resource)
+  restore <function> [--key KEY]... [--run RUN_ID] [--apply]
+                           bring deleted targets back from their tombstones (dry run by default)
   state accept-evidence <function>
                            accept today's evidence counts as the baseline (deletes nothing)
   explain <function> <key|name>
@@ -59,6 +61,21 @@ Options:
                            run always, with --apply when approval is required)
   --pushgateway URL        push the run's metrics to a Prometheus Pushgateway
   --metrics-textfile PATH  write the run's metrics for node-exporter's textfile collector
+${COMMON}`,
+  restore: `Usage: twopass restore <function> [--key KEY]... [--run RUN_ID] [--apply] [options]
+
+Every deletion leaves a tombstone first: the object as it was re-read just before it was
+deleted, with the run, the snapshot's fingerprint and why it was judged unused (kept 30
+days, at most 4000 a function, beside the state). Without --key or --run, lists them.
+With them, checks each chosen tombstone (the newest of each key) against what exists now
+and says ready or refused, and why (the address was taken meanwhile, an object of that
+name exists); --apply re-creates the ready ones. It holds the function's lock.
+
+  --key KEY                a target's key (repeat for more)
+  --run RUN_ID             everything one run deleted
+  --apply                  write (without it: a dry run that checks only)
+
+Exit 1 when any chosen tombstone was refused.
 ${COMMON}`,
   apply: `Usage: twopass apply --from-report FILE [options]
 

@@ -217,6 +217,12 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
       if (!batch || typed.length === 0) return refused;
       return [...(await batch.remove(reader, writer, typed, typedCtx(ctx))), ...refused];
     },
+    async restore(reader, writer, tomb, ctx) {
+      const kind = kindOf(tomb.kind);
+      if (!kind) return { outcome: 'refused', reason: `${spec.name} has no kind ${tomb.kind}` };
+      if (!kind.restore) return { outcome: 'refused', reason: `a ${tomb.kind} cannot be restored` };
+      return kind.restore(reader, writer, tomb, { ...typedCtx(ctx), apply: ctx.apply });
+    },
     eventFor(removed) {
       const first = removed[0];
       if (!first) return undefined;

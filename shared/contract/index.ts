@@ -8,10 +8,12 @@
  * otherwise repeat: source metadata, the keep-mark, the Kubernetes Events of a deletion,
  * settings parsing and the FaaS handler.
  */
+
 import type { z } from 'zod';
 import type { Policy, Snapshot, SourceMeta, Target } from '../engine/types.ts';
 import type { InvolvedObject } from '../kube/events.ts';
 import type { KubeReadWriter } from '../kube/ports.ts';
+import type { Tombstone, TombstoneEntry } from '../state/tombstones.ts';
 import type { FreshEvidence } from './fresh.ts';
 
 export { ConfigError, ListIncompleteError, NotInstalledError, TwopassError } from '../errors.ts';
@@ -26,7 +28,7 @@ export {
   type FreshRead,
   freshEvidence,
 } from './fresh.ts';
-export { deleteAsObserved, type Observed } from './kube.ts';
+export { asNew, deleteAsObserved, type Observed, recreateAsWas } from './kube.ts';
 export * from './settings.ts';
 
 export const MINUTE = 60_000;
@@ -62,6 +64,12 @@ export type RunContext<S = Readonly<Record<string, unknown>>> = Readonly<{
   fresh?: FreshEvidence;
   /** Writes a batch may have in flight at once (absent: one at a time). */
   concurrency?: number;
+  /**
+   * Writes the tombstones of targets about to be deleted (each as re-read at its re-check)
+   * and returns once they are durable; throws when they cannot be written, and then none
+   * of them may be deleted. The act phase gives it; a batch calls it before its write.
+   */
+  tombstone?: (entries: readonly TombstoneEntry[]) => Promise<void>;
 }>;
 
 /** The runtime's view of the context: settings as the config gave them (parsed by the function). */
@@ -70,7 +78,13 @@ export type FunctionContext = RunContext<Readonly<Record<string, unknown>>>;
 /** What one observation returns: a snapshot without its id, function and time (the run adds them). */
 export type Observation = Omit<Snapshot, 'id' | 'function' | 'takenAt'>;
 
-export type RecheckResult = Readonly<{ ok: true } | { ok: false; reason: string }>;
+/**
+ * A re-check's answer. `before`: the target as it was just re-read (its tombstone);
+ * `restore`: further facts a restore needs (absent `before`, the tombstone holds the target's data).
+ */
+export type RecheckResult = Readonly<
+  { ok: true; before?: unknown; restore?: unknown } | { ok: false; reason: string }
+>;
 
 /**
  * A further resource a removal deleted, or had to leave, besides the target itself (the
@@ -159,7 +173,21 @@ export interface TwopassFunction<R, W> {
   ): Promise<BatchItemResult[]>;
   /** The Event for one removed target, or for the removed targets of one batch. */
   eventFor(removed: readonly { target: Target; detail?: string | undefined }[]): EventNote | undefined;
+  /** Brings a deleted target back from its tombstone, when that cannot collide with what exists now. */
+  restore(reader: R, writer: W, tombstone: Tombstone, ctx: RestoreContext): Promise<RestoreResult>;
 }
+
+/** `apply: false`: every check, nothing written (what `twopass restore` does without --apply). */
+export type RestoreContext = FunctionContext & Readonly<{ apply: boolean }>;
+
+/**
+ * `restored` (written), `ready` (a dry run whose checks all passed), or `refused` with why
+ * (the address is taken, an object of that name exists...). `ids`: what was created anew.
+ */
+export type RestoreResult = Readonly<
+  | { outcome: 'restored' | 'ready'; detail: string; ids?: Readonly<Record<string, string>> }
+  | { outcome: 'refused'; reason: string }
+>;
 
 // biome-ignore lint/suspicious/noExplicitAny: the registry holds functions of any port types
 export type AnyFunction = TwopassFunction<any, any>;
@@ -190,6 +218,13 @@ export type KindSpec<D, R, W, S> = Readonly<{
   event?(removed: readonly Removed<D>[]): EventNote | undefined;
   /** Targets of this kind whose removal writes one object: removed together. */
   batch?: BatchSpec<D, R, W, S>;
+  /** Re-creates a deleted target from its tombstone (absent: such a target cannot be restored). */
+  restore?(
+    reader: R,
+    writer: W,
+    tombstone: Tombstone,
+    ctx: RunContext<S> & Readonly<{ apply: boolean }>,
+  ): Promise<RestoreResult>;
 }>;
 
 /** Kinds that share one BatchSpec object (and key) are removed together. */
@@ -245,3 +280,15 @@ export type FunctionSpec<S extends z.ZodObject, R, W, K extends Record<string, u
 
 /** True when any of the marks carries the keep-mark. */
 export { defineFunction, keepMarked } from './define.ts';
+
+/**
+ * Writes the tombstones of targets about to be deleted and returns once they are durable;
+ * throws when they cannot be written (or the run gave no writer): none of them may go.
+ */
+export async function writeTombstones(
+  ctx: RunContext<unknown>,
+  entries: readonly TombstoneEntry[],
+): Promise<void> {
+  if (!ctx.tombstone) throw new Error('no tombstone writer in this run: nothing may be deleted');
+  await ctx.tombstone(entries);
+}

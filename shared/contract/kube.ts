@@ -1,7 +1,8 @@
 /** Removal helpers every Kubernetes-backed kind shares. */
-import type { KubeReadWriter } from '../kube/ports.ts';
-import type { ResourceRef } from '../kube/resources.ts';
-import type { RemoveResult } from './index.ts';
+import { ConflictError } from '../kube/errors.ts';
+import type { KubeReadWriter, NewObject } from '../kube/ports.ts';
+import type { KubeObject, ResourceRef } from '../kube/resources.ts';
+import type { RemoveResult, RestoreResult } from './index.ts';
 
 /** The object as the snapshot saw it: where it is, its UID and its resourceVersion. */
 export type Observed = Readonly<{ namespace?: string | undefined; name: string; uid: string; rv: string }>;
@@ -31,4 +32,59 @@ export async function deleteAsObserved(
     outcome: 'deleted',
     detail: `${what.replace(/^the /, '')} ${o.namespace ? `${o.namespace}/` : ''}${o.name} deleted`,
   };
+}
+
+/** What the API server gives an object: dropped from a tombstone's object before it is created again. */
+const SERVER_FIELDS = [
+  'uid',
+  'resourceVersion',
+  'creationTimestamp',
+  'deletionTimestamp',
+  'deletionGracePeriodSeconds',
+  'generation',
+  'managedFields',
+  'selfLink',
+] as const;
+
+/** A tombstone's object as it can be created again: no identity the server gave it, no status. */
+export function asNew(o: KubeObject): NewObject {
+  const metadata: Record<string, unknown> = { ...o.metadata };
+  for (const k of SERVER_FIELDS) delete metadata[k];
+  const { status: _status, ...rest } = o as KubeObject & { status?: unknown };
+  return { ...rest, metadata };
+}
+
+/**
+ * Creates a tombstone's Kubernetes object again, as it was (without uid, resourceVersion
+ * and status), unless an object of its name exists now: then it is refused and says which.
+ * `apply: false` checks only.
+ */
+export async function recreateAsWas(
+  kube: KubeReadWriter,
+  ref: ResourceRef,
+  object: unknown,
+  ctx: Readonly<{ apply: boolean; signal: AbortSignal }>,
+): Promise<RestoreResult> {
+  const o = object as KubeObject | undefined;
+  if (!o?.metadata?.name) return { outcome: 'refused', reason: 'the tombstone holds no object to create' };
+  const where = `${o.metadata.namespace ? `${o.metadata.namespace}/` : ''}${o.metadata.name}`;
+  const now = await kube.get(ref, o.metadata.namespace, o.metadata.name, ctx.signal);
+  if (now)
+    return {
+      outcome: 'refused',
+      reason: `${ref.kind} ${where} exists now (uid ${now.metadata.uid}${now.metadata.uid === o.metadata.uid ? ', the same object' : ''})`,
+    };
+  if (!ctx.apply) return { outcome: 'ready', detail: `${ref.kind} ${where} would be created as it was` };
+  try {
+    const made = await kube.create(ref, asNew(o), ctx.signal);
+    return {
+      outcome: 'restored',
+      detail: `${ref.kind} ${where} created as it was (new uid ${made.metadata.uid})`,
+      ids: { uid: made.metadata.uid },
+    };
+  } catch (err) {
+    if (err instanceof ConflictError)
+      return { outcome: 'refused', reason: `${ref.kind} ${where} was created by someone else meanwhile` };
+    throw err;
+  }
 }

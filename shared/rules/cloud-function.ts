@@ -282,7 +282,7 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
       if ('used' in verdict) return { ok: false, reason: 'fresh evidence shows it in use' };
       if ('indeterminate' in verdict)
         return { ok: false, reason: `fresh evidence: ${verdict.indeterminate}` };
-      return { ok: true };
+      return { ok: true, before: o };
     },
     async remove(w, { data: d }, ctx) {
       const out = await del(w, d, ctx.signal);

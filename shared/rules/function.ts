@@ -20,6 +20,7 @@ import {
   type ObserveContext,
   pageSizeSetting,
   type RunContext,
+  recreateAsWas,
 } from '../contract/index.ts';
 import { parseDuration } from '../engine/duration.ts';
 import type { KubeReader, KubeReadWriter } from '../kube/ports.ts';
@@ -227,9 +228,10 @@ export function ruleFunction(rule: Rule): AnyFunction {
       if ('used' in verdict) return { ok: false, reason: 'fresh evidence shows it in use' };
       if ('indeterminate' in verdict)
         return { ok: false, reason: `fresh evidence: ${verdict.indeterminate}` };
-      return { ok: true };
+      return { ok: true, before: o };
     },
     remove: (kube, { data: d }, ctx) => deleteAsObserved(kube, ref, d, `the ${kindName}`, ctx.signal),
+    restore: (_reader, kube, tomb, ctx) => recreateAsWas(kube, ref, tomb.object, ctx),
     async confirmGone(kube, { data: d }, ctx) {
       const o = await kube.get(ref, d.namespace, d.name, ctx.signal);
       return !o || o.metadata.uid !== d.uid;

@@ -20,11 +20,12 @@ import { EXIT } from './errors.ts';
 import type { Persisted, Scope } from './phases.ts';
 import type { Finish } from './result.ts';
 import type { RunDeps } from './run.ts';
+import { type TombstoneRun, TombstoneWriter } from './tombstones.ts';
 
 /** What the act phase uses of a run's dependencies (the log is the run's, with its snapshot id). */
 export type ActDeps<R, W> = Pick<
   RunDeps<R, W>,
-  'fn' | 'reader' | 'writer' | 'time' | 'log' | 'hooks' | 'recordEvent'
+  'fn' | 'reader' | 'writer' | 'time' | 'log' | 'hooks' | 'recordEvent' | 'store'
 >;
 
 export type ActRequest = Readonly<{
@@ -34,6 +35,8 @@ export type ActRequest = Readonly<{
   concurrency: number;
   /** The bound on the age of the evidence a re-check reads (ms). */
   evidenceMaxAgeMs: number;
+  /** What the tombstones name (the run and its snapshot). */
+  run: TombstoneRun;
 }>;
 
 export type ActOutcome = Readonly<{
@@ -46,6 +49,9 @@ export type ActOutcome = Readonly<{
   /** Units carried out (a batch is one) and fresh evidence reads made. */
   units: number;
   evidenceReads: number;
+  /** Tombstones written, and the store writes that carried them. */
+  tombstones: number;
+  tombstoneWrites: number;
 }>;
 
 type Unit = { targets: Target[]; batched: boolean };
@@ -171,6 +177,20 @@ class Acting<R, W> {
     const { fn, reader, writer } = this.deps;
     const check = await fn.recheck(reader, t, this.ctx);
     if (!check.ok) return this.skip(t, `re-check: ${check.reason}`);
+    // The tombstone first: a deletion whose tombstone is not durable does not happen.
+    try {
+      await this.ctx.tombstone!([
+        {
+          key: t.key,
+          kind: t.kind,
+          name: t.name,
+          object: check.before ?? t.data,
+          ...(check.restore !== undefined ? { restore: check.restore } : {}),
+        },
+      ]);
+    } catch (err) {
+      return this.fail(t, `nothing deleted: ${messageOf(err)}`);
+    }
     const res = await fn.remove(writer, t, this.ctx);
     // Parts first: a floating IP deleted before its port was skipped is told, never lost.
     await this.parts(t, res.parts);
@@ -206,7 +226,20 @@ class Acting<R, W> {
 
 export async function act<R, W>(deps: ActDeps<R, W>, req: ActRequest): Promise<ActOutcome> {
   const cache = new EvidenceCache(deps.time.now, req.evidenceMaxAgeMs);
-  const a = new Acting(deps, { ...req.ctx, fresh: cache.get, concurrency: req.concurrency });
+  const tombs = new TombstoneWriter({
+    store: deps.store.tombstones,
+    fn: deps.fn,
+    run: req.run,
+    now: deps.time.now,
+    targets: req.actions.map((a) => a.target),
+    signal: req.ctx.signal,
+  });
+  const a = new Acting(deps, {
+    ...req.ctx,
+    fresh: cache.get,
+    concurrency: req.concurrency,
+    tombstone: tombs.write,
+  });
   const { signal } = a.ctx;
   const units = unitsOf(deps.fn, req.actions);
   const queue = [...units];
@@ -229,7 +262,17 @@ export async function act<R, W>(deps: ActDeps<R, W>, req: ActRequest): Promise<A
   const workers = Math.max(1, Math.min(req.concurrency, fn.maxConcurrency ?? req.concurrency, queue.length));
   await Promise.all(Array.from({ length: workers }, worker));
   const { deleted, deletedByKind, skipped, failed, drop } = a;
-  return { deleted, deletedByKind, skipped, failed, drop, units: units.length, evidenceReads: cache.total() };
+  return {
+    deleted,
+    deletedByKind,
+    skipped,
+    failed,
+    drop,
+    units: units.length,
+    evidenceReads: cache.total(),
+    tombstones: tombs.written,
+    tombstoneWrites: tombs.writes,
+  };
 }
 
 /**
@@ -243,7 +286,7 @@ export async function actPhase<R, W>(
   ctx: FunctionContext,
   actions: readonly DeleteAction[],
   persisted: Persisted,
-  opts: Readonly<{ concurrency: number; evidenceMaxAgeMs: number }>,
+  opts: Readonly<{ concurrency: number; evidenceMaxAgeMs: number; run: TombstoneRun }>,
 ): Promise<Finish> {
   const { fn } = deps;
   const sink = deps.logSink;
@@ -267,12 +310,20 @@ export async function actPhase<R, W>(
       ctx: sink ? { ...ctx, signal: AbortSignal.any([ctx.signal, sink.signal]) } : ctx,
       concurrency: opts.concurrency,
       evidenceMaxAgeMs: opts.evidenceMaxAgeMs,
+      run: opts.run,
     },
   );
   sink?.signal.removeEventListener('abort', onLost);
   if (actions.length > 0)
     x.log.info(
-      { event: 'act.summary', units: done.units, evidenceReads: done.evidenceReads, actions: actions.length },
+      {
+        event: 'act.summary',
+        units: done.units,
+        evidenceReads: done.evidenceReads,
+        actions: actions.length,
+        tombstones: done.tombstones,
+        tombstoneWrites: done.tombstoneWrites,
+      },
       'act.summary',
     );
   if (done.drop.size > 0) {

@@ -276,6 +276,7 @@ async function phases<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Scope, runI
   snapshot = RELEASED;
   ids.snapshot = RELEASED;
   const done = await actPhase(deps, x, ctx, actions, persisted, {
+    run: { runId, snapshotId },
     concurrency: req.concurrency,
     evidenceMaxAgeMs: req.evidenceMaxAgeMs ?? EVIDENCE_MAX_AGE_MS,
   });

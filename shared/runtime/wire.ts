@@ -77,10 +77,13 @@ export function stateFor(
   time: Time,
 ): { store: StateStore; lock: Lock } {
   if (cfg.state.kind === 'file')
-    return { store: new FileStateStore(cfg.state.dir), lock: new FileLock(cfg.state.dir, time.now) };
+    return {
+      store: new FileStateStore(cfg.state.dir, time.now),
+      lock: new FileLock(cfg.state.dir, time.now),
+    };
   if (!kube) throw new ConfigError('--state configmap:NAMESPACE needs a Kubernetes connection');
   return {
-    store: new ConfigMapStateStore(kube, cfg.state.namespace),
+    store: new ConfigMapStateStore(kube, cfg.state.namespace, undefined, time.now),
     lock: new LeaseLock(kube, {
       namespace: cfg.state.namespace,
       durationSeconds: cfg.leaseDurationSeconds,

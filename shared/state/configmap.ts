@@ -17,6 +17,7 @@ import { CONFIGMAPS, type KubeObject } from '../kube/resources.ts';
 import { resetCommand, StateConflictError, StateCorruptError, StateTooLargeError } from './errors.ts';
 import { parseState } from './schema.ts';
 import type { Loaded, StateStore } from './store.ts';
+import { ConfigMapTombstones, type TombstoneStore, tombstoneConfigMapNames } from './tombstones.ts';
 
 export const SHARD_BYTES = 900 * 1024;
 export const MAX_SHARDS = 8;
@@ -32,11 +33,13 @@ export class ConfigMapStateStore implements StateStore {
   private readonly kube: KubeClient;
   private readonly namespace: string;
   private readonly shardBytes: number;
-  constructor(kube: KubeClient, namespace: string, shardBytes = SHARD_BYTES) {
+  readonly tombstones: TombstoneStore;
+  constructor(kube: KubeClient, namespace: string, shardBytes = SHARD_BYTES, now: () => number = Date.now) {
     this.kube = kube;
     this.namespace = namespace;
     this.shardBytes = shardBytes;
     this.description = `configmap:${namespace}`;
+    this.tombstones = new ConfigMapTombstones(kube, namespace, now);
   }
 
   headName(fn: string): string {
@@ -204,7 +207,7 @@ export class ConfigMapStateStore implements StateStore {
 export function stateConfigMapNames(fn: string): string[] {
   const names = [`twopass-${fn}`];
   for (const slot of [0, 1]) for (let i = 0; i < MAX_SHARDS; i++) names.push(shardName(fn, slot, i));
-  return names;
+  return [...names, ...tombstoneConfigMapNames(fn)];
 }
 
 function shardName(fn: string, slot: number, i: number): string {

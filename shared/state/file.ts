@@ -11,15 +11,18 @@ import { ConfigError, fsWhy } from '../errors.ts';
 import { LockHeldError, resetCommand, StateConflictError, StateCorruptError } from './errors.ts';
 import { parseState } from './schema.ts';
 import type { Loaded, Lock, LockHandle, StateStore } from './store.ts';
+import { FileTombstones, type TombstoneStore } from './tombstones.ts';
 
 type Envelope = { revision: number; state: unknown };
 
 export class FileStateStore implements StateStore {
   readonly dir: string;
   readonly description: string;
-  constructor(dir: string) {
+  readonly tombstones: TombstoneStore;
+  constructor(dir: string, now: () => number = Date.now) {
     this.dir = dir;
     this.description = `file:${dir}`;
+    this.tombstones = new FileTombstones(dir, now);
   }
 
   path(fn: string): string {

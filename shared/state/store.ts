@@ -1,5 +1,6 @@
 /** The StateStore and Lock ports. */
 import type { State } from '../engine/types.ts';
+import type { TombstoneStore } from './tombstones.ts';
 
 export type Loaded = Readonly<{
   state: State /** Opaque version for optimistic concurrency; undefined when nothing is stored. */;
@@ -13,6 +14,8 @@ export interface StateStore {
   save(fn: string, state: State, version: string | undefined, signal?: AbortSignal): Promise<string>;
   /** Removes the stored state (observation starts over). Deletes no resource. */
   reset(fn: string, signal?: AbortSignal): Promise<boolean>;
+  /** Where the deletions' tombstones are kept, beside the state (none: nothing may be deleted). */
+  readonly tombstones?: TombstoneStore;
 }
 
 export interface LockHandle {

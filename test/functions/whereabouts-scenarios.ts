@@ -1,6 +1,9 @@
 /** whereabouts-ips end to end, against the real API server and the fake. */
 
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import * as assert from 'uvu/assert';
+import { stringify } from 'yaml';
 import { whereaboutsIps } from '../../functions/whereabouts-ips/index.ts';
 import { POD_READS_PER_BATCH } from '../../functions/whereabouts-ips/kinds.ts';
 import { IPPOOLS, RESERVATIONS } from '../../functions/whereabouts-ips/model.ts';
@@ -20,6 +23,8 @@ import {
   offsetOf,
   setNetworkStatus,
 } from '../../shared/sandbox/scenarios/whereabouts.ts';
+import { FileTombstones } from '../../shared/state/tombstones.ts';
+import { spawnCli } from '../helpers/cli.ts';
 import { writeRecorder } from '../helpers/intercept.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { runner } from '../helpers/runner.ts';
@@ -33,6 +38,8 @@ const observeAt = (now: number, ns: string) => ({
   signal: AbortSignal.timeout(30_000),
   settings: { namespaces: [ns] },
   note: () => {},
+  // the tombstones of a run stepped through by hand: kept in memory
+  tombstone: async () => {},
 });
 
 export function whereaboutsScenarios(label: string, getTarget: () => Promise<KubeTarget | undefined>): void {
@@ -104,6 +111,102 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
     const res = await r.run();
     assert.equal(res.deleted, []);
     assert.is(r.events('candidate.rescued').length, 1);
+  });
+
+  it('every deletion leaves its tombstone first; without one nothing is deleted; restore brings an allocation back, and refuses one whose address was taken meanwhile', async (t, kube) => {
+    const ns = await t.namespace();
+    const [a, b] = [containerId(), containerId()];
+    await createPool(kube, ns, 'pool', RANGE, {
+      '192.168.2.50': { id: a, podref: `${ns}/gone-0` },
+      '192.168.2.51': { id: b, podref: `${ns}/gone-1` },
+    });
+    const before = await allocations(kube, ns, 'pool');
+    const r = runner(whereaboutsIps, t.options, [ns], Date.now() + MIN);
+    // the tombstones cannot be written: their file's place is taken by a directory
+    const tombPath = join(r.dir, 'whereabouts-ips.tombstones.json.gz');
+    mkdirSync(tombPath, { recursive: true });
+    await r.run();
+    r.now += 6 * MIN;
+    const refused = await r.run();
+    assert.equal(refused.deleted, [], 'no tombstone, no deletion');
+    assert.is(refused.exitCode, EXIT.error);
+    assert.ok(
+      r.events('delete.failed').some((e) => /nothing deleted: tombstones not written/.test(String(e.error))),
+      JSON.stringify(r.events('delete.failed')),
+    );
+    assert.is(Object.keys(await allocations(kube, ns, 'pool')).length, 2, 'both allocations are still there');
+    rmSync(tombPath, { recursive: true });
+    r.now += MIN;
+    const res = await r.run();
+    assert.is(res.deleted.length, 2, JSON.stringify(r.events('delete.failed')));
+    const runId = String(r.events('run.finished').at(-1)?.runId);
+    const tombs = await new FileTombstones(r.dir, () => r.now).list('whereabouts-ips');
+    assert.equal(tombs.map((x) => x.key).sort(), [...res.deleted].sort());
+    const t50 = tombs.find((x) => (x.restore as { ip?: string }).ip === '192.168.2.50')!;
+    assert.equal(t50.object, before[offsetOf(RANGE, '192.168.2.50')], 'the allocation exactly as it was');
+    assert.is((t50.object as { id: string }).id, a);
+    assert.is(t50.runId, runId);
+    assert.ok(t50.fingerprint.length > 0 && /no pod of its podref/.test(t50.reason));
+    // meanwhile .51 is handed to a new pod
+    const c = containerId();
+    await allocate(kube, ns, 'pool', RANGE, '192.168.2.51', { id: c, podref: `${ns}/new-0` });
+    const cfg = join(r.dir, 'config.yaml');
+    const kc = join(r.dir, 'kubeconfig');
+    writeFileSync(kc, t.kubeconfig());
+    writeFileSync(cfg, stringify({ functions: { 'whereabouts-ips': { settings: { namespaces: [ns] } } } }));
+    // spawned, not run synchronously: the fake API server answers from this process
+    const cli = async (...more: string[]) => {
+      const x = await spawnCli([
+        'restore',
+        'whereabouts-ips',
+        '--run',
+        runId,
+        '--state',
+        `file:${r.dir}`,
+        '--kubeconfig',
+        kc,
+        '--config',
+        cfg,
+        '--output',
+        'json',
+        ...more,
+      ]);
+      const json = () =>
+        x.out
+          .split('\n')
+          .filter((l) => l.startsWith('{'))
+          .map((l) => JSON.parse(l) as Record<string, unknown>);
+      return { ...x, json };
+    };
+    const dry = await cli();
+    assert.is(dry.code, 1, `one refused: ${dry.out}${dry.err}`);
+    assert.is(dry.json().length, 2);
+    assert.is(dry.json().length, 2);
+    assert.ok(dry.json().some((l) => l.event === 'restore.ready' && l.key === t50.key));
+    assert.ok(
+      dry
+        .json()
+        .some((l) => l.event === 'restore.refused' && /allocated again, to .*new-0/.test(String(l.reason))),
+      dry.out,
+    );
+    assert.equal(
+      Object.keys(await allocations(kube, ns, 'pool')),
+      [offsetOf(RANGE, '192.168.2.51')],
+      'a dry run writes nothing',
+    );
+    const applied = await cli('--apply');
+    assert.is(applied.code, 1, applied.out + applied.err);
+    assert.ok(
+      applied.json().some((l) => l.event === 'restore.restored' && l.key === t50.key),
+      applied.out,
+    );
+    const now = await allocations(kube, ns, 'pool');
+    assert.equal(
+      now[offsetOf(RANGE, '192.168.2.50')],
+      before[offsetOf(RANGE, '192.168.2.50')],
+      'back as it was',
+    );
+    assert.is(now[offsetOf(RANGE, '192.168.2.51')]?.id, c, "the new pod's allocation is untouched");
   });
 
   it('reservations: an orphan goes; one that disagrees with its allocation is indeterminate', async (t, kube) => {

@@ -19,6 +19,8 @@ export type Runner = {
   mark: () => number;
   /** Wraps the run's Kubernetes client (an interceptor that counts or injects faults). */
   intercept?: (kube: KubeClient) => KubeClient;
+  /** The state directory (file store): its tombstones are `<fn>.tombstones.json.gz`. */
+  dir: string;
 };
 
 type FnConfig = NonNullable<FileConfig['functions']>[string];
@@ -35,6 +37,7 @@ export function runner(
   const shape = (fn.settingsSchema as { shape?: Record<string, unknown> } | undefined)?.shape;
   const scoped = !shape || 'namespaces' in shape;
   const r: Runner = {
+    dir,
     now: start,
     lines: [],
     run: async (apply = true, record = false) => {

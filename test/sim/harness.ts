@@ -12,6 +12,7 @@ import { emptyState, type State } from '../../shared/engine/types.ts';
 import { createLogger } from '../../shared/log/logger.ts';
 import { run } from '../../shared/runtime/run.ts';
 import type { Lock, StateStore } from '../../shared/state/store.ts';
+import { MemoryTombstones } from '../../shared/state/tombstones.ts';
 import { instantTime } from '../../shared/time.ts';
 import { Rng } from './rng.ts';
 
@@ -65,6 +66,7 @@ export type ScheduleResult = {
 /** State in memory (the simulator's and the rule properties' store). */
 export class MemStore implements StateStore {
   readonly description = 'memory';
+  readonly tombstones = new MemoryTombstones();
   private state: State | undefined;
   private v = 0;
   async load(fn: string) {
