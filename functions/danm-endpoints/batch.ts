@@ -24,13 +24,13 @@ import {
   type EventNote,
   type FreshRead,
   freshEvidence,
+  messageOf,
   type Removed,
   type RemoveResult,
   type RunContext,
   type Typed,
   writeTombstones,
 } from '../../shared/contract/index.ts';
-import { messageOf } from '../../shared/errors.ts';
 import { ConflictError } from '../../shared/kube/errors.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { parseAddress } from '../../shared/net/ip.ts';

@@ -3,6 +3,7 @@ import {
   BatchResults,
   type KindSpec,
   keepMarked,
+  messageOf,
   type RecheckResult,
   type RemovedPart,
   type RemoveResult,
@@ -10,7 +11,6 @@ import {
   type Typed,
   writeTombstones,
 } from '../../shared/contract/index.ts';
-import { messageOf } from '../../shared/errors.ts';
 import { SERVICES } from '../../shared/kube/resources.ts';
 import type { FloatingIp } from '../../shared/openstack/neutron.ts';
 import {

@@ -11,20 +11,20 @@ import {
   deleteAsObserved,
   type EventNote,
   type KindSpec,
+  messageOf,
   namespacesSetting,
   pageSizeSetting,
   type RecheckResult,
   type RestoreResult,
   type RunContext,
   recreateAsWas,
+  type Tombstone,
   type Typed,
   writeTombstones,
 } from '../../shared/contract/index.ts';
-import { messageOf } from '../../shared/errors.ts';
 import { ConflictError, KubeApiError } from '../../shared/kube/errors.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
-import type { Tombstone } from '../../shared/state/tombstones.ts';
 import { GROUP, IPPOOLS, networkStatusIps, RESERVATIONS } from './model.ts';
 
 /** The settings of whereabouts-ips (`functions.whereabouts-ips.settings`). */

@@ -13,10 +13,11 @@ import type { z } from 'zod';
 import type { Policy, Snapshot, SourceMeta, Target } from '../engine/types.ts';
 import type { InvolvedObject } from '../kube/events.ts';
 import type { KubeReadWriter } from '../kube/ports.ts';
-import type { Tombstone, TombstoneEntry } from '../state/tombstones.ts';
 import type { FreshEvidence } from './fresh.ts';
+import type { Tombstone, TombstoneEntry } from './tombstone.ts';
 
-export { ConfigError, ListIncompleteError, NotInstalledError, TwopassError } from '../errors.ts';
+export { ConfigError, ListIncompleteError, messageOf, NotInstalledError, TwopassError } from '../errors.ts';
+export { type Tombstone, type TombstoneEntry, tombstoneSchema } from './tombstone.ts';
 
 import type { Time } from '../time.ts';
 

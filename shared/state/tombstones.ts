@@ -12,38 +12,13 @@ import { mkdir, open, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { z } from 'zod';
+import { type Tombstone, tombstoneSchema } from '../contract/tombstone.ts';
 import { ConflictError } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/ports.ts';
 import { CONFIGMAPS, type KubeObject } from '../kube/resources.ts';
 import { StateCorruptError } from './errors.ts';
 
-/** What a function hands over for one target it is about to delete. */
-export type TombstoneEntry = Readonly<{
-  key: string;
-  kind: string;
-  name: string;
-  /** The resource as it was re-read just before the deletion (or the entry it held). */
-  object: unknown;
-  /** Further facts a restore needs (the network, pool or bit it held...). */
-  restore?: unknown;
-}>;
-
-export const tombstoneSchema = z.object({
-  key: z.string(),
-  kind: z.string(),
-  name: z.string(),
-  object: z.unknown(),
-  restore: z.unknown().optional(),
-  function: z.string(),
-  runId: z.string(),
-  snapshotId: z.string(),
-  fingerprint: z.string(),
-  /** Why it was judged unused. */
-  reason: z.string(),
-  /** When the tombstone was written (ms), just before the deletion. */
-  at: z.number(),
-});
-export type Tombstone = z.output<typeof tombstoneSchema>;
+export { type Tombstone, type TombstoneEntry, tombstoneSchema } from '../contract/tombstone.ts';
 
 export type TombstoneRetention = Readonly<{ maxAgeMs: number; maxEntries: number }>;
 export const TOMBSTONE_RETENTION: TombstoneRetention = { maxAgeMs: 30 * 24 * 3600_000, maxEntries: 4000 };

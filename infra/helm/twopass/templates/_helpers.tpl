@@ -66,7 +66,7 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
   verbs: [create]
 {{- end -}}
 
-{{/* The state Role: only this function's ConfigMaps (head + two slots of 8 shards) and Lease, and its CronJob and Jobs for Events. */}}
+{{/* The state Role: only this function's ConfigMaps (head + two slots of 8 shards + 8 of tombstones) and Lease, and its CronJob and Jobs for Events. */}}
 {{- define "twopass.stateRules" -}}
 - apiGroups: [""]
   resources: [configmaps]
@@ -76,6 +76,9 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
     {{- range $i := until 8 }}
     - twopass-{{ $ }}-s{{ $slot }}-{{ $i }}
     {{- end }}
+    {{- end }}
+    {{- range $i := until 8 }}
+    - twopass-{{ $ }}-tomb-{{ $i }}
     {{- end }}
   verbs: [get, update, delete]
 - apiGroups: [""]
