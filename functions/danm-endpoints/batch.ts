@@ -148,7 +148,14 @@ export async function removeOnNetwork(
           kind: t.kind,
           name: t.name,
           object: before,
-          restore: { group, network: id, v4: d.v4, v6: d.v6 },
+          restore: {
+            group,
+            type: d.networkType,
+            namespace: d.namespace,
+            name: d.network,
+            v4: d.v4,
+            v6: d.v6,
+          },
         },
       ]);
     } catch (err) {

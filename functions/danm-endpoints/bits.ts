@@ -9,6 +9,7 @@ import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { networkBatch, networkEvent, removeOne } from './batch.ts';
 import { networkType, type Settings } from './endpoint.ts';
 import { poolOf, readNetwork } from './evidence.ts';
+import { restoreBit } from './restore.ts';
 
 export const bitData = z.object({
   group: z.string().min(1),
@@ -48,4 +49,5 @@ export const bitKind: KindSpec<BitData, KubeReader, KubeReadWriter, Settings> = 
   },
   event: networkEvent,
   batch: networkBatch,
+  restore: restoreBit,
 };

@@ -14,6 +14,7 @@ import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { PODS } from '../../shared/kube/resources.ts';
 import { networkBatch, networkEvent, removeOne } from './batch.ts';
 import { danmResources, GROUPS } from './model.ts';
+import { restoreEndpoint } from './restore.ts';
 
 /** The settings of danm-endpoints (`functions.danm-endpoints.settings`). */
 export const danmEndpointsSettings = z
@@ -74,4 +75,5 @@ export const endpointKind: KindSpec<EpData, KubeReader, KubeReadWriter, Settings
   event: networkEvent,
   // The DanmEps and leaked bits of one network are removed together (one write of its bitmap).
   batch: networkBatch,
+  restore: restoreEndpoint,
 };

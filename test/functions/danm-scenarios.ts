@@ -3,8 +3,11 @@
  * run against a KubeTarget (the real API server in danm-endpoints.real.test.ts,
  * the fake in danm-endpoints.fake.test.ts).
  */
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import * as assert from 'uvu/assert';
-import { MINUTE as MIN } from '../../shared/contract/index.ts';
+import { danmEndpoints } from '../../functions/danm-endpoints/index.ts';
+import { MINUTE as MIN, type Tombstone } from '../../shared/contract/index.ts';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
 import { EVENTS, type KubeObject, PODS } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
@@ -19,6 +22,7 @@ import {
   seedIncident,
   setBits,
 } from '../../shared/sandbox/scenarios/danm.ts';
+import { FileTombstones } from '../../shared/state/tombstones.ts';
 import { danmRunner } from '../helpers/danm.ts';
 import { type Call, intercept, writeRecorder } from '../helpers/intercept.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
@@ -151,6 +155,66 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
     assert.ok(await epExists(kube, freshEp));
     assert.ok((await bits(kube, ns)).includes('10.10.10.50'), 'not freed while another live owner holds it');
     assert.match(String(r.events('resource.deleted')[0]?.detail), /held by DanmEp/);
+  });
+
+  it('tombstones and restore: no tombstone, no deletion; a deleted DanmEp comes back as it was with its address set; one whose address was taken meanwhile is refused', async (t, kube) => {
+    const ns = await t.namespace();
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.90', '10.10.10.91']);
+    const a = await createEndpoint(kube, await createPod(kube, ns, 'a-0'), 'test-net1', '10.10.10.90/24');
+    const b = await createEndpoint(kube, await createPod(kube, ns, 'b-0'), 'test-net1', '10.10.10.91/24');
+    await forceDeletePod(kube, ns, 'a-0');
+    await forceDeletePod(kube, ns, 'b-0');
+    const r = danmRunner(t.options, [ns], Date.now() + MIN);
+    const tombPath = join(r.dir, 'danm-endpoints.tombstones.json.gz');
+    mkdirSync(tombPath, { recursive: true });
+    await r.run();
+    r.now += 6 * MIN;
+    const refused = await r.run();
+    assert.equal(refused.deleted, [], 'no tombstone, no deletion');
+    assert.is(refused.exitCode, EXIT.error);
+    assert.ok((await epExists(kube, a)) && (await epExists(kube, b)));
+    assert.ok((await bits(kube, ns)).includes('10.10.10.90'), 'no bit cleared either');
+    rmSync(tombPath, { recursive: true });
+    r.now += MIN;
+    const res = await r.run();
+    assert.equal(
+      [...res.deleted].sort(),
+      [a.metadata.uid, b.metadata.uid].sort(),
+      JSON.stringify(r.events('delete.failed')),
+    );
+    assert.not.ok((await bits(kube, ns)).includes('10.10.10.90'));
+    const tombs = await new FileTombstones(r.dir, () => r.now).list('danm-endpoints');
+    assert.is(tombs.length, 2);
+    const ta = tombs.find((x) => x.key === a.metadata.uid)!;
+    assert.equal((ta.object as KubeObject).spec, a.spec, 'the DanmEp exactly as it was');
+    // .91 goes to a new pod meanwhile
+    const c = await createEndpoint(kube, await createPod(kube, ns, 'c-0'), 'test-net1', '10.10.10.91/24');
+    await setBits(kube, ns, 'test-net1', ['10.10.10.91']);
+    const restore = (x: Tombstone, apply: boolean) =>
+      danmEndpoints.restore(kube, kube, x, {
+        now: r.now,
+        signal: AbortSignal.timeout(30_000),
+        settings: { namespaces: [ns] },
+        note: () => {},
+        apply,
+      });
+    const dry = await restore(ta, false);
+    assert.is(dry.outcome, 'ready', JSON.stringify(dry));
+    assert.not.ok((await bits(kube, ns)).includes('10.10.10.90'), 'a dry run writes nothing');
+    const back = await restore(ta, true);
+    assert.is(back.outcome, 'restored', JSON.stringify(back));
+    const again = await kube.get(R.danmeps, ns, a.metadata.name);
+    assert.ok(again && again.metadata.uid !== a.metadata.uid, 'created anew under its name');
+    assert.equal(again!.spec, a.spec);
+    assert.ok((await bits(kube, ns)).includes('10.10.10.90'), 'its address is set again');
+    const tb = tombs.find((x) => x.key === b.metadata.uid)!;
+    const no = await restore(tb, true);
+    assert.is(no.outcome, 'refused');
+    assert.match(JSON.stringify(no), /10\.10\.10\.91 (is allocated again|is held by DanmEp)/);
+    assert.not.ok(await kube.get(R.danmeps, ns, b.metadata.name), 'not re-created');
+    assert.ok(await epExists(kube, c), "the new pod's DanmEp is untouched");
+    const twice = await restore(ta, true);
+    assert.is(twice.outcome, 'refused', 'a second restore collides with the first');
   });
 
   it('leaked bits: set, held by no DanmEp, reclaimed after their own grace; reserved bits never', async (t, kube) => {
