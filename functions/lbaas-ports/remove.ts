@@ -12,7 +12,8 @@ import {
   writeTombstones,
 } from '../../shared/contract/index.ts';
 import { SERVICES } from '../../shared/kube/resources.ts';
-import type { FloatingIp } from '../../shared/openstack/neutron.ts';
+import type { FloatingIp, Port } from '../../shared/openstack/neutron.ts';
+import { restorePort } from '../../shared/openstack/restore.ts';
 import {
   type LbaasReader,
   type LbaasWriter,
@@ -203,6 +204,12 @@ export const portKind: KindSpec<PortData, LbaasReader, LbaasWriter, Settings> = 
   remove: (w, { data: d }, ctx) => removeUnit(w, w, d, ctx),
   async confirmGone(r, { data: d }, ctx) {
     return (await r.neutron.getPort(d.portId, ctx.signal)) === undefined;
+  },
+  // The port with its fixed IPs and tags, and its floating IP with its address, only if free.
+  async restore(_r, w, tomb, ctx) {
+    const b = tomb.object as { port?: Port; floatingIp?: FloatingIp } | undefined;
+    if (!b?.port) return { outcome: 'refused', reason: 'the tombstone holds no port' };
+    return restorePort(w.neutron, b.port, b.floatingIp, ctx);
   },
   // Every port of a run in one batch: it deletes them in groups, each on fresh Services.
   batch: { key: () => 'ports', remove: removePorts },

@@ -118,6 +118,7 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
     url: string,
     headers: Record<string, string> = {},
     signal?: AbortSignal,
+    body?: unknown,
   ) {
     for (let attempt = 0; ; attempt++) {
       const token = await this.auth.get(signal);
@@ -125,8 +126,12 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
         what,
         method,
         url,
-        { 'x-auth-token': token, ...headers },
-        undefined,
+        {
+          'x-auth-token': token,
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+          ...headers,
+        },
+        body,
         signal,
       );
       if (r.status === 401 && attempt === 0) {
@@ -281,6 +286,62 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
     if (r.status === 404 && isNotFound(r.body, collection)) return 'gone';
     if (r.status === 412) return 'conflict';
     throw new OpenStackApiError(what, r.status, describeBody(r.body));
+  }
+
+  /**
+   * Whether a fixed IP (on the network's subnets) or a floating IP address is held by any
+   * resource the token sees: before a restore asks for it.
+   */
+  async addressHolder(
+    kind: 'fixed' | 'floating',
+    address: string,
+    signal?: AbortSignal,
+  ): Promise<string | undefined> {
+    const q =
+      kind === 'fixed'
+        ? `ports?fixed_ips=${encodeURIComponent(`ip_address=${address}`)}&fields=id`
+        : `floatingips?floating_ip_address=${encodeURIComponent(address)}&fields=id`;
+    const what = `neutron find ${kind} ${address}`;
+    const r = await this.call(what, 'GET', `${await this.base(signal)}/${q}`, {}, signal);
+    if (r.status !== 200) throw new OpenStackApiError(what, r.status, describeBody(r.body));
+    const list = (r.body as Record<string, { id: string }[]> | undefined)?.[
+      kind === 'fixed' ? 'ports' : 'floatingips'
+    ];
+    return Array.isArray(list) && list.length > 0 ? list[0]!.id : undefined;
+  }
+
+  /**
+   * Creates a port or floating IP (with its tags set after, as the tag API does): the new
+   * object, or 'taken' when Neutron says its address is allocated (409).
+   */
+  async create<T extends { id: string }>(
+    collection: 'ports' | 'floatingips',
+    body: Record<string, unknown>,
+    tags: readonly string[],
+    signal?: AbortSignal,
+  ): Promise<T | 'taken'> {
+    const one = COLLECTIONS[collection].one;
+    const what = `neutron create ${COLLECTIONS[collection].noun}`;
+    const r = await this.call(what, 'POST', `${await this.base(signal)}/${collection}`, {}, signal, {
+      [one]: body,
+    });
+    if (r.status === 409) return 'taken';
+    if (r.status !== 201) throw new OpenStackApiError(what, r.status, describeBody(r.body));
+    const o = (r.body as Record<string, T> | undefined)?.[one];
+    if (!o?.id) throw new OpenStackApiError(what, 0, `the answer is not a ${COLLECTIONS[collection].noun}`);
+    if (tags.length > 0) {
+      const t = await this.call(
+        `neutron tag ${one} ${o.id}`,
+        'PUT',
+        `${await this.base(signal)}/${collection}/${encodeURIComponent(o.id)}/tags`,
+        {},
+        signal,
+        { tags },
+      );
+      if (t.status !== 200)
+        throw new OpenStackApiError(`neutron tag ${one} ${o.id}`, t.status, describeBody(t.body));
+    }
+    return o;
   }
 
   deletePort(id: string, revision: number | undefined, signal?: AbortSignal) {

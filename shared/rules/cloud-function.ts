@@ -32,6 +32,7 @@ import {
   type SecurityGroup,
 } from '../openstack/neutron.ts';
 import { type LoadBalancer, OctaviaClient, type OctaviaReader } from '../openstack/octavia.ts';
+import { restoreFip, restorePort } from '../openstack/restore.ts';
 import { toCel } from './cel.ts';
 import { CLOUD_TARGETS, CLUSTER, type CloudCollection, type CloudRule } from './cloud-rule.ts';
 import { type EvidenceRead, indexEvidence, readEvidence, reportEvidence } from './evidence.ts';
@@ -299,6 +300,19 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
         detail: CLOUD_TARGETS[c].ifMatch
           ? `${kind} ${d.id} deleted (If-Match: revision_number=${d.revision})`
           : `${kind} ${d.id} deleted (cascade; ${CLOUD_TARGETS[c].service} offers no precondition)`,
+      };
+    },
+    async restore(_r, w, tomb, ctx) {
+      const o = tomb.object as Resource | undefined;
+      if (!o?.id) return { outcome: 'refused', reason: 'the tombstone holds no resource' };
+      if (c === 'ports') return restorePort(w.neutron, o as Port, undefined, ctx);
+      if (c === 'floatingips') return restoreFip(w.neutron, { ...(o as FloatingIp), port_id: null }, ctx);
+      return {
+        outcome: 'refused',
+        reason:
+          c === 'loadbalancers'
+            ? 'an Octavia load balancer cannot be restored: its listeners, pools and members went with it (cascade)'
+            : `a ${kind} cannot be restored by twopass (its rules are not re-created): make it again from its tombstone (twopass restore --output json shows it)`,
       };
     },
     async confirmGone(r, { data: d }, ctx) {

@@ -8,12 +8,14 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as assert from 'uvu/assert';
+import { stringify } from 'yaml';
 import { lbaasPorts, MANAGED_TAG } from '../../functions/lbaas-ports/index.ts';
 import { MINUTE as MIN } from '../../shared/contract/index.ts';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
 import { SERVICES } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
 import { createService, setIngress } from '../../shared/sandbox/scenarios/lbaas.ts';
+import { FileTombstones } from '../../shared/state/tombstones.ts';
 import { cliFiles, twopassAsync } from '../helpers/cli.ts';
 import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
 import { changedBeforeDelete } from '../helpers/lbaas.ts';
@@ -81,6 +83,110 @@ it("the founding incident: after a controller restart the in-use port and FIP st
   await kube.delete(SERVICES, ns, 'ingress-nginx-controller');
   await neutron('DELETE', `/floatingips/${ingress.fip!.id}`);
   await neutron('DELETE', `/ports/${ingress.port.id}`);
+});
+
+it('tombstones and restore on the real Neutron: the deleted port comes back with its fixed IP and tags, its floating IP with its address (new ids reported); refused once the address is taken', async (t, kube, env) => {
+  const ns = await t.namespace();
+  const a = await controllerPort();
+  const b = await controllerPort();
+  await createService(kube, ns, 'a', { portId: a.port.id });
+  await createService(kube, ns, 'b', { portId: b.port.id });
+  const r = mk(t, ns, env);
+  await r.run();
+  await kube.delete(SERVICES, ns, 'a');
+  await kube.delete(SERVICES, ns, 'b');
+  r.now += MIN;
+  await r.run();
+  r.now += 31 * MIN;
+  const res = await r.run();
+  assert.ok(
+    res.deleted.includes(a.port.id) && res.deleted.includes(b.port.id),
+    JSON.stringify(r.events('delete.failed')),
+  );
+  const tombs = await new FileTombstones(r.dir, () => r.now).list('lbaas-ports');
+  const ta = tombs.find((x) => x.key === a.port.id)!;
+  const tb = tombs.find((x) => x.key === b.port.id)!;
+  const before = ta.object as {
+    port: { fixed_ips: { ip_address: string }[]; tags: string[] };
+    floatingIp: { floating_ip_address: string };
+  };
+  assert.is(
+    before.port.fixed_ips[0]!.ip_address,
+    a.port.fixed_ips[0]!.ip_address,
+    'the port exactly as it was read',
+  );
+  assert.is(before.floatingIp.floating_ip_address, a.fip!.floating_ip_address);
+  // b's fixed IP goes to another port meanwhile
+  const squatter = (
+    await neutron('POST', '/ports', {
+      port: { network_id: os!.networkId, fixed_ips: [{ ip_address: b.port.fixed_ips[0]!.ip_address }] },
+    })
+  ).port as { id: string };
+  const cfg = join(r.dir, 'config.yaml');
+  writeFileSync(
+    cfg,
+    stringify({ functions: { 'lbaas-ports': { enabled: true, settings: { projectId: os!.project.id } } } }),
+  );
+  const kc = join(r.dir, 'kubeconfig');
+  writeFileSync(kc, t.kubeconfig());
+  const cli = (...more: string[]) =>
+    twopassAsync(
+      [
+        'restore',
+        'lbaas-ports',
+        '--state',
+        `file:${r.dir}`,
+        '--kubeconfig',
+        kc,
+        '--config',
+        cfg,
+        '--output',
+        'json',
+        ...more,
+      ],
+      env,
+    );
+  const dry = await cli('--key', a.port.id, '--key', b.port.id);
+  const lines = (x: { out: string }) =>
+    x.out
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+  assert.is(dry.code, 1, dry.out + dry.err);
+  assert.ok(
+    lines(dry).some((l) => l.key === ta.key && l.event === 'restore.ready'),
+    dry.out,
+  );
+  assert.ok(
+    lines(dry).some(
+      (l) =>
+        l.key === tb.key &&
+        l.event === 'restore.refused' &&
+        String(l.reason).includes(`held by port ${squatter.id}`),
+    ),
+    dry.out,
+  );
+  const applied = await cli('--key', a.port.id, '--apply');
+  assert.is(applied.code, 0, applied.out + applied.err);
+  const done = lines(applied).find((l) => l.event === 'restore.restored')!;
+  const ids = done.ids as { port: string; floatingIp: string };
+  assert.ok(ids.port && ids.port !== a.port.id, 'a new port id is reported');
+  const port = (await neutron('GET', `/ports/${ids.port}`)).port as {
+    fixed_ips: { ip_address: string }[];
+    tags: string[];
+  };
+  assert.is(port.fixed_ips[0]!.ip_address, a.port.fixed_ips[0]!.ip_address, 'the same fixed IP');
+  assert.ok(port.tags.includes(MANAGED_TAG), 'its tags');
+  const fip = (await neutron('GET', `/floatingips/${ids.floatingIp}`)).floatingip as {
+    floating_ip_address: string;
+    port_id: string;
+  };
+  assert.is(fip.floating_ip_address, a.fip!.floating_ip_address, 'the same floating IP address');
+  assert.is(fip.port_id, ids.port, 'on the new port');
+  await neutron('DELETE', `/floatingips/${ids.floatingIp}`);
+  await neutron('DELETE', `/ports/${ids.port}`);
+  await neutron('DELETE', `/ports/${squatter.id}`);
+  if (b.fip) await neutron('DELETE', `/floatingips/${b.fip.id}`).catch(() => {});
 });
 
 it('a managed Service being placed (no port annotation yet) makes free ports indeterminate, naming it', async (t, kube, env) => {

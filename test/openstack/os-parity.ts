@@ -123,6 +123,48 @@ export function parityCases(it: It, { client, createPort }: Helpers): void {
     await c.close();
   });
 
+  it('what a restore asks: ports by fixed_ips=ip_address=X, floating IPs by floating_ip_address; a port made again on a taken fixed IP and a floating IP on a taken address are 409; both can be made with an address of their choosing', async (t) => {
+    const c = client(t);
+    const p = await createPort(t, c, `r-${randomUUID().slice(0, 8)}`);
+    const ip = p.fixed_ips![0]!.ip_address;
+    assert.is(await c.neutron.addressHolder('fixed', ip), p.id);
+    const again = await c.raw('POST', '/ports', {
+      port: { ...(t.networkId ? { network_id: t.networkId } : {}), fixed_ips: [{ ip_address: ip }] },
+    });
+    assert.is(again.status, 409, 'a taken fixed IP');
+    const fip = (
+      await c.raw('POST', '/floatingips', {
+        floatingip: { ...(t.floatingNetworkId ? { floating_network_id: t.floatingNetworkId } : {}) },
+      })
+    ).body.floatingip as FloatingIp;
+    const addr = fip.floating_ip_address!;
+    assert.is(await c.neutron.addressHolder('floating', addr), fip.id);
+    const twice = await c.raw('POST', '/floatingips', {
+      floatingip: {
+        ...(t.floatingNetworkId ? { floating_network_id: t.floatingNetworkId } : {}),
+        floating_ip_address: addr,
+      },
+    });
+    assert.is(twice.status, 409, 'a taken floating IP address');
+    await c.neutron.deleteFloatingIp(fip.id, undefined);
+    await c.neutron.deletePort(p.id, undefined);
+    assert.is(await c.neutron.addressHolder('fixed', ip), undefined, 'free once its port is gone');
+    const made = await c.neutron.create<FloatingIp>(
+      'floatingips',
+      {
+        ...(t.floatingNetworkId ? { floating_network_id: t.floatingNetworkId } : {}),
+        floating_ip_address: addr,
+      },
+      ['restored'],
+      undefined,
+    );
+    assert.ok(made !== 'taken' && made.floating_ip_address === addr, 'the same address again');
+    const tagged = await c.neutron.getFloatingIp((made as FloatingIp).id);
+    assert.equal(tagged?.tags, ['restored']);
+    await c.neutron.deleteFloatingIp((made as FloatingIp).id, undefined);
+    await c.close();
+  });
+
   it("409 ServicePortInUse: a router interface's port cannot be deleted through the port API", async (t) => {
     const c = client(t);
     const p = await createPort(t, c, `ri-${randomUUID().slice(0, 8)}`);

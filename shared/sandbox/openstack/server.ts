@@ -637,7 +637,12 @@ export class FakeOpenStack {
     const body = JSON.parse(raw || '{}') as {
       security_group?: { name?: string; description?: string };
       port?: Partial<Port> & { network_id?: string; security_groups?: string[] };
-      floatingip?: { floating_network_id?: string; port_id?: string };
+      floatingip?: {
+        floating_network_id?: string;
+        port_id?: string;
+        floating_ip_address?: string;
+        description?: string;
+      };
     };
     if (collection === 'security-groups') {
       const g = body.security_group ?? {};
@@ -681,9 +686,23 @@ export class FakeOpenStack {
     const f = body.floatingip ?? {};
     const port = f.port_id ? this.ports.get(f.port_id) : undefined;
     const n = this.fips.size + 10;
+    if (
+      f.floating_ip_address &&
+      [...this.fips.values()].some((x) => x.floating_ip_address === f.floating_ip_address)
+    ) {
+      send(409, {
+        NeutronError: {
+          type: 'IpAddressAlreadyAllocated',
+          message: `IP address ${f.floating_ip_address} already allocated in subnet public-subnet`,
+          detail: '',
+        },
+      });
+      return;
+    }
     const fip = this.addFip({
       project_id: projectId,
-      floating_ip_address: `198.18.${Math.floor(n / 250)}.${(n % 250) + 2}`,
+      ...(f.description !== undefined ? { description: f.description } : {}),
+      floating_ip_address: f.floating_ip_address ?? `198.18.${Math.floor(n / 250)}.${(n % 250) + 2}`,
       port_id: port?.id ?? null,
       fixed_ip_address: port?.fixed_ips?.[0]?.ip_address ?? null,
     });
@@ -719,6 +738,18 @@ export class FakeOpenStack {
           !notTags.some((x) => o.tags?.includes(x)),
       )
       .filter((o) => deviceId === null || (o as Port).device_id === deviceId)
+      // fixed_ips=ip_address=X (ports), floating_ip_address=X (floating IPs), as Neutron filters
+      .filter((o) => {
+        const want = q
+          .getAll('fixed_ips')
+          .map((f) => /^ip_address=(.+)$/.exec(f)?.[1])
+          .filter(Boolean);
+        return want.every((a) => (o as Port).fixed_ips?.some((x) => x.ip_address === a));
+      })
+      .filter((o) => {
+        const want = q.get('floating_ip_address');
+        return want === null || (o as FloatingIp).floating_ip_address === want;
+      })
       .sort((a, b) => (a.id < b.id ? -1 : 1));
     const limit = Number(q.get('limit') ?? '0');
     const marker = q.get('marker');
