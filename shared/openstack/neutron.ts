@@ -17,6 +17,7 @@ export type Port = {
   tenant_id?: string;
   device_id?: string;
   device_owner?: string;
+  network_id?: string;
   fixed_ips?: { ip_address: string; subnet_id?: string }[];
   tags?: string[];
   revision_number?: number;
@@ -29,6 +30,7 @@ export type FloatingIp = {
   floating_ip_address?: string;
   port_id?: string | null;
   fixed_ip_address?: string | null;
+  floating_network_id?: string;
   project_id?: string;
   tags?: string[];
   revision_number?: number;

@@ -3,6 +3,7 @@
  * targets: the fake API server with the fake Neutron, and the real kube-apiserver with the
  * real Keystone + Neutron. The same scenarios, the same assertions.
  */
+import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import * as assert from 'uvu/assert';
 import { type AnyFunction, type ConnectContext, MINUTE as MIN } from '../../shared/contract/index.ts';
@@ -14,9 +15,11 @@ import type { CloudRule } from '../../shared/rules/cloud-rule.ts';
 import { loadAnyRuleFile } from '../../shared/rules/registry.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
 import { createService } from '../../shared/sandbox/scenarios/lbaas.ts';
+import { FileTombstones } from '../../shared/state/tombstones.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { runner } from '../helpers/runner.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
+import { testTime } from '../helpers/time.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 export const FIP_PACK = join(ROOT, 'functions/rules/cpo-floating-ips/rule.yaml');
@@ -92,6 +95,58 @@ export function cloudRuleScenarios(
     assert.ok(await w.exists(live), 'the Service of type LoadBalancer holds its floating IP');
     assert.not.ok(await w.exists(gone));
     assert.not.ok(await w.exists(demoted));
+  });
+
+  it('no tombstone, no deletion; the tombstone holds the floating IP as it was; restore allocates its address again (a new id), refused while the address is taken', async (t, _kube, w) => {
+    const ns = await t.namespace();
+    const id = await w.fip(describe(`${ns}/gone`));
+    const r = mk(t, w);
+    const tombPath = join(r.dir, 'cpo-floating-ips.tombstones.json.gz');
+    mkdirSync(tombPath, { recursive: true });
+    await r.run();
+    r.now += 31 * MIN;
+    const refused = await r.run();
+    assert.not.ok(refused.deleted.includes(id), 'no tombstone, no deletion');
+    assert.ok(await w.exists(id));
+    rmSync(tombPath, { recursive: true });
+    r.now += MIN;
+    const res = await r.run();
+    assert.ok(res.deleted.includes(id), JSON.stringify(r.events('delete.failed')));
+    const tomb = (await new FileTombstones(r.dir, () => r.now).list('cpo-floating-ips')).find(
+      (x) => x.key === id,
+    )!;
+    const addr = (tomb.object as { floating_ip_address: string }).floating_ip_address;
+    assert.match(String((tomb.object as { description: string }).description), /from cluster/);
+    const fn = cloudRuleFunction(rule);
+    const ports = await fn.connect!({
+      kube: t.client(),
+      settings: { projectId: w.projectId, cluster: CLUSTER, pageSize: 100 },
+      env: w.env,
+      time: testTime(),
+      callTimeoutMs: 10_000,
+      pageSize: 100,
+    });
+    const ctx = (apply: boolean) => ({
+      now: r.now,
+      signal: AbortSignal.timeout(30_000),
+      settings: { projectId: w.projectId, cluster: CLUSTER },
+      note: () => {},
+      apply,
+    });
+    try {
+      assert.is((await fn.restore(ports.reader, ports.writer, tomb, ctx(false))).outcome, 'ready');
+      const back = await fn.restore(ports.reader, ports.writer, tomb, ctx(true));
+      assert.is(back.outcome, 'restored', JSON.stringify(back));
+      const newId = (back as unknown as { ids: { floatingIp: string } }).ids.floatingIp;
+      assert.ok(newId && newId !== id && (await w.exists(newId)), 'a new floating IP');
+      const again = await fn.restore(ports.reader, ports.writer, tomb, ctx(false));
+      assert.is(again.outcome, 'refused');
+      assert.match(JSON.stringify(again), new RegExp(`${addr.replaceAll('.', '\\.')} is allocated again`));
+      // not left for the scenarios after (it would be judged unused there)
+      await (ports.writer as { neutron: NeutronClient }).neutron.deleteFloatingIp(newId, undefined);
+    } finally {
+      await ports.close();
+    }
   });
 
   it('a Service deleted and re-created under the same name keeps its floating IP', async (t, kube, w) => {

@@ -4,6 +4,8 @@
  * the re-created-pod race for CiliumEndpoints, and bad input (a missing field, an
  * expression that errors, an evidence list that fails or is not served).
  */
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import * as assert from 'uvu/assert';
 import { MINUTE as MIN } from '../../shared/contract/index.ts';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
@@ -26,6 +28,7 @@ import {
   createPodObject,
   R,
 } from '../../shared/sandbox/scenarios/danm.ts';
+import { FileTombstones } from '../../shared/state/tombstones.ts';
 import { intercept, writeRecorder } from '../helpers/intercept.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { runner } from '../helpers/runner.ts';
@@ -86,6 +89,49 @@ export function ruleScenarios(label: string, getTarget: () => Promise<KubeTarget
       ),
       'an Event says what was deleted',
     );
+  });
+
+  it('cilium-endpoints: no tombstone, no deletion; the tombstone holds the endpoint as it was; restore creates it again (without its uid), refused while one of its name exists', async (t, kube) => {
+    const ns = await t.namespace();
+    const dead = await pod(kube, ns, 'dead-0');
+    const deadEp = await createEndpoint(kube, dead, 1003);
+    await gone(kube, dead);
+    const fn = fnOf('cilium-endpoints');
+    const r = runner(fn, t.options, [ns], Date.now());
+    const tombPath = join(r.dir, 'cilium-endpoints.tombstones.json.gz');
+    mkdirSync(tombPath, { recursive: true });
+    await r.run();
+    r.now += 11 * MIN;
+    const refused = await r.run();
+    assert.equal(refused.deleted, [], 'no tombstone, no deletion');
+    assert.is(refused.exitCode, EXIT.error);
+    assert.ok(await exists(kube, CILIUM.endpoints, deadEp));
+    rmSync(tombPath, { recursive: true });
+    r.now += MIN;
+    assert.equal((await r.run()).deleted, [deadEp.metadata.uid]);
+    const [tomb] = await new FileTombstones(r.dir, () => r.now).list('cilium-endpoints');
+    assert.is(
+      (tomb!.object as KubeObject).metadata.uid,
+      deadEp.metadata.uid,
+      'the endpoint as it was re-read',
+    );
+    assert.equal((tomb!.object as KubeObject).metadata.labels, deadEp.metadata.labels);
+    const ctx = (apply: boolean) => ({
+      now: r.now,
+      signal: AbortSignal.timeout(30_000),
+      settings: { namespaces: [ns] },
+      note: () => {},
+      apply,
+    });
+    assert.is((await fn.restore(kube, kube, tomb!, ctx(false))).outcome, 'ready');
+    const back = await fn.restore(kube, kube, tomb!, ctx(true));
+    assert.is(back.outcome, 'restored', JSON.stringify(back));
+    const again = await kube.get(CILIUM.endpoints, ns, deadEp.metadata.name);
+    assert.ok(again && again.metadata.uid !== deadEp.metadata.uid, 'created anew');
+    assert.equal(again!.metadata.labels, deadEp.metadata.labels);
+    const twice = await fn.restore(kube, kube, tomb!, ctx(false));
+    assert.is(twice.outcome, 'refused');
+    assert.match(JSON.stringify(twice), /exists now/);
   });
 
   it('cilium-endpoints: a Pod re-created under the same name keeps its endpoint (judged by UID, never by name)', async (t, kube) => {

@@ -129,6 +129,8 @@ export class FakeOpenStack {
       device_id: '',
       device_owner: '',
       fixed_ips: [],
+      // as Neutron's: every port is on a network
+      network_id: 'net-1',
       revision_number: 1,
       status: 'DOWN',
       created_at: new Date(this.now()).toISOString(),
@@ -146,6 +148,8 @@ export class FakeOpenStack {
       tags: [],
       port_id: null,
       fixed_ip_address: null,
+      // as Neutron's: every floating IP is of an external network
+      floating_network_id: 'public-net',
       // a floating IP starts at revision 0 (a port at 1), as Neutron's are
       revision_number: 0,
       created_at: new Date(this.now()).toISOString(),
