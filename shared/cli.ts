@@ -28,7 +28,8 @@ const OPTIONS = {
   deadline: { type: 'string' },
   'save-snapshot': { type: 'string' },
   report: { type: 'string' },
-  'from-report': { type: 'string' },
+  'from-report': { type: 'string', multiple: true },
+  apart: { type: 'string' },
   key: { type: 'string', multiple: true },
   run: { type: 'string' },
   pushgateway: { type: 'string' },
@@ -42,7 +43,7 @@ const OPTIONS = {
 const CONNECT = ['config', 'state', 'kubeconfig', 'context', 'output', 'grace', 'deadline'] as const;
 const TAKES: Readonly<Record<string, readonly string[]>> = {
   run: [...CONNECT, 'apply', 'record', 'all', 'save-snapshot', 'report', 'pushgateway', 'metrics-textfile'],
-  apply: [...CONNECT, 'from-report', 'pushgateway', 'metrics-textfile'],
+  apply: [...CONNECT, 'from-report', 'apart', 'pushgateway', 'metrics-textfile'],
   schedule: [...CONNECT, 'listen'],
   functions: ['config', 'output', 'grace'],
   state: CONNECT,
@@ -205,9 +206,17 @@ export async function main(
           ...metricsOut,
         });
       case 'apply':
-        return await (await import('./cli/run.ts')).applyCommand(rest, v['from-report'], cfg, output, io, {
-          ...metricsOut,
-        });
+        return await (await import('./cli/run.ts')).applyCommand(
+          rest,
+          v['from-report'] ?? [],
+          v.apart,
+          cfg,
+          output,
+          io,
+          {
+            ...metricsOut,
+          },
+        );
       case 'schedule':
         return await (await import('./cli/run.ts')).scheduleCommand(cfg, output, io, v.listen);
       case 'functions':

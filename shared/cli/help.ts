@@ -20,7 +20,8 @@ Usage: twopass <command> [options]
 
 Commands:
   run <function...>|--all  observe, decide and (with --apply) delete
-  apply --from-report FILE delete what a reviewed report approved and is still confirmed
+  apply --from-report FILE [FILE...]
+                           delete what reviewed reports (agreed across time) approved and is still confirmed
   functions                list the functions and their defaults
   state show <function>    show the stored observations
   state reset <function>   forget the observations (deletes no resource)
@@ -87,8 +88,14 @@ Entries changed, in use again or gone since the report are skipped, each with it
 reason (approval.skipped). A report of another cluster, or older than
 functions.<function>.approval.maxReportAge (default 24h), is refused.
 
+Reports agreed across time: with two reports or more (--from-report A B C), only the
+entries present in every one of them with the same fingerprint are applied, and the
+oldest and the newest must be at least --apart (default 1h) apart; each entry left out
+is logged with why (approval.not-agreed). Every report passes the checks above.
+
 Options:
-  --from-report FILE       the reviewed report
+  --from-report FILE...    the reviewed report(s)
+  --apart DURATION         how far apart the oldest and newest reports must be (default 1h)
   --pushgateway URL, --metrics-textfile PATH   as for run
 ${COMMON}`,
   schedule: `Usage: twopass schedule [--config FILE] [--listen HOST:PORT]

@@ -2,12 +2,13 @@
 import { existsSync } from 'node:fs';
 import { type Config, functionConfig } from '../config.ts';
 import type { AnyFunction } from '../contract/index.ts';
+import { parseDuration } from '../engine/duration.ts';
 import { ConfigError } from '../errors.ts';
 import { createLogger, type OutputMode } from '../log/logger.ts';
 import { RunMetrics } from '../metrics/metrics.ts';
 import { findFunction, functionsOf } from '../rules/registry.ts';
 import { EXIT } from '../runtime/errors.ts';
-import { checkReport, describeReport, loadReport } from '../runtime/report.ts';
+import { agreeReports, checkReport, describeReport, loadReport } from '../runtime/report.ts';
 import type { LogSink } from '../runtime/result.ts';
 import { startScheduler } from '../runtime/scheduler.ts';
 import { type RunOptions, runFunction } from '../runtime/wire.ts';
@@ -59,20 +60,52 @@ export async function runCommand(
 /** `twopass apply --from-report FILE`: deletes what the report approved and is still confirmed, unchanged. */
 export async function applyCommand(
   rest: readonly string[],
-  path: string | undefined,
+  from: readonly string[],
+  apart: string | undefined,
   cfg: Config,
   output: OutputMode,
   io: Io,
   flags: RunFlags,
 ): Promise<number> {
-  if (!path || rest.length > 0) throw new ConfigError('usage: twopass apply --from-report FILE');
-  const approved = loadReport(path);
-  const fn = findFunction(approved.function, cfg);
+  // `--from-report A B C` and `--from-report A --from-report B` both name several reports
+  const paths = [...from, ...(from.length > 0 ? rest : [])];
+  if (paths.length === 0 || (from.length === 0 && rest.length > 0))
+    throw new ConfigError('usage: twopass apply --from-report FILE [FILE...] [--apart DURATION]');
+  if (apart !== undefined && paths.length < 2)
+    throw new ConfigError('--apart: needs two reports or more (--from-report A B)');
+  const loaded = paths.map((path) => ({ path, report: loadReport(path) }));
+  const first = loaded[0]!;
+  const fn = findFunction(first.report.function, cfg);
   if (!fn)
-    throw new ConfigError(`${path}: a report of \`${approved.function}\`, which is not a known function`);
+    throw new ConfigError(
+      `${first.path}: a report of \`${first.report.function}\`, which is not a known function`,
+    );
   const fc = functionConfig(cfg, fn.name, fn.defaults);
-  checkReport(path, approved, fn, io.time.now(), fc.approval.maxReportAgeMs);
-  return runEach([fn], cfg, output, io, flags, { apply: true, approved });
+  for (const { path, report } of loaded)
+    checkReport(path, report, fn, io.time.now(), fc.approval.maxReportAgeMs);
+  if (loaded.length === 1)
+    return runEach([fn], cfg, output, io, flags, { apply: true, approved: first.report });
+  const apartMs = apart === undefined ? 60 * 60_000 : parseDuration(apart);
+  if (apartMs === undefined)
+    throw new ConfigError(`--apart: expected a duration like \`1h\`, got \`${apart}\``);
+  const { report, left } = agreeReports(loaded, apartMs);
+  const log = createLogger({ output, stream: io.out, clock: io.time.now });
+  for (const l of left)
+    log.info(
+      { event: 'approval.not-agreed', function: fn.name, key: l.key, name: l.name, reason: l.reason },
+      'approval.not-agreed',
+    );
+  log.info(
+    {
+      event: 'approval.agreed',
+      function: fn.name,
+      reports: loaded.length,
+      agreed: report.entries.length,
+      left: left.length,
+    },
+    'approval.agreed',
+  );
+  return runEach([fn], cfg, output, io, flags, { apply: true, approved: report });
 }
 
 async function runEach(

@@ -143,3 +143,61 @@ export function describeReport(report: Report, path: string): string {
   );
   return `${lines.join('\n')}\n`;
 }
+
+/** Why an entry of the first report was left out of the agreed one. */
+export type Disagreement = Readonly<{ key: string; name: string; reason: string }>;
+
+/**
+ * Reports agreed across time (calicoctl's "reports separated by an hour"): one function, one
+ * cluster, the oldest and the newest at least `apartMs` apart; an entry is kept only when
+ * every report has it with the same fingerprint. The result is the newest report with the
+ * agreed entries; what was left out, and why, is returned beside it.
+ */
+export function agreeReports(
+  reports: readonly { path: string; report: Report }[],
+  apartMs: number,
+): { report: Report; left: Disagreement[] } {
+  const sorted = [...reports].sort((a, b) => Date.parse(a.report.createdAt) - Date.parse(b.report.createdAt));
+  const first = sorted[0]!;
+  const last = sorted.at(-1)!;
+  for (const r of sorted) {
+    if (r.report.function !== first.report.function)
+      throw new ConfigError(
+        `${r.path}: a report of ${r.report.function}, ${first.path} is of ${first.report.function}`,
+      );
+    if (r.report.cluster !== first.report.cluster)
+      throw new ConfigError(
+        `${r.path}: a report of the cluster at ${r.report.cluster}, ${first.path} is of ${first.report.cluster}`,
+      );
+  }
+  const span = Date.parse(last.report.createdAt) - Date.parse(first.report.createdAt);
+  if (span < apartMs)
+    throw new ConfigError(
+      `the reports span ${formatDuration(span)} (${first.report.createdAt} to ${last.report.createdAt}), less than the ${formatDuration(apartMs)} they must be apart (--apart): take the next one later`,
+    );
+  const left: Disagreement[] = [];
+  const agreed = last.report.entries.filter((e) => {
+    for (const r of sorted) {
+      const mine = r.report.entries.find((x) => x.key === e.key);
+      const why = !mine
+        ? `not in ${r.path} (${r.report.createdAt})`
+        : mine.fingerprint !== e.fingerprint
+          ? `its fingerprint differs in ${r.path} (${r.report.createdAt}): it changed between the reports`
+          : undefined;
+      if (why) {
+        left.push({ key: e.key, name: e.name, reason: why });
+        return false;
+      }
+    }
+    return true;
+  });
+  for (const r of sorted.slice(0, -1))
+    for (const e of r.report.entries)
+      if (!last.report.entries.some((x) => x.key === e.key))
+        left.push({ key: e.key, name: e.name, reason: `not in the newest report ${last.path}` });
+  const seen = new Set<string>();
+  return {
+    report: { ...last.report, entries: agreed },
+    left: left.filter((l) => !seen.has(l.key) && seen.add(l.key)),
+  };
+}

@@ -164,5 +164,66 @@ export function approvalScenarios(label: string, getTarget: () => Promise<KubeTa
     assert.is(await kube.get(R.danmeps, ns, ep.metadata.name), undefined);
   });
 
+  it('reports agreed across time: only entries in every report with the same fingerprint are applied, the reports an hour apart; closer ones are refused', async (t, kube) => {
+    const ns = await t.namespace();
+    const ips = ['10.10.10.51', '10.10.10.52', '10.10.10.53'];
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ips);
+    const eps: KubeObject[] = [];
+    for (const [i, ip] of ips.entries()) {
+      eps.push(await createEndpoint(kube, await createPod(kube, ns, `gone-${i}`), 'test-net1', `${ip}/24`));
+      await forceDeletePod(kube, ns, `gone-${i}`);
+    }
+    const dir = mkdtempSync(join(tmpdir(), 'twopass-agreed-'));
+    const base = [
+      ...cliFiles(
+        dir,
+        t.kubeconfig(),
+        `allowShortGrace: true\nfunctions:\n  danm-endpoints:\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    settings: { namespaces: [${ns}] }\n`,
+      ),
+      '--state',
+      `file:${join(dir, 'state')}`,
+    ];
+    assert.is((await twopassAsync(['run', 'danm-endpoints', ...base, '--record'])).code, 0);
+    const late = join(dir, 'late.json');
+    assert.is((await twopassAsync(['run', 'danm-endpoints', ...base, '--report', late])).code, 0);
+    const report = JSON.parse(readFileSync(late, 'utf8')) as Report;
+    assert.is(report.entries.length, 3);
+    const [a, b, c] = eps.map((ep) => report.entries.find((e) => e.key === ep.metadata.uid)!);
+    // the report an operator took an hour before: c was not confirmed yet, b was another object then
+    const early = join(dir, 'early.json');
+    writeFileSync(
+      early,
+      JSON.stringify({
+        ...report,
+        createdAt: new Date(Date.parse(report.createdAt) - 61 * 60_000).toISOString(),
+        entries: [a, { ...b!, fingerprint: `${b!.fingerprint}-then` }],
+      }),
+    );
+    const close = join(dir, 'close.json');
+    writeFileSync(
+      close,
+      JSON.stringify({
+        ...report,
+        createdAt: new Date(Date.parse(report.createdAt) - 10 * 60_000).toISOString(),
+      }),
+    );
+    const tooClose = await twopassAsync(['apply', '--from-report', close, late, ...base]);
+    assert.is(tooClose.code, 2, tooClose.err);
+    assert.match(tooClose.err, /less than the 1h they must be apart/);
+    for (const ep of eps) assert.ok(await kube.get(R.danmeps, ns, ep.metadata.name), 'nothing deleted');
+    const applied = await twopassAsync(['apply', '--from-report', early, late, ...base]);
+    assert.is(applied.code, 0, applied.err + applied.out.slice(-600));
+    const left = applied.json().filter((e) => e.event === 'approval.not-agreed');
+    assert.equal(left.map((e) => e.key).sort(), [b!.key, c!.key].sort());
+    assert.match(String(left.find((e) => e.key === b!.key)?.reason), /fingerprint differs/);
+    assert.match(String(left.find((e) => e.key === c!.key)?.reason), /not in .*early\.json/);
+    assert.is(await kube.get(R.danmeps, ns, eps[0]!.metadata.name), undefined, 'the agreed entry is deleted');
+    assert.ok(
+      await kube.get(R.danmeps, ns, eps[1]!.metadata.name),
+      'the one that changed between the reports stays',
+    );
+    assert.ok(await kube.get(R.danmeps, ns, eps[2]!.metadata.name), 'the one in one report only stays');
+  });
+
   run();
 }
