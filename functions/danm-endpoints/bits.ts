@@ -9,6 +9,7 @@ import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { networkBatch, networkEvent, removeOne } from './batch.ts';
 import { networkType, type Settings } from './endpoint.ts';
 import { poolOf, readNetwork } from './evidence.ts';
+import { networkId } from './model.ts';
 import { restoreBit } from './restore.ts';
 
 export const bitData = z.object({
@@ -50,4 +51,5 @@ export const bitKind: KindSpec<BitData, KubeReader, KubeReadWriter, Settings> = 
   event: networkEvent,
   batch: networkBatch,
   restore: restoreBit,
+  place: (d) => networkId(d.networkType, d.namespace, d.name),
 };

@@ -13,7 +13,7 @@ import {
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { PODS } from '../../shared/kube/resources.ts';
 import { networkBatch, networkEvent, removeOne } from './batch.ts';
-import { danmResources, GROUPS } from './model.ts';
+import { danmResources, GROUPS, networkId } from './model.ts';
 import { restoreEndpoint } from './restore.ts';
 
 /** The settings of danm-endpoints (`functions.danm-endpoints.settings`). */
@@ -76,4 +76,5 @@ export const endpointKind: KindSpec<EpData, KubeReader, KubeReadWriter, Settings
   // The DanmEps and leaked bits of one network are removed together (one write of its bitmap).
   batch: networkBatch,
   restore: restoreEndpoint,
+  place: (d) => networkId(d.networkType, d.namespace, d.network),
 };

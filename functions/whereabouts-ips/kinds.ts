@@ -336,6 +336,7 @@ export const allocationKind: KindSpec<AllocData, KubeReader, KubeReadWriter, Set
   },
   batch: allocBatch,
   restore: restoreAllocation,
+  place: (d) => `${d.namespace}/${d.pool}`,
 };
 
 /**

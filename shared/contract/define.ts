@@ -217,6 +217,13 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
       if (!batch || typed.length === 0) return refused;
       return [...(await batch.remove(reader, writer, typed, typedCtx(ctx))), ...refused];
     },
+    placeOf(t) {
+      const d = dispatch(t);
+      if ('error' in d) return '';
+      if (d.kind.place) return d.kind.place(d.target.data);
+      const ns = (d.target.data as { namespace?: unknown } | null)?.namespace;
+      return typeof ns === 'string' ? ns : '';
+    },
     async restore(reader, writer, tomb, ctx) {
       const kind = kindOf(tomb.kind);
       if (!kind) return { outcome: 'refused', reason: `${spec.name} has no kind ${tomb.kind}` };

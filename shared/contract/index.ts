@@ -174,6 +174,8 @@ export interface TwopassFunction<R, W> {
   ): Promise<BatchItemResult[]>;
   /** The Event for one removed target, or for the removed targets of one batch. */
   eventFor(removed: readonly { target: Target; detail?: string | undefined }[]): EventNote | undefined;
+  /** Where a target's leak sits (a network, a pool, a namespace, a project): a metrics label. */
+  placeOf(target: Target): string;
   /** Brings a deleted target back from its tombstone, when that cannot collide with what exists now. */
   restore(reader: R, writer: W, tombstone: Tombstone, ctx: RestoreContext): Promise<RestoreResult>;
 }
@@ -219,6 +221,11 @@ export type KindSpec<D, R, W, S> = Readonly<{
   event?(removed: readonly Removed<D>[]): EventNote | undefined;
   /** Targets of this kind whose removal writes one object: removed together. */
   batch?: BatchSpec<D, R, W, S>;
+  /**
+   * The object a leak of this kind sits in, for metrics that say where leaks come from (a
+   * network, an IP pool, a project); default: the data's namespace.
+   */
+  place?(data: D): string;
   /** Re-creates a deleted target from its tombstone (absent: such a target cannot be restored). */
   restore?(
     reader: R,

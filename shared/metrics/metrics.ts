@@ -12,6 +12,31 @@ import { readFile, rename, writeFile } from 'node:fs/promises';
 import { Counter, Gauge, Pushgateway, Registry } from 'prom-client';
 import type { RunHooks, RunOutcome, RunResult } from '../runtime/result.ts';
 
+/** Places named in the metrics per function (the rest are summed per kind as OTHER): bounded cardinality. */
+export const TOP_PLACES = 10;
+export const OTHER = '(other)';
+
+/**
+ * The places of a run with bounded cardinality: the TOP_PLACES with the most candidates and
+ * deletions keep their name, the rest are summed per kind under OTHER; an empty place is
+ * "(none)".
+ */
+export function boundedPlaces(places: NonNullable<RunResult['places']>) {
+  const score = (p: (typeof places)[number]) => p.candidates + p.deleted;
+  const ranked = [...places].sort((a, b) => score(b) - score(a) || a.place.localeCompare(b.place));
+  const out = ranked.slice(0, TOP_PLACES).map((p) => ({ ...p, place: p.place || '(none)' }));
+  const rest = new Map<string, { candidates: number; confirmed: number; deleted: number }>();
+  for (const p of ranked.slice(TOP_PLACES)) {
+    const r = rest.get(p.kind) ?? { candidates: 0, confirmed: 0, deleted: 0 };
+    r.candidates += p.candidates;
+    r.confirmed += p.confirmed;
+    r.deleted += p.deleted;
+    rest.set(p.kind, r);
+  }
+  for (const [kind, r] of rest) out.push({ kind, place: OTHER, ...r });
+  return out;
+}
+
 export const OUTCOMES: readonly RunOutcome[] = ['ok', 'failed', 'aborted', 'refused', 'locked', 'approval'];
 const LAST_SUCCESS = 'twopass_last_success_timestamp_seconds';
 
@@ -45,7 +70,46 @@ class LastRun {
       pending: gauge('pending', 'Candidates waiting for their grace window.'),
       indeterminate: gauge('indeterminate', 'Targets whose use could not be decided.'),
       notify: gauge('last_run_notify_failed', "1 when the last run's notification was not delivered."),
+      placeCandidates: gauge(
+        'place_candidates',
+        `Candidates (pending or confirmed) at the end of the last run, by kind and the object the leak sits in (network, pool, namespace, project; the top ${TOP_PLACES}, the rest as "${OTHER}").`,
+        ['kind', 'place'],
+      ),
+      placeConfirmed: gauge('place_confirmed', 'Targets the last run confirmed unused, by kind and place.', [
+        'kind',
+        'place',
+      ]),
+      placeDeleted: gauge('place_deleted', 'Targets the last run deleted, by kind and place.', [
+        'kind',
+        'place',
+      ]),
+      oldest: gauge(
+        'oldest_candidate_age_seconds',
+        'Age of the oldest candidate at the end of the last run (0: none): one that outlives several graces is never being reclaimed.',
+      ),
+      grace: gauge('grace_seconds', "The function's grace window."),
     };
+  }
+
+  /** The place series each function's last run set (the next run's replace them). */
+  private readonly placeSeries = new Map<string, { kind: string; place: string }[]>();
+
+  private setPlaces(fn: string, places: NonNullable<RunResult['places']>): void {
+    const g = this.g;
+    for (const l of this.placeSeries.get(fn) ?? [])
+      for (const m of [g.placeCandidates!, g.placeConfirmed!, g.placeDeleted!])
+        m.remove({ function: fn, ...l });
+    const rows = boundedPlaces(places);
+    for (const r of rows) {
+      const l = { function: fn, kind: r.kind, place: r.place };
+      g.placeCandidates!.set(l, r.candidates);
+      g.placeConfirmed!.set(l, r.confirmed);
+      g.placeDeleted!.set(l, r.deleted);
+    }
+    this.placeSeries.set(
+      fn,
+      rows.map((r) => ({ kind: r.kind, place: r.place })),
+    );
   }
 
   /** The kinds each function's last run deleted (their series are this run's, or none). */
@@ -79,6 +143,9 @@ class LastRun {
       g.pending!.set(l, r.summary.pending);
       g.indeterminate!.set(l, r.summary.indeterminate);
     }
+    if (r.places) this.setPlaces(r.function, r.places);
+    if (r.oldestCandidateAgeSeconds !== undefined) g.oldest!.set(l, r.oldestCandidateAgeSeconds);
+    if (r.graceSeconds !== undefined) g.grace!.set(l, r.graceSeconds);
   }
 }
 

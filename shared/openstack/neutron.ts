@@ -314,20 +314,22 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
 
   /**
    * Creates a port or floating IP (with its tags set after, as the tag API does): the new
-   * object, or 'taken' when Neutron says its address is allocated (409).
+   * object, 'taken' when Neutron says its address is allocated (409), or why its policy
+   * refused (403: a floating IP of a chosen address is admin-only by default).
    */
   async create<T extends { id: string }>(
     collection: 'ports' | 'floatingips',
     body: Record<string, unknown>,
     tags: readonly string[],
     signal?: AbortSignal,
-  ): Promise<T | 'taken'> {
+  ): Promise<T | 'taken' | { forbidden: string }> {
     const one = COLLECTIONS[collection].one;
     const what = `neutron create ${COLLECTIONS[collection].noun}`;
     const r = await this.call(what, 'POST', `${await this.base(signal)}/${collection}`, {}, signal, {
       [one]: body,
     });
     if (r.status === 409) return 'taken';
+    if (r.status === 403) return { forbidden: describeBody(r.body) };
     if (r.status !== 201) throw new OpenStackApiError(what, r.status, describeBody(r.body));
     const o = (r.body as Record<string, T> | undefined)?.[one];
     if (!o?.id) throw new OpenStackApiError(what, 0, `the answer is not a ${COLLECTIONS[collection].noun}`);

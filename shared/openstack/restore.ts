@@ -45,11 +45,16 @@ export async function restorePort(
   if (taken) return { outcome: 'refused', reason: taken };
   const ips = (port.fixed_ips ?? []).map((f) => f.ip_address).join(', ');
   const what = `port ${port.name || port.id} (${ips})${fip?.floating_ip_address ? ` with floating IP ${fip.floating_ip_address}` : ''}`;
-  if (!ctx.apply) return { outcome: 'ready', detail: `${what} would be created again` };
+  if (!ctx.apply)
+    return {
+      outcome: 'ready',
+      detail: `${what} would be created again${fip?.floating_ip_address ? " (choosing the floating IP's address needs an admin's credentials, by Neutron's default policy)" : ''}`,
+    };
   const made = await n.create<Port>(
     'ports',
     {
       network_id: port.network_id,
+      ...(port.project_id ? { project_id: port.project_id } : {}),
       fixed_ips: (port.fixed_ips ?? []).map((f) => ({
         ...(f.subnet_id ? { subnet_id: f.subnet_id } : {}),
         ip_address: f.ip_address,
@@ -63,6 +68,8 @@ export async function restorePort(
     ctx.signal,
   );
   if (made === 'taken') return { outcome: 'refused', reason: `${ips} was allocated in between` };
+  if ('forbidden' in made)
+    return { outcome: 'refused', reason: `Neutron's policy refused the port: ${made.forbidden}` };
   const ids: Record<string, string> = { port: made.id };
   if (fip?.floating_ip_address) {
     const f = await restoreFip(n, { ...fip, port_id: made.id }, ctx);
@@ -93,12 +100,17 @@ export async function restoreFip(
   const taken = await free(n, undefined, fip, ctx.signal);
   if (taken) return { outcome: 'refused', reason: taken };
   const what = `floating IP ${fip.floating_ip_address}`;
-  if (!ctx.apply) return { outcome: 'ready', detail: `${what} would be allocated again` };
+  if (!ctx.apply)
+    return {
+      outcome: 'ready',
+      detail: `${what} would be allocated again (choosing its address needs credentials Neutron's policy allows it: an admin's, by default)`,
+    };
   const made = await n.create<FloatingIp>(
     'floatingips',
     {
       floating_network_id: fip.floating_network_id,
       floating_ip_address: fip.floating_ip_address,
+      ...(fip.project_id ? { project_id: fip.project_id } : {}),
       ...(fip.port_id ? { port_id: fip.port_id } : {}),
       ...(fip.description ? { description: fip.description } : {}),
     },
@@ -107,5 +119,10 @@ export async function restoreFip(
   );
   if (made === 'taken')
     return { outcome: 'refused', reason: `${fip.floating_ip_address} was allocated in between` };
+  if ('forbidden' in made)
+    return {
+      outcome: 'refused',
+      reason: `Neutron's policy refused a floating IP of a chosen address (${made.forbidden}): by default only an admin may choose one; restore with an admin's credentials (OS_CLOUD)`,
+    };
   return { outcome: 'restored', detail: `${what} allocated again: ${made.id}`, ids: { floatingIp: made.id } };
 }

@@ -55,6 +55,8 @@ const data = z.object({
   id: z.string().min(1),
   revision: z.number().int().min(0),
   version: z.string().optional(),
+  /** The project it is in (where the leak sits, for metrics). */
+  project: z.string().optional(),
 });
 type Data = z.output<typeof data>;
 
@@ -240,7 +242,12 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
         ctx.unreadable(kind, { ...init, key: o.id, fingerprint: o.id }, fp.error);
         continue;
       }
-      const v = ctx.target(kind, { ...init, key: o.id, fingerprint: fp, data: { id: o.id, ...version } });
+      const v = ctx.target(kind, {
+        ...init,
+        key: o.id,
+        fingerprint: fp,
+        data: { id: o.id, ...version, project: s.projectId },
+      });
       const verdict = judge(rule, object, ev.indexes);
       if ('used' in verdict) v.used();
       else if ('indeterminate' in verdict) v.indeterminate(verdict.indeterminate);
@@ -302,6 +309,7 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
           : `${kind} ${d.id} deleted (cascade; ${CLOUD_TARGETS[c].service} offers no precondition)`,
       };
     },
+    place: (d) => d.project ?? '',
     async restore(_r, w, tomb, ctx) {
       const o = tomb.object as Resource | undefined;
       if (!o?.id) return { outcome: 'refused', reason: 'the tombstone holds no resource' };

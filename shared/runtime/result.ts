@@ -25,6 +25,20 @@ export type RunResult = Readonly<{
   evidence?: Readonly<Record<string, number>>;
   /** The run-level events of the decision (evidence accepted, run refused or aborted), for commands that report them. */
   notices: readonly DiffEvent[];
+  /**
+   * Where the run's candidates sit, by kind and place (a network, a pool, a namespace, a
+   * project): pending or confirmed there, and deleted by this run.
+   */
+  places?: readonly Readonly<{
+    kind: string;
+    place: string;
+    candidates: number;
+    confirmed: number;
+    deleted: number;
+  }>[];
+  /** The age of the oldest candidate (0 when none), and the function's grace: a collector that is stuck. */
+  oldestCandidateAgeSeconds?: number;
+  graceSeconds?: number;
   /** Side outputs that failed (a snapshot file, a report, a state save after deleting, a hook): logged, counted here. */
   sideFailures: number;
   error?: string;

@@ -228,7 +228,8 @@ async function phases<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Scope, runI
   const evidence = Object.fromEntries(
     snapshot.sources.filter((x) => x.role === 'evidence').map((x) => [x.name, x.count]),
   );
-  const base = { snapshotId, summary: decision.diff.summary, notices, evidence };
+  const where = placesOf(fn, snapshot, decision, ctx.now, req.policy.graceMs);
+  const base = { snapshotId, summary: decision.diff.summary, notices, evidence, ...where.result() };
   if (decision.diff.outcome === 'aborted')
     return { ...base, outcome: 'aborted', exitCode: EXIT.incomplete, error: 'snapshot incomplete' };
   const persisted = await persist(deps.store, fn.name, loaded, decision, req.apply || req.record, x);
@@ -280,5 +281,49 @@ async function phases<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Scope, runI
     concurrency: req.concurrency,
     evidenceMaxAgeMs: req.evidenceMaxAgeMs ?? EVIDENCE_MAX_AGE_MS,
   });
-  return { ...base, confirmed, ...done };
+  return { ...base, confirmed, ...done, ...where.result(done.deleted ?? []) };
+}
+
+/**
+ * Where the candidates of a run sit (a network, a pool, a namespace, a project), by kind:
+ * how many are pending or confirmed there, and how many the act phase deleted; the age of
+ * the oldest candidate, and the grace, for the alert on a collector that is stuck.
+ */
+function placesOf<R, W>(
+  fn: RunDeps<R, W>['fn'],
+  snapshot: Snapshot,
+  decision: ReturnType<typeof decideAndLog>,
+  now: number,
+  graceMs: number,
+) {
+  const cands = decision.nextState.candidates;
+  const at = new Map<string, string>();
+  for (const t of snapshot.targets)
+    if (Object.hasOwn(cands, t.key)) at.set(t.key, `${t.kind}\u0000${fn.placeOf(t)}`);
+  let oldest = Number.POSITIVE_INFINITY;
+  for (const c of Object.values(cands)) oldest = Math.min(oldest, c.firstUnusedAt);
+  const confirmed = new Set(decision.actions.map((a) => a.target.key));
+  return {
+    result(
+      deleted: readonly string[] = [],
+    ): Pick<RunResult, 'places' | 'oldestCandidateAgeSeconds' | 'graceSeconds'> {
+      const gone = new Set(deleted);
+      const tally = new Map<string, { candidates: number; confirmed: number; deleted: number }>();
+      for (const [key, kp] of at) {
+        const row = tally.get(kp) ?? { candidates: 0, confirmed: 0, deleted: 0 };
+        row.candidates++;
+        if (confirmed.has(key)) row.confirmed++;
+        if (gone.has(key)) row.deleted++;
+        tally.set(kp, row);
+      }
+      return {
+        places: [...tally].map(([kp, n]) => {
+          const [kind, place] = kp.split('\u0000') as [string, string];
+          return { kind, place, ...n };
+        }),
+        oldestCandidateAgeSeconds: Number.isFinite(oldest) ? Math.max(0, (now - oldest) / 1000) : 0,
+        graceSeconds: graceMs / 1000,
+      };
+    },
+  };
 }

@@ -183,6 +183,11 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
       JSON.stringify(r.events('delete.failed')),
     );
     assert.not.ok((await bits(kube, ns)).includes('10.10.10.90'));
+    // where the leak sat, for the metrics: the network
+    assert.equal(
+      res.places?.filter((p) => p.kind === 'DanmEp'),
+      [{ kind: 'DanmEp', place: `DanmNet/${ns}/test-net1`, candidates: 2, confirmed: 2, deleted: 2 }],
+    );
     const tombs = await new FileTombstones(r.dir, () => r.now).list('danm-endpoints');
     assert.is(tombs.length, 2);
     const ta = tombs.find((x) => x.key === a.metadata.uid)!;

@@ -166,6 +166,35 @@ it('tombstones and restore on the real Neutron: the deleted port comes back with
     ),
     dry.out,
   );
+  // with the member's credentials the port would come back but not its floating IP: refused, the port deleted again
+  const member = await twopassAsync(
+    [
+      'restore',
+      'lbaas-ports',
+      '--state',
+      `file:${r.dir}`,
+      '--kubeconfig',
+      kc,
+      '--config',
+      cfg,
+      '--output',
+      'json',
+      '--key',
+      a.port.id,
+      '--apply',
+    ],
+    env,
+  );
+  assert.is(member.code, 1, member.out + member.err);
+  assert.match(member.out, /only an admin may choose one/);
+  assert.equal(
+    (
+      (await neutron('GET', `/ports?fixed_ips=ip_address%3D${a.port.fixed_ips[0]!.ip_address}`))
+        .ports as unknown[]
+    ).length,
+    0,
+    'the port made for it was deleted again',
+  );
   const applied = await cli('--key', a.port.id, '--apply');
   assert.is(applied.code, 0, applied.out + applied.err);
   const done = lines(applied).find((l) => l.event === 'restore.restored')!;

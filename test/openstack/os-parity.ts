@@ -139,29 +139,40 @@ export function parityCases(it: It, { client, createPort }: Helpers): void {
     ).body.floatingip as FloatingIp;
     const addr = fip.floating_ip_address!;
     assert.is(await c.neutron.addressHolder('floating', addr), fip.id);
-    const twice = await c.raw('POST', '/floatingips', {
+    // choosing the address is admin-only (Neutron's create_floatingip:floating_ip_address)
+    const chosen = {
       floatingip: {
         ...(t.floatingNetworkId ? { floating_network_id: t.floatingNetworkId } : {}),
         floating_ip_address: addr,
       },
-    });
+    };
+    const member = await c.raw('POST', '/floatingips', chosen);
+    assert.is(member.status, 403, 'a member may not choose the address');
+    assert.match(member.text, /PolicyNotAuthorized/);
+    const admin = client(t, 'admin');
+    const twice = await admin.raw('POST', '/floatingips', chosen);
     assert.is(twice.status, 409, 'a taken floating IP address');
     await c.neutron.deleteFloatingIp(fip.id, undefined);
     await c.neutron.deletePort(p.id, undefined);
     assert.is(await c.neutron.addressHolder('fixed', ip), undefined, 'free once its port is gone');
-    const made = await c.neutron.create<FloatingIp>(
+    const made = await admin.neutron.create<FloatingIp>(
       'floatingips',
       {
         ...(t.floatingNetworkId ? { floating_network_id: t.floatingNetworkId } : {}),
         floating_ip_address: addr,
+        project_id: fip.project_id,
       },
       ['restored'],
       undefined,
     );
-    assert.ok(made !== 'taken' && made.floating_ip_address === addr, 'the same address again');
-    const tagged = await c.neutron.getFloatingIp((made as FloatingIp).id);
-    assert.equal(tagged?.tags, ['restored']);
+    assert.ok(
+      typeof made === 'object' && 'id' in made && made.floating_ip_address === addr,
+      'the same address again',
+    );
+    const back = await c.neutron.getFloatingIp((made as FloatingIp).id);
+    assert.equal(back?.tags, ['restored'], "in the member's project, with its tags");
     await c.neutron.deleteFloatingIp((made as FloatingIp).id, undefined);
+    await admin.close();
     await c.close();
   });
 

@@ -302,4 +302,49 @@ test('last_run_deleted has only the kinds of the latest run', async () => {
   assert.not.match(text, /twopass_last_run_deleted\{function="f",kind="DanmBit"\}/);
 });
 
+test('metrics say where: candidates, confirmed and deleted by kind and place, the top 10 places named and the rest summed; a place the next run does not have goes', async () => {
+  const m = new RunMetrics(() => 1_800_000_000_000, '0.0.0');
+  const base = {
+    function: 'f',
+    runId: 'r',
+    outcome: 'ok' as const,
+    exitCode: 0 as const,
+    dryRun: false,
+    confirmed: [],
+    deleted: [],
+    deletedByKind: {},
+    skipped: [],
+    failed: [],
+    notices: [],
+    sideFailures: 0,
+    durationMs: 1,
+  };
+  const places = Array.from({ length: 14 }, (_, i) => ({
+    kind: 'DanmEp',
+    place: `DanmNet/ns/net-${String(i).padStart(2, '0')}`,
+    candidates: 100 - i,
+    confirmed: i === 0 ? 5 : 0,
+    deleted: i === 0 ? 4 : 0,
+  }));
+  m.record({ ...base, places, oldestCandidateAgeSeconds: 1234, graceSeconds: 300 });
+  const text = await m.text();
+  const series = text.split('\n').filter((l) => l.startsWith('twopass_place_candidates{'));
+  assert.is(series.length, 11, 'ten places by name and one for the rest');
+  assert.match(
+    text,
+    /twopass_place_candidates\{function="f",kind="DanmEp",place="DanmNet\/ns\/net-00"\} 100/,
+  );
+  assert.match(text, /twopass_place_confirmed\{function="f",kind="DanmEp",place="DanmNet\/ns\/net-00"\} 5/);
+  assert.match(text, /twopass_place_deleted\{function="f",kind="DanmEp",place="DanmNet\/ns\/net-00"\} 4/);
+  // net-10 .. net-13 (90 + 89 + 88 + 87) summed
+  assert.match(text, /twopass_place_candidates\{function="f",kind="DanmEp",place="\(other\)"\} 354/);
+  assert.not.match(text, /net-13/);
+  assert.match(text, /twopass_oldest_candidate_age_seconds\{function="f"\} 1234/);
+  assert.match(text, /twopass_grace_seconds\{function="f"\} 300/);
+  m.record({ ...base, places: [{ kind: 'DanmEp', place: '', candidates: 1, confirmed: 0, deleted: 0 }] });
+  const next = await m.text();
+  assert.not.match(next, /net-00/, "the last run's places only");
+  assert.match(next, /twopass_place_candidates\{function="f",kind="DanmEp",place="\(none\)"\} 1/);
+});
+
 test.run();

@@ -355,7 +355,7 @@ export class FakeOpenStack {
         };
         return this.list(collection, store, url, base, t, send, fault?.emptyPage === true);
       }
-      if (id === undefined && method === 'POST') return this.create(collection, raw, t.projectId, send);
+      if (id === undefined && method === 'POST') return this.create(collection, raw, t, send);
       const obj = id ? store.get(id) : undefined;
       if (!obj || (obj.project_id !== t.projectId && !t.admin)) return notFound();
       if (sub === 'tags') return this.tags(obj, method, subId, raw, send);
@@ -632,12 +632,12 @@ export class FakeOpenStack {
     );
   }
 
-  private create(
-    collection: string,
-    raw: string,
-    projectId: string,
-    send: (s: number, b: unknown) => void,
-  ): void {
+  private create(collection: string, raw: string, t: TokenInfo, send: (s: number, b: unknown) => void): void {
+    const asked = (JSON.parse(raw || '{}') as Record<string, { project_id?: string } | undefined>)[
+      collection === 'security-groups' ? 'security_group' : collection === 'ports' ? 'port' : 'floatingip'
+    ]?.project_id;
+    // an admin may make a resource in another project (project_id in the body), as Neutron allows
+    const projectId = t.admin && asked ? asked : t.projectId;
     const body = JSON.parse(raw || '{}') as {
       security_group?: { name?: string; description?: string };
       port?: Partial<Port> & { network_id?: string; security_groups?: string[] };
@@ -690,6 +690,18 @@ export class FakeOpenStack {
     const f = body.floatingip ?? {};
     const port = f.port_id ? this.ports.get(f.port_id) : undefined;
     const n = this.fips.size + 10;
+    // a floating IP of a chosen address is admin-only (Neutron's create_floatingip:floating_ip_address)
+    if (f.floating_ip_address && !t.admin) {
+      send(403, {
+        NeutronError: {
+          type: 'PolicyNotAuthorized',
+          message:
+            '(rule:create_floatingip and rule:create_floatingip:floating_ip_address) is disallowed by policy',
+          detail: '',
+        },
+      });
+      return;
+    }
     if (
       f.floating_ip_address &&
       [...this.fips.values()].some((x) => x.floating_ip_address === f.floating_ip_address)
