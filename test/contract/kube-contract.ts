@@ -27,6 +27,7 @@ import {
 import { ConfigMapStateStore } from '../../shared/state/configmap.ts';
 import { LockHeldError, StateConflictError } from '../../shared/state/errors.ts';
 import { LeaseLock } from '../../shared/state/lease.ts';
+import { ConfigMapTombstones, type Tombstone } from '../../shared/state/tombstones.ts';
 import { evidenceWindowThroughStore } from '../helpers/engine.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
 import { eventually, manualTime, testTime } from '../helpers/time.ts';
@@ -504,6 +505,66 @@ export function kubeContract(
     );
     assert.ok(w.storedDrop, 'the stored state holds the window');
     assert.is(w.final, 'ok', 'held past acceptEvidenceDropAfter: accepted on its own');
+  });
+
+  it('ConfigMapTombstones: appends survive a new store; the ring rolls over past its size and count, the oldest overwritten; age retention; a second writer loses', async ({
+    kube,
+    ns,
+  }) => {
+    let now = Date.parse('2026-06-01T00:00:00Z');
+    const retention = { maxAgeMs: 24 * 3600_000, maxEntries: 16 };
+    const store = new ConfigMapTombstones(kube, ns, () => now, retention, 4096);
+    const tomb = (i: number, pad = 0): Tombstone => ({
+      key: `k-${i}`,
+      kind: 'DanmEp',
+      name: `ep-${i}`,
+      object: {
+        metadata: { name: `ep-${i}` },
+        spec: { pad: Array.from({ length: pad }, () => randomUUID()).join('') },
+      },
+      function: 'tomb-fn',
+      runId: 'run-1',
+      snapshotId: 'snap-1',
+      fingerprint: `fp-${i}`,
+      reason: 'the Pod it was created for (by UID) is gone',
+      at: now,
+    });
+    await store.append('tomb-fn', [tomb(1), tomb(2)]);
+    await store.append('tomb-fn', [tomb(3)]);
+    const fresh = new ConfigMapTombstones(kube, ns, () => now, retention, 4096);
+    assert.equal(
+      (await fresh.list('tomb-fn')).map((t) => t.key),
+      ['k-1', 'k-2', 'k-3'],
+      'read back by another store',
+    );
+    // two a slot (16 over 8): appends roll over; past 8 slots the oldest goes
+    for (let i = 4; i <= 20; i++) await fresh.append('tomb-fn', [tomb(i)]);
+    const kept = (await fresh.list('tomb-fn')).map((t) => t.key);
+    assert.ok(kept.length <= 16 && kept.includes('k-20') && !kept.includes('k-1'), kept.join(' '));
+    const maps = (await kube.listAll(CONFIGMAPS, { namespace: ns })).items.filter((o) =>
+      o.metadata.name.startsWith('twopass-tomb-fn-tomb-'),
+    );
+    assert.is(maps.length, 8, 'a ring of eight ConfigMaps');
+    for (const m of maps)
+      assert.ok(
+        Buffer.from((m as unknown as { binaryData: Record<string, string> }).binaryData['tombstones.json.gz']!, 'base64')
+          .length <= 4096,
+      );
+    // big entries: one write beyond the size of a slot is refused, not split or dropped
+    const big = await rejects(fresh.append('tomb-fn', [tomb(21, 400)]));
+    assert.match(String(big), /above 4096: not written/);
+    // age: a day later, what is older than a day is not listed
+    now += 25 * 3600_000;
+    assert.equal(await fresh.list('tomb-fn'), []);
+    // a writer holding an old resourceVersion loses: nothing written
+    const a = new ConfigMapTombstones(kube, ns, () => now, retention, 4096);
+    const b = new ConfigMapTombstones(kube, ns, () => now, retention, 4096);
+    await a.append('other-fn', [tomb(1)]);
+    await b.append('other-fn', [tomb(2)]);
+    await a.append('other-fn', [tomb(3)]).then(
+      () => assert.unreachable('the stale writer must lose'),
+      (err) => assert.match(String(err), /written by someone else meanwhile/),
+    );
   });
 
   it('ConfigMapStateStore: round trip, shards, conflicts', async ({ kube, ns }) => {
