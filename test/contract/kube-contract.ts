@@ -547,8 +547,10 @@ export function kubeContract(
     assert.is(maps.length, 8, 'a ring of eight ConfigMaps');
     for (const m of maps)
       assert.ok(
-        Buffer.from((m as unknown as { binaryData: Record<string, string> }).binaryData['tombstones.json.gz']!, 'base64')
-          .length <= 4096,
+        Buffer.from(
+          (m as unknown as { binaryData: Record<string, string> }).binaryData['tombstones.json.gz']!,
+          'base64',
+        ).length <= 4096,
       );
     // big entries: one write beyond the size of a slot is refused, not split or dropped
     const big = await rejects(fresh.append('tomb-fn', [tomb(21, 400)]));
