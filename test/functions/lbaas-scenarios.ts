@@ -1,5 +1,5 @@
 /** lbaas-ports end to end: Services in Kubernetes (real or fake), ports and FIPs in the fake Neutron. */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as assert from 'uvu/assert';
@@ -10,6 +10,7 @@ import { SERVICES } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
 import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
 import { controllerPort, createService, setIngress } from '../../shared/sandbox/scenarios/lbaas.ts';
+import { FileTombstones } from '../../shared/state/tombstones.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { changedBeforeDelete } from '../helpers/lbaas.ts';
 import { type Runner, runner } from '../helpers/runner.ts';
@@ -89,6 +90,37 @@ export function lbaasScenarios(label: string, getTarget: () => Promise<KubeTarge
       assert.equal((await r.run()).deleted, []);
     }
     assert.ok(os.ports.has(ingress.port.id));
+  });
+
+  it('no tombstone, no deletion: a port whose tombstone cannot be written stays, with its floating IP; once it can, both go and the tombstone holds them as they were', async (c) => {
+    const { kube, os } = c;
+    const ns = await c.t.namespace();
+    const old = controllerPort(os, { name: 'old-app' });
+    await createService(kube, ns, 'old-app', { portId: old.port.id });
+    const r = mk(c, ns);
+    const tombPath = join(r.dir, 'lbaas-ports.tombstones.json.gz');
+    mkdirSync(tombPath, { recursive: true });
+    await r.run();
+    await kube.delete(SERVICES, ns, 'old-app');
+    r.now += MIN;
+    await r.run();
+    r.now += 31 * MIN;
+    const refused = await r.run();
+    assert.equal(refused.deleted, [], 'no tombstone, no deletion');
+    assert.is(refused.exitCode, EXIT.error);
+    assert.ok(os.ports.has(old.port.id) && os.fips.has(old.fip!.id), 'the port and its FIP stay');
+    assert.not.ok(
+      os.requests.some((q) => q.method === 'DELETE'),
+      'no DELETE was sent',
+    );
+    rmSync(tombPath, { recursive: true });
+    r.now += MIN;
+    const res = await r.run();
+    assert.equal(res.deleted, [old.fip!.id, old.port.id]);
+    const [t] = await new FileTombstones(r.dir, () => r.now).list('lbaas-ports');
+    const o = t!.object as { port: { id: string; revision_number: number }; floatingIp: { id: string } };
+    assert.is(o.port.id, old.port.id);
+    assert.is(o.floatingIp.id, old.fip!.id);
   });
 
   it('a Service matching only by its ingress IP keeps the port', async (c) => {
