@@ -129,23 +129,27 @@ it('tombstones and restore on the real Neutron: the deleted port comes back with
   );
   const kc = join(r.dir, 'kubeconfig');
   writeFileSync(kc, t.kubeconfig());
+  // choosing a floating IP's address is admin-only in Neutron's default policy: the restore runs as an admin
+  const adminClouds = join(r.dir, 'admin.yaml');
+  writeFileSync(
+    adminClouds,
+    `clouds:\n  real:\n    region_name: ${os!.region}\n    interface: public\n    auth:\n      auth_url: ${os!.authUrl}\n      username: admin\n      password: ${os!.admin.password}\n      user_domain_name: Default\n      project_name: admin\n      project_domain_name: Default\n`,
+  );
+  const restoreArgs = (more: string[]) => [
+    'restore',
+    'lbaas-ports',
+    '--state',
+    `file:${r.dir}`,
+    '--kubeconfig',
+    kc,
+    '--config',
+    cfg,
+    '--output',
+    'json',
+    ...more,
+  ];
   const cli = (...more: string[]) =>
-    twopassAsync(
-      [
-        'restore',
-        'lbaas-ports',
-        '--state',
-        `file:${r.dir}`,
-        '--kubeconfig',
-        kc,
-        '--config',
-        cfg,
-        '--output',
-        'json',
-        ...more,
-      ],
-      env,
-    );
+    twopassAsync(restoreArgs(more), { OS_CLOUD: 'real', OS_CLIENT_CONFIG_FILE: adminClouds });
   const dry = await cli('--key', a.port.id, '--key', b.port.id);
   const lines = (x: { out: string }) =>
     x.out
@@ -167,24 +171,7 @@ it('tombstones and restore on the real Neutron: the deleted port comes back with
     dry.out,
   );
   // with the member's credentials the port would come back but not its floating IP: refused, the port deleted again
-  const member = await twopassAsync(
-    [
-      'restore',
-      'lbaas-ports',
-      '--state',
-      `file:${r.dir}`,
-      '--kubeconfig',
-      kc,
-      '--config',
-      cfg,
-      '--output',
-      'json',
-      '--key',
-      a.port.id,
-      '--apply',
-    ],
-    env,
-  );
+  const member = await twopassAsync(restoreArgs(['--key', a.port.id, '--apply']), env);
   assert.is(member.code, 1, member.out + member.err);
   assert.match(member.out, /only an admin may choose one/);
   assert.equal(
