@@ -247,6 +247,20 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
     assert.equal(await bits(kube, ns), ['10.10.10.0', '10.10.10.1', '10.10.10.61', '10.10.10.255']);
     const ev = await kube.listAll(EVENTS, { namespace: ns });
     assert.ok(ev.items.some((e) => (e as { reason?: string }).reason === 'DanmAddressReclaimed'));
+    // its tombstone sets the bit again, once: a second restore finds it set
+    const [tomb] = await new FileTombstones(r.dir, () => r.now).list('danm-endpoints');
+    assert.is(tomb?.kind, 'DanmBit');
+    const ctx = {
+      now: r.now,
+      signal: AbortSignal.timeout(30_000),
+      settings: { namespaces: [ns] },
+      note: () => {},
+    };
+    assert.is((await danmEndpoints.restore(kube, kube, tomb!, { ...ctx, apply: true })).outcome, 'restored');
+    assert.ok((await bits(kube, ns)).includes('10.10.10.60'), 'set again');
+    const again = await danmEndpoints.restore(kube, kube, tomb!, { ...ctx, apply: false });
+    assert.is(again.outcome, 'refused');
+    assert.match(JSON.stringify(again), /10\.10\.10\.60 is allocated again/);
   });
 
   it('a leaked bit that is re-allocated between the observations is not freed', async (t, kube) => {
