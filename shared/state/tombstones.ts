@@ -186,11 +186,18 @@ export class ConfigMapTombstones implements TombstoneStore {
   }
 }
 
-/** On disk: `<dir>/<fn>.tombstones.json.gz`, rewritten whole (temp file, fsync, rename). */
+/**
+ * On disk: `<dir>/<fn>.tombstones.json.gz`, gzip members of JSON lines. An append adds one
+ * member and fsyncs (a run deleting a thousand appends a few KiB at a time, never rewrites
+ * the file); the file is compacted to the retention (temp file, fsync, rename) the first
+ * time a process appends to it and when it holds a quarter more than `maxEntries`.
+ */
 export class FileTombstones implements TombstoneStore {
   private readonly dir: string;
   private readonly now: () => number;
   private readonly retention: TombstoneRetention;
+  /** Entries in each function's file since this process compacted it. */
+  private readonly counts = new Map<string, number>();
   constructor(dir: string, now: () => number, retention: TombstoneRetention = TOMBSTONE_RETENTION) {
     this.dir = dir;
     this.now = now;
@@ -207,22 +214,58 @@ export class FileTombstones implements TombstoneStore {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
       throw err;
     }
-    return decodeTombstones(gz, this.path(fn));
+    let text: string;
+    try {
+      text = gunzipSync(gz).toString('utf8');
+    } catch (err) {
+      throw new StateCorruptError(`${this.path(fn)}: tombstones are not gzipped: ${(err as Error).message}`);
+    }
+    const out: Tombstone[] = [];
+    for (const [i, line] of text.split('\n').entries()) {
+      if (line === '') continue;
+      let raw: unknown;
+      try {
+        raw = JSON.parse(line);
+      } catch (err) {
+        throw new StateCorruptError(
+          `${this.path(fn)}: tombstone ${i + 1} is not JSON: ${(err as Error).message}`,
+        );
+      }
+      const t = tombstoneSchema.safeParse(raw);
+      if (!t.success)
+        throw new StateCorruptError(
+          `${this.path(fn)}: tombstone ${i + 1} does not parse: ${t.error.message}`,
+        );
+      out.push(t.data);
+    }
+    return out;
   }
   async list(fn: string): Promise<Tombstone[]> {
     return retain(await this.read(fn), this.now(), this.retention);
   }
-  async append(fn: string, entries: readonly Tombstone[]): Promise<void> {
-    const all = retain([...(await this.read(fn)), ...entries], this.now(), this.retention);
-    await mkdir(this.dir, { recursive: true });
-    const tmp = `${this.path(fn)}.${randomUUID()}.tmp`;
-    const f = await open(tmp, 'w');
+  private async write(path: string, data: Buffer, append: boolean): Promise<void> {
+    const f = await open(path, append ? 'a' : 'w');
     try {
-      await f.writeFile(encodeTombstones(all));
+      await f.writeFile(data);
       await f.sync();
     } finally {
       await f.close();
     }
+  }
+  async append(fn: string, entries: readonly Tombstone[]): Promise<void> {
+    await mkdir(this.dir, { recursive: true });
+    const member = gzipSync(Buffer.from(entries.map((e) => `${JSON.stringify(e)}\n`).join('')));
+    const count = this.counts.get(fn);
+    if (count !== undefined && count + entries.length <= this.retention.maxEntries * 1.25) {
+      await this.write(this.path(fn), member, true);
+      this.counts.set(fn, count + entries.length);
+      return;
+    }
+    // compact: what the retention keeps, then these, in a new file put in place at once
+    const kept = retain([...(await this.read(fn)), ...entries], this.now(), this.retention);
+    const tmp = `${this.path(fn)}.${randomUUID()}.tmp`;
+    await this.write(tmp, gzipSync(Buffer.from(kept.map((e) => `${JSON.stringify(e)}\n`).join(''))), false);
     await rename(tmp, this.path(fn));
+    this.counts.set(fn, kept.length);
   }
 }
