@@ -193,6 +193,22 @@ it("a rule's ClusterRole is what `twopass rules rbac` says, plus the Events of i
     );
 });
 
+it('a cloud rule in values.rules is refused in one line that says how to deploy it', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'twopass-helm-cloud-'));
+  const values = join(dir, 'values.yaml');
+  writeFileSync(
+    values,
+    stringify({
+      rules: [
+        { rule: parse(readFileSync(join(ROOT, 'functions/rules/cpo-floating-ips/rule.yaml'), 'utf8')) },
+      ],
+    }),
+  );
+  const r = spawnSync(HELM, ['template', 'twopass', CHART, '-f', values], { encoding: 'utf8' });
+  assert.is.not(r.status, 0);
+  assert.match(r.stderr, /rule cpo-floating-ips targets OpenStack .*`twopass rules manifests`/);
+});
+
 it('the default install is a dry run that records, for every enabled function', () => {
   const { objs } = helmTemplate([]);
   const cfg = resolveConfig(
