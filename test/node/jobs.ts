@@ -93,8 +93,21 @@ export function shortGrace(fn: string, extra: Record<string, unknown> = {}) {
   };
 }
 
+/**
+ * Applies an install with its CronJobs suspended: a test runs its own Jobs
+ * (`kubectl create job --from=cronjob/…` works on a suspended CronJob), and a schedule
+ * firing in between would hold the function's Lease (exit 5) or race the test's Job.
+ * The Forbid test lifts the suspension itself.
+ */
 export const apply = (cluster: Cluster, objs: Obj[]) =>
-  kubectl(cluster, ['apply', '-f', '-'], objs.map((o) => stringify(o)).join('---\n'));
+  kubectl(
+    cluster,
+    ['apply', '-f', '-'],
+    objs
+      .map((o) => (o.kind === 'CronJob' ? { ...o, spec: { ...(o.spec as object), suspend: true } } : o))
+      .map((o) => stringify(o))
+      .join('---\n'),
+  );
 
 /** Deletes what an install created and waits until its namespace is gone. */
 export async function uninstall(cluster: Cluster, objs: Obj[]): Promise<void> {

@@ -307,7 +307,7 @@ it('the Helm chart, installed: danm-endpoints deleting deletes the leak through 
 
   // Forbid: with the node cordoned, the first scheduled Job stays active (its pod Pending);
   // the next minute's schedule is skipped, and once the node is back the Job completes.
-  // (A Job of the chart's own */5 schedule may have run before: only active ones count.)
+  // (Installs are applied with their CronJobs suspended; this one is resumed here.)
   const patch = (p: string) =>
     kubectl(cluster, ['patch', 'cronjob', 'twopass-danm-endpoints', '-n', NS, '-p', p]);
   const cronjob = () =>
@@ -317,7 +317,7 @@ it('the Helm chart, installed: danm-endpoints deleting deletes the leak through 
   kubectl(cluster, ['cordon', NODE_NAME]);
   let scheduled: string | undefined;
   try {
-    patch('{"spec":{"schedule":"* * * * *"}}');
+    patch('{"spec":{"schedule":"* * * * *","suspend":false}}');
     const skipped = await poll(
       'a schedule skipped by Forbid',
       () =>
