@@ -34,6 +34,27 @@ function setting(net: Network, bits: readonly { family: 4 | 6; index: number; ad
   };
 }
 
+/** The network with bits set, under its resourceVersion: a refusal when it changed meanwhile. */
+async function writeNetwork(
+  kube: KubeReadWriter,
+  w: Where,
+  net: Network,
+  object: KubeObject,
+  ctx: Ctx,
+): Promise<RestoreResult | undefined> {
+  try {
+    await kube.replace(danmResources(w.group)[net.type], object, ctx.signal);
+    return undefined;
+  } catch (err) {
+    if (err instanceof ConflictError)
+      return {
+        outcome: 'refused',
+        reason: 'the network changed meanwhile (an allocation?): run restore again',
+      };
+    throw err;
+  }
+}
+
 async function network(reader: KubeReader, w: Where, ctx: Ctx): Promise<Network | string> {
   const net = await readNetwork(reader, w.group, w.type, w.namespace, w.name, ctx.signal);
   const label = `${w.type} ${w.namespace ? `${w.namespace}/` : ''}${w.name}`;
@@ -89,15 +110,9 @@ export async function restoreEndpoint(
   const addrs = bits.map((b) => b.address).join(', ') || 'no address';
   if (!ctx.apply)
     return { outcome: 'ready', detail: `${where} would be created as it was, with ${addrs} set again` };
-  try {
-    if (bits.length > 0) await kube.replace(danmResources(w.group)[net.type], next.object!, ctx.signal);
-  } catch (err) {
-    if (err instanceof ConflictError)
-      return {
-        outcome: 'refused',
-        reason: 'the network changed meanwhile (an allocation?): run restore again',
-      };
-    throw err;
+  if (bits.length > 0) {
+    const conflict = await writeNetwork(kube, w, net, next.object!, ctx);
+    if (conflict) return conflict;
   }
   try {
     const made = await kube.create(ref, asNew(ep), ctx.signal);
@@ -145,15 +160,7 @@ export async function restoreBit(
   const next = setting(net, [b]);
   if ('refused' in next) return { outcome: 'refused', reason: next.refused! };
   if (!ctx.apply) return { outcome: 'ready', detail: `${b.address} would be set again in ${net.id}` };
-  try {
-    await kube.replace(danmResources(w.group)[net.type], next.object!, ctx.signal);
-  } catch (err) {
-    if (err instanceof ConflictError)
-      return {
-        outcome: 'refused',
-        reason: 'the network changed meanwhile (an allocation?): run restore again',
-      };
-    throw err;
-  }
+  const conflict = await writeNetwork(kube, w, net, next.object!, ctx);
+  if (conflict) return conflict;
   return { outcome: 'restored', detail: `${b.address} set again in ${net.id}` };
 }

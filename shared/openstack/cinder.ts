@@ -61,16 +61,8 @@ export class CinderClient implements CinderReader {
     }
   }
 
-  private async call(what: string, url: string, signal?: AbortSignal) {
-    for (let attempt = 0; ; attempt++) {
-      const token = await this.auth.get(signal);
-      const r = await this.http.send(what, 'GET', url, { 'x-auth-token': token }, undefined, signal);
-      if (r.status === 401 && attempt === 0) {
-        this.auth.invalidate();
-        continue;
-      }
-      return r;
-    }
+  private call(what: string, url: string, signal?: AbortSignal) {
+    return this.auth.send(this.http, what, 'GET', url, signal);
   }
 
   /** The project's volumes, every page; a volume seen to be of another project is left out. */

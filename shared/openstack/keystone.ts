@@ -32,6 +32,22 @@ export class KeystoneAuth {
     this.marginMs = marginMs;
   }
 
+  /** A call with the token; a 401 re-authenticates once (the token was revoked or expired early). */
+  async send(http: Http, what: string, method: string, url: string, signal?: AbortSignal) {
+    for (let attempt = 0; ; attempt++) {
+      const r = await http.send(
+        what,
+        method,
+        url,
+        { 'x-auth-token': await this.get(signal) },
+        undefined,
+        signal,
+      );
+      if (r.status !== 401 || attempt > 0) return r;
+      this.invalidate();
+    }
+  }
+
   invalidate(): void {
     this.token = undefined;
   }

@@ -64,16 +64,8 @@ export class OctaviaClient implements OctaviaReader {
     return `${url.endsWith('/v2') ? url : `${url}/v2`}/lbaas/loadbalancers`;
   }
 
-  private async call(what: string, method: string, url: string, signal?: AbortSignal) {
-    for (let attempt = 0; ; attempt++) {
-      const token = await this.auth.get(signal);
-      const r = await this.http.send(what, method, url, { 'x-auth-token': token }, undefined, signal);
-      if (r.status === 401 && attempt === 0) {
-        this.auth.invalidate();
-        continue;
-      }
-      return r;
-    }
+  private call(what: string, method: string, url: string, signal?: AbortSignal) {
+    return this.auth.send(this.http, what, method, url, signal);
   }
 
   async listLoadBalancers(f: { project_id: string }, signal?: AbortSignal) {
