@@ -131,7 +131,7 @@ export const fileSchema = z
             urlEnv: z.string().optional(),
             format: z.enum(['json', 'slack']).optional(),
             timeout: duration.optional(),
-            /** The outcomes to send (default: refused, aborted, failed, approval, deleted). */
+            /** The outcomes to send (default: refused, aborted, failed, approval, held, deleted). */
             on: z
               .array(
                 z.enum([
@@ -140,6 +140,7 @@ export const fileSchema = z
                   'failed',
                   'locked',
                   'approval',
+                  'held',
                   'deleted',
                   'confirmed-dry-run',
                 ]),

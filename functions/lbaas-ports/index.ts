@@ -33,6 +33,7 @@ import {
   serviceView,
   usedBy,
 } from './model.ts';
+import { controllerState, RUNNING_LINE } from './controller.ts';
 import { portKind } from './remove.ts';
 
 async function observe(r: LbaasReader, ctx: ObserveContext<Settings, { Port: PortData }>): Promise<void> {
@@ -66,6 +67,14 @@ async function observe(r: LbaasReader, ctx: ObserveContext<Settings, { Port: Por
     ctx.signal,
   );
   const services = await r.kube.listAll(SERVICES, { signal: ctx.signal, view: serviceView });
+  // The controller is evidence too (law 13), read after the targets: while it runs, every free
+  // port it loaded may be handed to a new Service from its memory, with nothing written to
+  // Neutron. Confirmed deletions are then held; one that cannot be read is doubt (exit 3).
+  const controller = await controllerState(r.kube, s.controller, ctx.signal);
+  if (controller.running) {
+    ctx.hold(`${RUNNING_LINE} (${controller.detail})`);
+    ctx.note('controller.running', { reason: `${RUNNING_LINE} (${controller.detail})` }, 'warn');
+  } else ctx.note('controller.stopped', { reason: controller.detail });
   ctx.source('ports', 'target', ports);
   ctx.source('floatingips', 'target', fips);
   ctx.source('project-ports', 'target', all);
@@ -152,10 +161,12 @@ async function observe(r: LbaasReader, ctx: ObserveContext<Settings, { Port: Por
         `its floating IP ${fip.id} has no revision_number: its delete could not carry a precondition`,
       );
   }
-  for (const svc of ev.placing)
-    ctx.blocker(
-      `Service ${svc} is managed and of type LoadBalancer but has no inbound-port yet: it is being placed and may take any free port`,
-    );
+  // A decommissioned controller places nothing: a Service without a port waits for no one.
+  if (s.controller !== 'none')
+    for (const svc of ev.placing)
+      ctx.blocker(
+        `Service ${svc} is of type LoadBalancer, not managed: "false", and has no inbound-port yet: the controller is placing it and may give it any free port`,
+      );
 }
 
 async function connect(c: ConnectContext<Settings>): Promise<Ports<LbaasReader, LbaasWriter>> {

@@ -8,6 +8,7 @@ import { ConfigError, describeValue, nonEmpty, pageSizeSetting } from '../../sha
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import type { KubeObject } from '../../shared/kube/resources.ts';
 import type { NeutronClient, NeutronReader } from '../../shared/openstack/neutron.ts';
+import { controllerSetting } from './controller.ts';
 
 export const NAME = 'lbaas-ports';
 export const MANAGED_TAG = 'cah-loadbalancer.k8s.cloudandheat.com/managed';
@@ -30,6 +31,7 @@ export const lbaasPortsSettings = z
       .optional()
       .describe('an extra tag a port must carry (narrows the ownership mark)'),
     cloud: nonEmpty('a cloud name').optional().describe('the clouds.yaml entry (default: $OS_CLOUD)'),
+    controller: controllerSetting,
     pageSize: pageSizeSetting.default(500).describe('items per list page'),
     concurrency: z
       .number({
@@ -118,7 +120,9 @@ export function serviceEvidence(services: readonly KubeObject[]): ServiceEvidenc
       ?.loadBalancer?.ingress ?? []) as { ip?: string }[];
     for (const i of ingress) if (typeof i?.ip === 'string') ev.ips.add(i.ip);
     const type = (svc.spec as { type?: string } | undefined)?.type;
-    if (ann[MANAGED_ANNOTATION] === 'true' && type === 'LoadBalancer' && !port)
+    // As the controller takes them: every LoadBalancer Service whose `managed` annotation is
+    // absent or not "false"; it writes `managed: "true"`, then the port annotation, later.
+    if (type === 'LoadBalancer' && ann[MANAGED_ANNOTATION] !== 'false' && !port)
       ev.placing.push(`${svc.metadata.namespace}/${svc.metadata.name}`);
   }
   return ev;

@@ -14,6 +14,7 @@ import {
 import { SERVICES } from '../../shared/kube/resources.ts';
 import type { FloatingIp, Port } from '../../shared/openstack/neutron.ts';
 import { restorePort } from '../../shared/openstack/restore.ts';
+import { type ControllerState, controllerState, RUNNING_LINE } from './controller.ts';
 import {
   type LbaasReader,
   type LbaasWriter,
@@ -52,7 +53,8 @@ export async function recheckPort(
   }
   const use = usedBy(ev, d);
   if (use) return { ok: false, reason: use };
-  if (ev.placing.length) return { ok: false, reason: `Service ${ev.placing[0]} is being placed` };
+  if (ev.placing.length && ctx.settings.controller !== 'none')
+    return { ok: false, reason: `Service ${ev.placing[0]} is being placed` };
   // The port and its floating IP as just read: their tombstone.
   return { ok: true, before: { port: p, ...(fip ? { floatingIp: fip } : {}) } };
 }
@@ -152,10 +154,21 @@ export async function freshServices(r: LbaasReader, ctx: Ctx): Promise<ServiceEv
   return serviceEvidence((await r.kube.listAll(SERVICES, { signal: ctx.signal, view: serviceView })).items);
 }
 
+/** The controller, read fresh; a read that fails counts as running (doubt deletes nothing). */
+async function controllerNow(r: LbaasReader, ctx: Ctx): Promise<ControllerState> {
+  try {
+    return await controllerState(r.kube, ctx.settings.controller, ctx.signal);
+  } catch (err) {
+    return { running: true, detail: `it cannot be told whether it runs: ${messageOf(err)}` };
+  }
+}
+
 /**
  * Every confirmed port of the run, in groups of `concurrency`: each group is re-checked
- * against one fresh list of Services (never older than the group) and its units removed
- * in parallel.
+ * against one fresh list of Services (never older than the group), and each port, right
+ * before its DELETE, against a fresh read of the controller: a running controller holds it.
+ * After a group's DELETEs the controller is read again: one that started meanwhile may have
+ * loaded a port whose DELETE was in flight, so the run stops there and says to restart it.
  */
 export async function removePorts(
   r: LbaasReader,
@@ -165,9 +178,11 @@ export async function removePorts(
 ): Promise<BatchItemResult[]> {
   const results = new BatchResults(targets);
   const n = ctx.settings.concurrency;
-  for (let i = 0; i < targets.length && !ctx.signal.aborted; i += n) {
+  let stopped: string | undefined;
+  for (let i = 0; i < targets.length && !ctx.signal.aborted && stopped === undefined; i += n) {
     const group = targets.slice(i, i + n);
     const ev = await freshServices(r, ctx);
+    const sent: string[] = [];
     await Promise.all(
       group.map(async (t) => {
         try {
@@ -182,13 +197,35 @@ export async function removePorts(
               error: `nothing deleted: ${messageOf(err)}`,
             });
           }
+          const c = await controllerNow(r, ctx);
+          if (c.running)
+            return results.set({ key: t.key, outcome: 'held', reason: `${RUNNING_LINE} (${c.detail})` });
+          sent.push(t.key);
           results.set({ key: t.key, ...(await removeUnit(r, w, t.data, ctx)) });
         } catch (err) {
           results.set({ key: t.key, outcome: 'failed', error: (err as Error).message });
         }
       }),
     );
+    if (sent.length === 0 || ctx.settings.controller === 'none') continue;
+    const after = await controllerNow(r, ctx);
+    if (!after.running) continue;
+    stopped = `the ch-k8s-lbaas controller started while ports were being deleted (${after.detail}): restart it so that it reloads its ports; until then it may hand a Service a port this run deleted`;
+    // What was deleted in this group may be in its memory, and its own cleanup may have sent
+    // the same DELETE: Neutron answers 204 to both, so the deletion is told as unproven.
+    for (const key of sent) {
+      const res = results.get(key);
+      if (res?.outcome === 'deleted')
+        results.set({
+          ...res,
+          unproven: true,
+          detail: `${res.detail ?? 'deleted'}; Neutron answered 204, but the controller was running by the time it was gone: it may hold the port as free, and its own cleanup may have deleted it at the same moment`,
+        });
+    }
+    ctx.note('controller.started', { reason: stopped }, 'warn');
+    ctx.stop?.(stopped);
   }
+  if (stopped !== undefined) results.rest((key) => ({ key, outcome: 'held', reason: `not attempted: ${stopped}` }));
   return results.all('not attempted: the run was stopped');
 }
 
@@ -209,7 +246,12 @@ export const portKind: KindSpec<PortData, LbaasReader, LbaasWriter, Settings> = 
   async restore(_r, w, tomb, ctx) {
     const b = tomb.object as { port?: Port; floatingIp?: FloatingIp } | undefined;
     if (!b?.port) return { outcome: 'refused', reason: 'the tombstone holds no port' };
-    return restorePort(w.neutron, b.port, b.floatingIp, ctx);
+    const res = await restorePort(w.neutron, b.port, b.floatingIp, ctx);
+    if (res.outcome === 'refused') return res;
+    return {
+      ...res,
+      detail: `${res.detail}. What a restore cannot give back: the port's id is new, so no Service's inbound-port annotation names it, and a running ch-k8s-lbaas controller adopts it only when it next starts (restart it)`,
+    };
   },
   // Every port of a run in one batch: it deletes them in groups, each on fresh Services.
   batch: { key: () => 'ports', remove: removePorts },

@@ -10,6 +10,10 @@ export class BatchResults {
     this.keys = targets.map((t) => t.key);
   }
 
+  get(key: string): BatchItemResult | undefined {
+    return this.results.get(key);
+  }
+
   has(key: string): boolean {
     return this.results.has(key);
   }

@@ -123,6 +123,7 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
       const used: string[] = [];
       const indeterminate: Indeterminate[] = [];
       const blockers: string[] = [];
+      const holds: string[] = [];
       const build = (kind: string, init: Omit<TargetInit<unknown>, 'data'>, data: unknown): Target => ({
         key: init.key,
         kind,
@@ -169,10 +170,18 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
           indeterminate.push({ key: init.key, reason });
         },
         blocker: (reason) => void blockers.push(reason),
+        hold: (reason) => void holds.push(reason),
       };
       await spec.observe(reader, octx);
       for (const [i, d] of data.entries()) if (d !== undefined) targets[i] = { ...targets[i]!, data: d };
-      return { sources, targets, used, indeterminate, ...(blockers.length ? { blockers } : {}) };
+      return {
+        sources,
+        targets,
+        used,
+        indeterminate,
+        ...(blockers.length ? { blockers } : {}),
+        ...(holds.length ? { holds } : {}),
+      };
     },
 
     async recheck(reader, t, ctx) {

@@ -71,6 +71,12 @@ export type RunContext<S = Readonly<Record<string, unknown>>> = Readonly<{
    * of them may be deleted. The act phase gives it; a batch calls it before its write.
    */
   tombstone?: (entries: readonly TombstoneEntry[]) => Promise<void>;
+  /**
+   * Ends the act phase early and says why (a producer that hands out from memory started
+   * while deleting): units not yet begun are held, and the run ends `held` (exit 1 when
+   * something was deleted before). The act phase gives it.
+   */
+  stop?: (reason: string) => void;
 }>;
 
 /** The runtime's view of the context: settings as the config gave them (parsed by the function). */
@@ -101,9 +107,15 @@ export type RemovedPart = Readonly<{
 }>;
 
 export type RemoveResult = Readonly<
-  | { outcome: 'deleted'; detail?: string; parts?: readonly RemovedPart[] }
+  /**
+   * `unproven`: the server answered deleted, but another cleaner may have deleted it at the
+   * same moment (both DELETEs answered 204): told as gone, with no Event claiming it.
+   */
+  | { outcome: 'deleted'; detail?: string; parts?: readonly RemovedPart[]; unproven?: boolean }
   | { outcome: 'gone'; detail?: string; parts?: readonly RemovedPart[] }
   | { outcome: 'skipped'; reason: string; parts?: readonly RemovedPart[] }
+  /** Not attempted, and not a failure: the candidate is kept as it is for a later run (law 13). */
+  | { outcome: 'held'; reason: string; parts?: readonly RemovedPart[] }
 >;
 
 /** The outcome of one target of a batch removal; a batch result is read back by the function itself. */
@@ -272,6 +284,11 @@ export type ObserveContext<S, K extends Record<string, unknown>> = RunContext<S>
     unreadable: (kind: keyof K & string, init: Omit<TargetInit<never>, 'data'>, reason: string) => void;
     /** A snapshot-wide reason that makes every target indeterminate. */
     blocker: (reason: string) => void;
+    /**
+     * A snapshot-wide reason that confirmed deletions must wait: they are held, not deleted,
+     * and unlike a blocker the candidates keep their first observation (the grace keeps counting).
+     */
+    hold: (reason: string) => void;
   }>;
 
 export type FunctionSpec<S extends z.ZodObject, R, W, K extends Record<string, unknown>> = Readonly<{

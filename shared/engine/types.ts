@@ -47,6 +47,11 @@ export type Snapshot = Readonly<{
   indeterminate: readonly Indeterminate[];
   /** Snapshot-wide reasons that make every target indeterminate (e.g. a Service being placed). */
   blockers?: readonly string[];
+  /**
+   * Why confirmed deletions must wait (a producer that hands out from memory is running):
+   * the decision is made as usual and candidates keep counting, but nothing is deleted.
+   */
+  holds?: readonly string[];
 }>;
 
 export type Candidate = Readonly<{

@@ -109,3 +109,10 @@ export type ObjectIdentity = Readonly<{
   resourceVersion: string;
   annotations?: Readonly<Record<string, string>> | undefined;
 }>;
+export const DEPLOYMENTS: ResourceRef = {
+  group: 'apps',
+  version: 'v1',
+  plural: 'deployments',
+  kind: 'Deployment',
+  namespaced: true,
+};

@@ -37,7 +37,15 @@ export function boundedPlaces(places: NonNullable<RunResult['places']>) {
   return out;
 }
 
-export const OUTCOMES: readonly RunOutcome[] = ['ok', 'failed', 'aborted', 'refused', 'locked', 'approval'];
+export const OUTCOMES: readonly RunOutcome[] = [
+  'ok',
+  'failed',
+  'aborted',
+  'refused',
+  'locked',
+  'approval',
+  'held',
+];
 const LAST_SUCCESS = 'twopass_last_success_timestamp_seconds';
 
 /** The gauges of one function's last run, in `registry`. */
@@ -61,6 +69,14 @@ class LastRun {
       skipped: gauge('last_run_skipped', 'Deletions the last run skipped (re-check or precondition).'),
       failed: gauge('last_run_failed', 'Deletions the last run could not do.'),
       refused: gauge('last_run_refused', '1 when the last run was refused by a blast-radius guard.'),
+      held: gauge(
+        'last_run_held',
+        'Confirmed deletions the last run held and did not attempt (lbaas-ports: the ch-k8s-lbaas controller was running).',
+      ),
+      unproven: gauge(
+        'last_run_unproven',
+        'Of the resources the last run counted as deleted, those another cleaner may have deleted at the same moment (both DELETEs answered 204).',
+      ),
       targets: gauge('targets', 'Targets in the last complete snapshot.'),
       used: gauge('evidence_in_use', 'Targets with evidence of use in the last complete snapshot.'),
       candidates: gauge(
@@ -135,6 +151,11 @@ class LastRun {
     g.skipped!.set(l, r.skipped.length);
     g.failed!.set(l, r.failed.length);
     g.refused!.set(l, r.outcome === 'refused' ? 1 : 0);
+    g.held!.set(l, r.held.length);
+    g.unproven!.set(
+      l,
+      Object.values(r.unprovenByKind ?? {}).reduce((a, b) => a + b, 0),
+    );
     g.notify!.set(l, 0);
     if (r.summary) {
       g.targets!.set(l, r.summary.targets);

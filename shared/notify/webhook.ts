@@ -18,9 +18,10 @@ export type NotifyOn =
   | 'failed'
   | 'locked'
   | 'approval'
+  | 'held'
   | 'deleted'
   | 'confirmed-dry-run';
-const DEFAULT_ON: readonly NotifyOn[] = ['refused', 'aborted', 'failed', 'approval', 'deleted'];
+const DEFAULT_ON: readonly NotifyOn[] = ['refused', 'aborted', 'failed', 'approval', 'held', 'deleted'];
 
 export type Webhook = Readonly<{
   url: string;

@@ -17,7 +17,7 @@ export class KeystoneAuth {
   private readonly http: Http;
   private readonly clock: () => number;
   private token:
-    | { value: string; expiresAt: number; catalog: CatalogEntry[]; projectId?: string }
+    | { value: string; expiresAt: number; catalog: CatalogEntry[]; projectId?: string; roles: string[] }
     | undefined;
   /** Renew this long before expiry. */
   private readonly marginMs: number;
@@ -46,6 +46,12 @@ export class KeystoneAuth {
       if (r.status !== 401 || attempt > 0) return r;
       this.invalidate();
     }
+  }
+
+  /** The role names of the current token (issued first when there is none). */
+  async roles(signal?: AbortSignal): Promise<readonly string[]> {
+    await this.get(signal);
+    return this.token!.roles;
   }
 
   invalidate(): void {
@@ -191,7 +197,14 @@ export class KeystoneAuth {
     const value = r.headers['x-subject-token'];
     const t = (
       r.body as
-        | { token?: { expires_at?: string; catalog?: CatalogEntry[]; project?: { id?: string } } }
+        | {
+            token?: {
+              expires_at?: string;
+              catalog?: CatalogEntry[];
+              project?: { id?: string };
+              roles?: { name?: unknown }[];
+            };
+          }
         | undefined
     )?.token;
     const expiresAt = t?.expires_at ? Date.parse(t.expires_at) : Number.NaN;
@@ -207,6 +220,7 @@ export class KeystoneAuth {
       expiresAt,
       catalog: t?.catalog ?? [],
       ...(t?.project?.id ? { projectId: t.project.id } : {}),
+      roles: (t?.roles ?? []).flatMap((r) => (typeof r?.name === 'string' ? [r.name] : [])),
     };
   }
 }

@@ -23,6 +23,8 @@ export type Port = {
   revision_number?: number;
   status?: string;
   created_at?: string;
+  port_security_enabled?: boolean;
+  security_groups?: string[];
 };
 
 export type FloatingIp = {
@@ -106,6 +108,11 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
     this.auth = auth;
     this.http = http;
     this.pageSize = pageSize;
+  }
+
+  /** The role names the credentials' token carries (what a restore may ask of Neutron's policy). */
+  roles(signal?: AbortSignal): Promise<readonly string[]> {
+    return this.auth.roles(signal);
   }
 
   private async base(signal?: AbortSignal): Promise<string> {

@@ -32,6 +32,16 @@ async function free(
   return undefined;
 }
 
+/**
+ * Choosing a floating IP's address is an admin's in Neutron's default policy
+ * (`create_floatingip:floating_ip_address`): said before anything is created.
+ */
+export async function fipCredentials(n: NeutronClient, signal: AbortSignal): Promise<string | undefined> {
+  const roles = await n.roles(signal);
+  if (roles.includes('admin')) return undefined;
+  return `restoring a floating IP with its address needs an admin's credentials (Neutron's default policy create_floatingip:floating_ip_address); these carry the roles ${roles.join(', ') || '(none)'}: nothing was created; restore with an admin's cloud (OS_CLOUD)`;
+}
+
 /** A port (and its floating IP, if it had one) created again with the same addresses. */
 export async function restorePort(
   n: NeutronClient,
@@ -41,6 +51,10 @@ export async function restorePort(
 ): Promise<NeutronRestore> {
   if (!port.network_id)
     return { outcome: 'refused', reason: "the tombstone does not name the port's network" };
+  if (fip?.floating_ip_address) {
+    const short = await fipCredentials(n, ctx.signal);
+    if (short) return { outcome: 'refused', reason: short };
+  }
   const taken = await free(n, port, fip, ctx.signal);
   if (taken) return { outcome: 'refused', reason: taken };
   const ips = (port.fixed_ips ?? []).map((f) => f.ip_address).join(', ');
@@ -63,6 +77,10 @@ export async function restorePort(
       ...(port.description ? { description: port.description } : {}),
       ...(port.device_owner ? { device_owner: port.device_owner } : {}),
       ...(port.device_id ? { device_id: port.device_id } : {}),
+      // As it was: a port without port security (ch-k8s-lbaas' own) comes back without it and
+      // without security groups; given no groups, Neutron would add the project's default one.
+      ...(port.port_security_enabled !== undefined ? { port_security_enabled: port.port_security_enabled } : {}),
+      ...(port.security_groups !== undefined ? { security_groups: port.security_groups } : {}),
     },
     keptTags(port.tags),
     ctx.signal,

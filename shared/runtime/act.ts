@@ -44,6 +44,13 @@ export type ActOutcome = Readonly<{
   deletedByKind: Readonly<Record<string, number>>;
   skipped: readonly string[];
   failed: readonly string[];
+  /** Not attempted and kept as candidates, with why (a producer that hands out from memory started). */
+  held: readonly string[];
+  heldReason?: string | undefined;
+  /** The function stopped the act phase (`ctx.stop`). */
+  stopped: boolean;
+  /** Of `deleted`, by kind: a DELETE answered 204 that another cleaner may have made as well. */
+  unprovenByKind: Readonly<Record<string, number>>;
   /** Candidates to forget: deleted, or skipped (a skipped candidate starts over). */
   drop: ReadonlySet<string>;
   /** Units carried out (a batch is one) and fresh evidence reads made. */
@@ -86,6 +93,9 @@ class Acting<R, W> {
   readonly deletedByKind: Record<string, number> = {};
   readonly skipped: string[] = [];
   readonly failed: string[] = [];
+  readonly held: string[] = [];
+  heldReason: string | undefined;
+  readonly unprovenByKind: Record<string, number> = {};
   readonly drop = new Set<string>();
   readonly settled = new Set<string>();
   readonly ctx: FunctionContext;
@@ -101,6 +111,14 @@ class Acting<R, W> {
     this.failed.push(t.key);
     this.settled.add(t.key);
     this.deps.log.error({ event: 'delete.failed', ...baseOf(t), error }, 'delete.failed');
+  }
+
+  /** Not attempted, not failed: the candidate stays as it is for a later run. */
+  hold(t: Target, reason: string): void {
+    this.held.push(t.key);
+    this.settled.add(t.key);
+    this.heldReason ??= reason;
+    this.deps.log.warn({ event: 'delete.held', ...baseOf(t), reason }, 'delete.held');
   }
 
   skip(t: Target, reason: string): void {
@@ -122,10 +140,16 @@ class Acting<R, W> {
     }
   }
 
-  async gone(t: Target, outcome: 'deleted' | 'gone', detail: string | undefined): Promise<void> {
+  async gone(
+    t: Target,
+    outcome: 'deleted' | 'gone',
+    detail: string | undefined,
+    unproven?: boolean,
+  ): Promise<void> {
     this.deleted.push(t.key);
     this.settled.add(t.key);
     this.deletedByKind[t.kind] = (this.deletedByKind[t.kind] ?? 0) + 1;
+    if (unproven) this.unprovenByKind[t.kind] = (this.unprovenByKind[t.kind] ?? 0) + 1;
     this.drop.add(t.key);
     this.deps.log.info(
       {
@@ -133,6 +157,7 @@ class Acting<R, W> {
         ...baseOf(t),
         ...(detail ? { detail } : {}),
         ...(outcome === 'gone' ? { alreadyGone: true } : {}),
+        ...(unproven ? { unproven: true } : {}),
       },
       'resource.deleted',
     );
@@ -195,10 +220,12 @@ class Acting<R, W> {
     // Parts first: a floating IP deleted before its port was skipped is told, never lost.
     await this.parts(t, res.parts);
     if (res.outcome === 'skipped') return this.skip(t, res.reason);
+    if (res.outcome === 'held') return this.hold(t, res.reason);
     if (!(await fn.confirmGone(reader, t, this.ctx)))
       return this.fail(t, `the server answered ${res.outcome} but a read still finds it`);
-    await this.gone(t, res.outcome, res.detail);
-    if (res.outcome === 'deleted') await this.event([{ target: t, detail: res.detail }]);
+    const unproven = res.outcome === 'deleted' && res.unproven === true;
+    await this.gone(t, res.outcome, res.detail, unproven);
+    if (res.outcome === 'deleted' && !unproven) await this.event([{ target: t, detail: res.detail }]);
   }
 
   /** The targets of one batch: re-checked, removed and read back by the function together. */
@@ -214,10 +241,13 @@ class Acting<R, W> {
       }
       await this.parts(t, r.parts);
       if (r.outcome === 'skipped') this.skip(t, r.reason);
+      else if (r.outcome === 'held') this.hold(t, r.reason);
       else if (r.outcome === 'failed') this.fail(t, r.error);
       else {
-        await this.gone(t, r.outcome, r.detail);
-        if (r.outcome === 'deleted') removed.push({ target: t, detail: r.detail });
+        const unproven = r.outcome === 'deleted' && r.unproven === true;
+        await this.gone(t, r.outcome, r.detail, unproven);
+        // An Event says "deleted" only of what this run is known to have deleted.
+        if (r.outcome === 'deleted' && !unproven) removed.push({ target: t, detail: r.detail });
       }
     }
     await this.event(removed);
@@ -234,11 +264,17 @@ export async function act<R, W>(deps: ActDeps<R, W>, req: ActRequest): Promise<A
     targets: req.actions.map((a) => a.target),
     signal: req.ctx.signal,
   });
+  let stopped: string | undefined;
   const a = new Acting(deps, {
     ...req.ctx,
     fresh: cache.get,
     concurrency: req.concurrency,
     tombstone: tombs.write,
+    stop: (reason) => {
+      if (stopped !== undefined) return;
+      stopped = reason;
+      deps.log.error({ event: 'act.stopped', reason }, 'act.stopped');
+    },
   });
   const { signal } = a.ctx;
   const units = unitsOf(deps.fn, req.actions);
@@ -248,6 +284,10 @@ export async function act<R, W>(deps: ActDeps<R, W>, req: ActRequest): Promise<A
       if (signal.aborted) {
         const why = `not attempted: ${messageOf(signal.reason)}`;
         for (const t of unit.targets) a.fail(t, why);
+        continue;
+      }
+      if (stopped !== undefined) {
+        for (const t of unit.targets) a.hold(t, `not attempted: ${stopped}`);
         continue;
       }
       try {
@@ -261,12 +301,16 @@ export async function act<R, W>(deps: ActDeps<R, W>, req: ActRequest): Promise<A
   const fn = deps.fn;
   const workers = Math.max(1, Math.min(req.concurrency, fn.maxConcurrency ?? req.concurrency, queue.length));
   await Promise.all(Array.from({ length: workers }, worker));
-  const { deleted, deletedByKind, skipped, failed, drop } = a;
+  const { deleted, deletedByKind, skipped, failed, held, heldReason, unprovenByKind, drop } = a;
   return {
     deleted,
     deletedByKind,
     skipped,
     failed,
+    held,
+    heldReason: stopped ?? heldReason,
+    stopped: stopped !== undefined,
+    unprovenByKind,
     drop,
     units: units.length,
     evidenceReads: cache.total(),
@@ -334,8 +378,25 @@ export async function actPhase<R, W>(
       .save(fn.name, state, persisted.version, x.signal)
       .catch((err) => x.side('state.save-failed', 'state.save', err));
   }
-  const { deleted, deletedByKind, skipped, failed } = done;
+  const { deleted, deletedByKind, skipped, failed, held, unprovenByKind } = done;
   const bad = failed.length > 0;
+  const unproven = Object.keys(unprovenByKind).length > 0 ? { unprovenByKind } : {};
+  if ((held.length > 0 || done.stopped) && !bad) {
+    // Held in the act phase: what was deleted before the hold may already be in the
+    // producer's memory, so a hold after deletions wants the operator (exit 1).
+    const error = done.heldReason ?? 'deletions held';
+    return {
+      outcome: 'held',
+      exitCode: deleted.length > 0 ? EXIT.error : EXIT.ok,
+      deleted,
+      deletedByKind,
+      skipped,
+      failed,
+      held,
+      error,
+      ...unproven,
+    };
+  }
   return {
     outcome: bad ? 'failed' : 'ok',
     exitCode: bad ? EXIT.error : EXIT.ok,
@@ -343,5 +404,7 @@ export async function actPhase<R, W>(
     deletedByKind,
     skipped,
     failed,
+    held,
+    ...unproven,
   };
 }

@@ -5,7 +5,7 @@
 import type { DiffEvent, DiffSummary, Target } from '../engine/types.ts';
 import type { ExitCode } from './errors.ts';
 
-export type RunOutcome = 'ok' | 'aborted' | 'refused' | 'locked' | 'failed' | 'approval';
+export type RunOutcome = 'ok' | 'aborted' | 'refused' | 'locked' | 'failed' | 'approval' | 'held';
 
 export type RunResult = Readonly<{
   function: string;
@@ -21,6 +21,10 @@ export type RunResult = Readonly<{
   deletedByKind: Readonly<Record<string, number>>;
   skipped: readonly string[];
   failed: readonly string[];
+  /** Confirmed deletions held, not attempted (a producer that hands out from memory is running). */
+  held: readonly string[];
+  /** Of `deleted`, by kind, those the server had answered "deleted" for but whose removal another cleaner may have made too. */
+  unprovenByKind?: Readonly<Record<string, number>>;
   /** The evidence counts of the run's snapshot, by source (absent when no snapshot was taken). */
   evidence?: Readonly<Record<string, number>>;
   /** The run-level events of the decision (evidence accepted, run refused or aborted), for commands that report them. */

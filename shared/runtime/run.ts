@@ -159,6 +159,7 @@ async function finishRun<R, W>(
     deletedByKind: {},
     skipped: [],
     failed: [],
+    held: [],
     notices: [],
     ...r,
     exitCode,
@@ -176,6 +177,7 @@ async function finishRun<R, W>(
       deleted: result.deleted.length,
       skipped: result.skipped.length,
       failed: result.failed.length,
+      ...(result.held.length > 0 ? { held: result.held.length } : {}),
       ...(result.sideFailures > 0 ? { sideFailures: result.sideFailures } : {}),
       durationMs: result.durationMs,
       ...(result.error ? { error: result.error } : {}),
@@ -242,6 +244,17 @@ async function phases<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Scope, runI
     };
   const confirmed = decision.actions.map((a) => a.target.key);
   const ids = { runId, snapshot, cluster: req.cluster ?? 'unknown' };
+  // A producer that hands out from memory is running (law 13): the confirmed deletions wait,
+  // their candidates kept as they are, so the grace keeps counting.
+  const held = snapshot.holds?.length && confirmed.length > 0 ? snapshot.holds.join('; ') : undefined;
+  if (held !== undefined)
+    x.log.warn(
+      { event: 'run.held', reason: held, held: confirmed.length, dryRun: !req.apply },
+      `${fn.name}: ${confirmed.length} confirmed deletion(s) held, nothing deleted: ${held}`,
+    );
+  if (held !== undefined && req.apply) {
+    return { ...base, outcome: 'held', exitCode: EXIT.ok, confirmed, held: confirmed, error: held };
+  }
   if (!req.apply) {
     await writeReport(fn, ids, decision.actions, req.report, 'dry run', x);
     return { ...base, outcome: 'ok', exitCode: EXIT.ok, confirmed };

@@ -247,6 +247,7 @@ const RUN_WARNINGS: Partial<Record<RunResult['outcome'], string>> = {
   failed: 'TwopassRunFailed',
   locked: 'TwopassRunLocked',
   approval: 'TwopassApprovalRequired',
+  held: 'TwopassDeletionsHeld',
 };
 
 /**
@@ -276,7 +277,14 @@ function withEvents(
         .get(ref, ns, name)
         .then((o) => o?.metadata.uid)
         .catch(() => undefined);
-      const nothing = r.outcome === 'failed' ? 'some deletions failed' : 'nothing was deleted';
+      const nothing =
+        r.outcome === 'failed'
+          ? 'some deletions failed'
+          : r.deleted.length > 0
+            ? `${r.deleted.length} deleted before it, ${r.held.length} held`
+            : r.outcome === 'held'
+              ? `${r.held.length} confirmed deletion(s) held, nothing was deleted`
+              : 'nothing was deleted';
       await recordEvent(
         kube,
         ns,

@@ -10,28 +10,51 @@ import { SERVICES } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
 import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
 import { controllerPort, createService, setIngress } from '../../shared/sandbox/scenarios/lbaas.ts';
+import { StandInController } from '../../shared/sandbox/scenarios/lbaas-controller.ts';
 import { FileTombstones } from '../../shared/state/tombstones.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
-import { changedBeforeDelete } from '../helpers/lbaas.ts';
+import { changedBeforeDelete, neutronFor } from '../helpers/lbaas.ts';
 import { type Runner, runner } from '../helpers/runner.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
 
 export function lbaasScenarios(label: string, getTarget: () => Promise<KubeTarget | undefined>): void {
-  type Ctx = { t: KubeTarget; kube: KubeHttpClient; os: FakeOpenStack; env: Record<string, string> };
-  const suite = targetSuite(`lbaas-ports (${label})`, getTarget, {
-    setup: async () => ({ os: new FakeOpenStack(), env: {} as Record<string, string> }),
-    // A fresh fake Keystone + Neutron for each test.
+  type Ctx = {
+    t: KubeTarget;
+    kube: KubeHttpClient;
+    os: FakeOpenStack;
+    env: Record<string, string>;
+    /** The stand-in ch-k8s-lbaas controller: scaled to 0 with no pod when a test begins (the operator's procedure). */
+    ctl: StandInController;
+  };
+  type X = {
+    os: FakeOpenStack;
+    env: Record<string, string>;
+    kube: KubeHttpClient;
+    ctlNs: string;
+    ctl?: StandInController;
+    close?: () => Promise<void>;
+  };
+  const suite = targetSuite<KubeTarget, X>(`lbaas-ports (${label})`, getTarget, {
+    setup: async (t, kube) => ({ os: new FakeOpenStack(), env: {}, kube, ctlNs: await t.namespace() }),
+    // A fresh fake Keystone + Neutron for each test, and the controller stopped.
     beforeEach: async (x) => {
       x.os = new FakeOpenStack();
       await x.os.start();
       const dir = mkdtempSync(join(tmpdir(), 'twopass-lbaas-'));
       writeFileSync(join(dir, 'clouds.yaml'), x.os.cloudsYaml('appcred'));
       x.env = { OS_CLOUD: 'fake', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') };
+      const { neutron, close } = neutronFor(x.env);
+      x.close = close;
+      x.ctl = new StandInController({ kube: x.kube, neutron, projectId: 'project-a', namespace: x.ctlNs });
+      await x.ctl.stop();
     },
-    afterEach: (x) => x.os.stop(),
+    afterEach: async (x) => {
+      await x.close?.();
+      await x.os.stop();
+    },
   });
   const it = (name: string, fn: (c: Ctx) => Promise<void>) =>
-    suite.it(name, (t, kube, x) => fn({ t, kube, os: x.os, env: x.env }));
+    suite.it(name, (t, kube, x) => fn({ t, kube, os: x.os, env: x.env, ctl: x.ctl! }));
   const mk = (
     c: Ctx,
     ns: string,
@@ -47,7 +70,7 @@ export function lbaasScenarios(label: string, getTarget: () => Promise<KubeTarge
         enabled: true,
         maxEvidenceDropPercent: 100,
         ...extra,
-        settings: { projectId: 'project-a', ...settings },
+        settings: { projectId: 'project-a', controller: c.ctl.setting, ...settings },
       },
       c.env,
     );
@@ -268,7 +291,11 @@ export function lbaasScenarios(label: string, getTarget: () => Promise<KubeTarge
       c.t.options,
       [ns],
       Date.now() + MIN,
-      { enabled: true, maxEvidenceDropPercent: 100, settings: { projectId: 'project-a' } },
+      {
+        enabled: true,
+        maxEvidenceDropPercent: 100,
+        settings: { projectId: 'project-a', controller: c.ctl.setting },
+      },
       c.env,
     );
     await r.run();

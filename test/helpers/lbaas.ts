@@ -1,6 +1,10 @@
 /** Interceptors of lbaas-ports' Neutron writer, for faults that must happen at one exact call. */
 import type { AnyFunction, ConnectContext } from '../../shared/contract/index.ts';
-import type { NeutronClient } from '../../shared/openstack/neutron.ts';
+import { loadCloudConfig } from '../../shared/openstack/config.ts';
+import { Http } from '../../shared/openstack/http.ts';
+import { KeystoneAuth } from '../../shared/openstack/keystone.ts';
+import { NeutronClient } from '../../shared/openstack/neutron.ts';
+import { systemTime } from '../../shared/time.ts';
 
 /**
  * The function with its writer's `deletePort` preceded, once per port, by `before(portId)`:
@@ -24,4 +28,15 @@ export function changedBeforeDelete(fn: AnyFunction, before: (portId: string) =>
       return { ...ports, writer: { ...ports.writer, neutron } };
     },
   };
+}
+
+/** A Neutron client with the credentials of `env` (OS_CLOUD + OS_CLIENT_CONFIG_FILE), as twopass builds it. */
+export function neutronFor(env: Readonly<Record<string, string | undefined>>): {
+  neutron: NeutronClient;
+  close: () => Promise<void>;
+} {
+  const cloud = loadCloudConfig(env);
+  const http = new Http({ timeoutMs: 30_000, time: systemTime });
+  const neutron = new NeutronClient(new KeystoneAuth(cloud, http, () => Date.now()), http);
+  return { neutron, close: () => http.close() };
 }

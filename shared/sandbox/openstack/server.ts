@@ -121,6 +121,13 @@ export class FakeOpenStack {
     return `clouds:\n  ${name}:\n${kind === 'appcred' ? '    auth_type: v3applicationcredential\n' : ''}    region_name: RegionOne\n    interface: public\n    auth:\n${auth}`;
   }
 
+  /** The project's security group `default`, made on first need as Neutron does. */
+  defaultGroup(projectId: string): { id: string } {
+    for (const g of this.securityGroups.values())
+      if (g.project_id === projectId && g.name === 'default') return g;
+    return this.addSecurityGroup({ project_id: projectId, name: 'default', description: 'Default security group' });
+  }
+
   addPort(p: Partial<Port> & { id?: string }): Port {
     const port: Port = {
       id: p.id ?? randomUUID(),
@@ -674,6 +681,19 @@ export class FakeOpenStack {
         });
         return;
       }
+      // As ML2's port_security extension driver: security on by default, and then the
+      // project's default group unless groups are given; off, no group may be given.
+      const secured = p.port_security_enabled ?? true;
+      if (!secured && p.security_groups?.length) {
+        send(400, {
+          NeutronError: {
+            type: 'PortSecurityAndIPRequiredForSecurityGroups',
+            message: 'Port security must be enabled and port must have an IP address in order to use security groups.',
+            detail: '',
+          },
+        });
+        return;
+      }
       const n = this.ports.size + 10;
       const port = this.addPort({
         project_id: projectId,
@@ -682,7 +702,8 @@ export class FakeOpenStack {
         device_id: p.device_id ?? '',
         device_owner: p.device_owner ?? '',
         fixed_ips: p.fixed_ips ?? [{ ip_address: `10.1.${Math.floor(n / 250)}.${(n % 250) + 2}` }],
-        ...(p.security_groups ? { security_groups: p.security_groups } : {}),
+        port_security_enabled: secured,
+        security_groups: p.security_groups ?? (secured ? [this.defaultGroup(projectId).id] : []),
       });
       send(201, { port });
       return;

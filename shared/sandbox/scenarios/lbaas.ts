@@ -13,20 +13,26 @@ import type { FakeOpenStack } from '../openstack/server.ts';
 // Addresses stay unique across every world of one process (tests share the real cluster's Services).
 let nextIp = 10;
 
-/** What the controller creates for a Service: a tagged port with a fixed IP, and a tagged FIP on it. */
+/**
+ * What the controller creates for a Service: a tagged port with a fixed IP, and a tagged FIP
+ * on it. Shaped as its ports are: no name (a test may give one, to read its logs), empty
+ * `device_owner` and `device_id`, no port security and no security groups.
+ */
 export function controllerPort(
   os: FakeOpenStack,
   opts: { name?: string; project?: string; extraTags?: string[]; untagged?: boolean; withFip?: boolean } = {},
 ): { port: Port; fip?: FloatingIp } {
   const n = nextIp++;
   const port = os.addPort({
-    name: opts.name ?? `lb-port-${n}`,
+    name: opts.name ?? '',
     description: CONTROLLER_DESCRIPTION,
     project_id: opts.project ?? 'project-a',
     tags: opts.untagged ? [] : [MANAGED_TAG, ...(opts.extraTags ?? [])],
     fixed_ips: [{ ip_address: `10.1.${(n >> 8) & 255}.${n & 255}`, subnet_id: 'subnet-1' }],
-    device_owner: 'compute:nova',
+    device_owner: '',
     device_id: '',
+    port_security_enabled: false,
+    security_groups: [],
   });
   if (opts.withFip === false) return { port };
   const fip = os.addFip({
