@@ -11,7 +11,10 @@ import type { KubeReader } from '../../shared/kube/ports.ts';
 import { DEPLOYMENTS, type KubeObject, PODS } from '../../shared/kube/resources.ts';
 
 /** The upstream quickstart's Deployment: `kube-system/ch-k8s-lbaas-controller`, pods `app=ch-k8s-lbaas-controller`. */
-export const DEFAULT_CONTROLLER = { namespace: 'kube-system', deployment: 'ch-k8s-lbaas-controller' } as const;
+export const DEFAULT_CONTROLLER = {
+  namespace: 'kube-system',
+  deployment: 'ch-k8s-lbaas-controller',
+} as const;
 
 export const controllerSetting = z
   .union([
@@ -23,16 +26,19 @@ export const controllerSetting = z
       .object({
         namespace: nonEmpty('a namespace'),
         deployment: nonEmpty('a Deployment name').optional(),
-        selector: nonEmpty('a label selector of the Deployments, e.g. app=ch-k8s-lbaas-controller').optional(),
+        selector: nonEmpty(
+          'a label selector of the Deployments, e.g. app=ch-k8s-lbaas-controller',
+        ).optional(),
       })
       .strict()
       .refine((c) => (c.deployment === undefined) !== (c.selector === undefined), {
-        message: 'give exactly one of `deployment` (its name) and `selector` (a label selector of Deployments)',
+        message:
+          'give exactly one of `deployment` (its name) and `selector` (a label selector of Deployments)',
       }),
   ])
   .default({ ...DEFAULT_CONTROLLER })
   .describe(
-    "where the ch-k8s-lbaas controller runs: { namespace, deployment } (default kube-system/ch-k8s-lbaas-controller) or { namespace, selector }; ports are deleted only while it is scaled to 0 with no pod. `none` says it is decommissioned (never assumed from a missing Deployment)",
+    'where the ch-k8s-lbaas controller runs: { namespace, deployment } (default kube-system/ch-k8s-lbaas-controller) or { namespace, selector }; ports are deleted only while it is scaled to 0 with no pod. `none` says it is decommissioned (never assumed from a missing Deployment)',
   );
 export type ControllerSetting = z.output<typeof controllerSetting>;
 
@@ -48,7 +54,9 @@ export const RUNNING_LINE =
   'the ch-k8s-lbaas controller is running and hands out free ports from memory: scale it to 0 to reclaim them';
 
 const where = (c: Exclude<ControllerSetting, 'none'>) =>
-  c.deployment !== undefined ? `Deployment ${c.namespace}/${c.deployment}` : `Deployments ${c.namespace} -l ${c.selector}`;
+  c.deployment !== undefined
+    ? `Deployment ${c.namespace}/${c.deployment}`
+    : `Deployments ${c.namespace} -l ${c.selector}`;
 
 /** The label selector of a Deployment's pods (matchLabels and matchExpressions, as kubectl writes them). */
 export function podSelectorOf(d: KubeObject): string {
@@ -66,11 +74,16 @@ export function podSelectorOf(d: KubeObject): string {
     else if (e.operator === 'NotIn') terms.push(`${e.key} notin (${vals})`);
     else if (e.operator === 'Exists') terms.push(e.key);
     else if (e.operator === 'DoesNotExist') terms.push(`!${e.key}`);
-    else throw new ControllerUnknownError(`Deployment ${d.metadata.name}: selector operator ${e.operator} not understood`);
+    else
+      throw new ControllerUnknownError(
+        `Deployment ${d.metadata.name}: selector operator ${e.operator} not understood`,
+      );
   }
   // An empty selector would select every pod of the namespace: not a selector twopass trusts.
   if (terms.length === 0)
-    throw new ControllerUnknownError(`Deployment ${d.metadata.name} has no pod selector: its pods cannot be found`);
+    throw new ControllerUnknownError(
+      `Deployment ${d.metadata.name} has no pod selector: its pods cannot be found`,
+    );
   return terms.join(',');
 }
 
@@ -94,7 +107,11 @@ async function deploymentsOf(
       );
     return [d];
   }
-  const list = await kube.listAll(DEPLOYMENTS, { namespace: c.namespace, labelSelector: c.selector!, signal });
+  const list = await kube.listAll(DEPLOYMENTS, {
+    namespace: c.namespace,
+    labelSelector: c.selector!,
+    signal,
+  });
   if (list.items.length === 0)
     throw new ControllerUnknownError(
       `no Deployment matches ${where(c)}: nothing is deleted while it is unknown whether the controller runs (if it is decommissioned, set \`controller: none\`)`,
@@ -126,15 +143,17 @@ export async function controllerState(
     // An absent spec.replicas defaults to 1.
     if (wants !== 0) return { running: true, detail: `${name} wants ${wants ?? 1} replica(s)` };
     const has = (d.status as { replicas?: unknown } | undefined)?.replicas;
-    if (typeof has === 'number' && has > 0) return { running: true, detail: `${name} still has ${has} replica(s)` };
+    if (typeof has === 'number' && has > 0)
+      return { running: true, detail: `${name} still has ${has} replica(s)` };
     let pods: KubeObject[];
     try {
-      pods = (
-        await kube.listAll(PODS, { namespace: c.namespace, labelSelector: podSelectorOf(d), signal })
-      ).items;
+      pods = (await kube.listAll(PODS, { namespace: c.namespace, labelSelector: podSelectorOf(d), signal }))
+        .items;
     } catch (err) {
       if (err instanceof ControllerUnknownError) throw err;
-      throw new ControllerUnknownError(`cannot list the pods of ${name}: ${(err as Error).message}`, { cause: err });
+      throw new ControllerUnknownError(`cannot list the pods of ${name}: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
     const alive = pods.filter(mayRun);
     if (alive.length > 0)

@@ -17,6 +17,7 @@ import { loadCloudConfig } from '../../shared/openstack/config.ts';
 import { Http } from '../../shared/openstack/http.ts';
 import { KeystoneAuth } from '../../shared/openstack/keystone.ts';
 import { type FloatingIp, NeutronClient } from '../../shared/openstack/neutron.ts';
+import { controllerState, RUNNING_LINE } from './controller.ts';
 import {
   CONTROLLER_DESCRIPTION,
   FIP_FIELDS,
@@ -33,7 +34,6 @@ import {
   serviceView,
   usedBy,
 } from './model.ts';
-import { controllerState, RUNNING_LINE } from './controller.ts';
 import { portKind } from './remove.ts';
 
 async function observe(r: LbaasReader, ctx: ObserveContext<Settings, { Port: PortData }>): Promise<void> {

@@ -225,7 +225,8 @@ export async function removePorts(
     ctx.note('controller.started', { reason: stopped }, 'warn');
     ctx.stop?.(stopped);
   }
-  if (stopped !== undefined) results.rest((key) => ({ key, outcome: 'held', reason: `not attempted: ${stopped}` }));
+  if (stopped !== undefined)
+    results.rest((key) => ({ key, outcome: 'held', reason: `not attempted: ${stopped}` }));
   return results.all('not attempted: the run was stopped');
 }
 

@@ -79,7 +79,9 @@ export async function restorePort(
       ...(port.device_id ? { device_id: port.device_id } : {}),
       // As it was: a port without port security (ch-k8s-lbaas' own) comes back without it and
       // without security groups; given no groups, Neutron would add the project's default one.
-      ...(port.port_security_enabled !== undefined ? { port_security_enabled: port.port_security_enabled } : {}),
+      ...(port.port_security_enabled !== undefined
+        ? { port_security_enabled: port.port_security_enabled }
+        : {}),
       ...(port.security_groups !== undefined ? { security_groups: port.security_groups } : {}),
     },
     keptTags(port.tags),

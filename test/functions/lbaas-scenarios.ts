@@ -3,17 +3,19 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as assert from 'uvu/assert';
-import { lbaasPorts } from '../../functions/lbaas-ports/index.ts';
+import { stringify } from 'yaml';
+import { lbaasPorts, MANAGED_ANNOTATION } from '../../functions/lbaas-ports/index.ts';
 import { MINUTE as MIN } from '../../shared/contract/index.ts';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
-import { SERVICES } from '../../shared/kube/resources.ts';
+import { DEPLOYMENTS, EVENTS, SERVICES } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
 import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
 import { controllerPort, createService, setIngress } from '../../shared/sandbox/scenarios/lbaas.ts';
 import { StandInController } from '../../shared/sandbox/scenarios/lbaas-controller.ts';
 import { FileTombstones } from '../../shared/state/tombstones.ts';
+import { cliFiles, twopassAsync } from '../helpers/cli.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
-import { changedBeforeDelete, neutronFor } from '../helpers/lbaas.ts';
+import { beforeRecheck, changedBeforeDelete, neutronFor } from '../helpers/lbaas.ts';
 import { type Runner, runner } from '../helpers/runner.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
 
@@ -60,9 +62,10 @@ export function lbaasScenarios(label: string, getTarget: () => Promise<KubeTarge
     ns: string,
     settings: Record<string, unknown> = {},
     extra: Record<string, unknown> = {},
+    fn: typeof lbaasPorts = lbaasPorts,
   ): Runner =>
     runner(
-      lbaasPorts,
+      fn,
       c.t.options,
       [ns],
       Date.now() + MIN,
@@ -73,7 +76,253 @@ export function lbaasScenarios(label: string, getTarget: () => Promise<KubeTarge
         settings: { projectId: 'project-a', controller: c.ctl.setting, ...settings },
       },
       c.env,
+      { eventNamespace: ns },
     );
+  const warnings = async (c: Ctx, ns: string, reason: string) =>
+    (await c.kube.listAll(EVENTS, { namespace: ns })).items.filter(
+      (e) => (e as { reason?: string }).reason === reason,
+    ) as unknown as { message: string; type: string }[];
+  const deletes = (c: Ctx) => c.os.requests.filter((q) => q.method === 'DELETE');
+
+  it('the controller running: a confirmed port is held, not deleted, said in one line, the run log, a Warning Event; the grace keeps counting, and once it is scaled to 0 the port goes at the next run', async (c) => {
+    const ns = await c.t.namespace();
+    const orphan = controllerPort(c.os, {});
+    const r = mk(c, ns);
+    assert.equal((await r.run()).deleted, []);
+    // It starts and loads every tagged port as free: the orphan is in its memory now.
+    await c.ctl.start();
+    assert.ok(c.ctl.free().includes(orphan.port.id));
+    r.now += 31 * MIN;
+    const held = await r.run();
+    assert.is(held.outcome, 'held');
+    assert.is(held.exitCode, EXIT.ok, 'the normal state of a cluster: not a failed Job');
+    assert.equal(held.deleted, []);
+    assert.equal(held.held, [orphan.port.id]);
+    assert.equal(deletes(c), [], 'no DELETE reached Neutron');
+    assert.match(String(r.events('run.held')[0]?.reason), /hands out free ports from memory: scale it to 0/);
+    assert.match(String(r.events('controller.running')[0]?.reason), /wants 1 replica/);
+    const ev = await warnings(c, ns, 'TwopassDeletionsHeld');
+    assert.ok(ev.length > 0 && ev[0]!.type === 'Warning', 'a Warning Event');
+    assert.match(ev[0]!.message, /held, nothing was deleted/);
+    // Meanwhile it gives the port to a new Service from memory: nothing anyone can read shows it.
+    assert.is(c.ctl.chooseInMemory(`${ns}/new`), orphan.port.id);
+    r.now += 10 * MIN;
+    assert.is((await r.run()).outcome, 'held');
+    assert.ok(c.os.ports.has(orphan.port.id));
+    // The operator's procedure: scale it to 0, run, scale it back.
+    await c.ctl.stop();
+    r.now += MIN;
+    const res = await r.run();
+    assert.is(res.outcome, 'ok');
+    assert.equal(
+      res.deleted,
+      [orphan.fip!.id, orphan.port.id],
+      'reclaimed at once: the grace had kept counting',
+    );
+    assert.match(String(r.events('controller.stopped').at(-1)?.reason), /scaled to 0 with no pod/);
+  });
+
+  it('a controller that starts between the re-check and the DELETE: the port is held (a fresh read of it right before each DELETE)', async (c) => {
+    const ns = await c.t.namespace();
+    const orphan = controllerPort(c.os, {});
+    let started = false;
+    const fn = beforeRecheck(lbaasPorts, async () => {
+      if (started) return;
+      started = true;
+      await c.ctl.start();
+    });
+    const r = mk(c, ns, {}, {}, fn);
+    await r.run();
+    r.now += 31 * MIN;
+    const res = await r.run();
+    assert.ok(started, 'the controller started during the act phase');
+    assert.is(res.outcome, 'held');
+    assert.is(res.exitCode, EXIT.ok, 'nothing was deleted before it');
+    assert.equal(res.held, [orphan.port.id]);
+    assert.equal(deletes(c), [], 'no DELETE reached Neutron');
+    assert.ok(r.events('delete.held').some((e) => e.key === orphan.port.id));
+    await c.ctl.stop();
+    r.now += MIN;
+    assert.equal((await r.run()).deleted, [orphan.fip!.id, orphan.port.id]);
+  });
+
+  it('a controller that starts while a DELETE is in flight: the deletes stop, the deletion is told unproven, a Warning Event says to restart it', async (c) => {
+    const ns = await c.t.namespace();
+    const ports = [controllerPort(c.os, {}), controllerPort(c.os, {}), controllerPort(c.os, {})];
+    // It starts just as the first DELETE is sent: it still lists that port, and holds it as free.
+    const fn = changedBeforeDelete(lbaasPorts, async () => {
+      if (!c.ctl.running) await c.ctl.start();
+    });
+    const r = mk(c, ns, { concurrency: 1 }, { maxDeletions: 100 }, fn);
+    await r.run();
+    r.now += 31 * MIN;
+    const res = await r.run();
+    assert.is(res.outcome, 'held');
+    assert.is(res.exitCode, EXIT.error, 'something was deleted under it: the operator must act');
+    const gone = ports.filter((p) => !c.os.ports.has(p.port.id));
+    assert.is(gone.length, 1, 'one DELETE went; the rest were not attempted');
+    assert.is(res.held.length, 2);
+    for (const p of ports)
+      if (!gone.includes(p)) assert.ok(c.os.ports.has(p.port.id) && c.os.fips.has(p.fip!.id));
+    const line = r.events('resource.deleted').find((e) => e.key === gone[0]!.port.id)!;
+    assert.is(line.unproven, true, 'Neutron answered 204, which proves the port gone, not who removed it');
+    assert.match(String(line.detail), /controller was running/);
+    assert.equal(res.unprovenByKind, { Port: 1 });
+    assert.match(
+      String(r.events('controller.started')[0]?.reason),
+      /restart it so that it reloads its ports/,
+    );
+    const ev = await warnings(c, ns, 'TwopassDeletionsHeld');
+    assert.ok(
+      ev.some((e) => /restart it/.test(e.message)),
+      'the Warning Event says to restart it',
+    );
+    // Why: the deleted port is free in its memory, and the next Service given it fails.
+    assert.ok(c.ctl.free().includes(gone[0]!.port.id));
+    await createService(c.kube, ns, 'next');
+    const placed = await c.ctl.place(ns, 'next');
+    assert.equal(c.ctl.failures, [{ service: `${ns}/next`, port: gone[0]!.port.id }]);
+    assert.ok(placed && placed !== gone[0]!.port.id, 'moved to another port');
+    await c.kube.delete(SERVICES, ns, 'next');
+  });
+
+  it('the controller cannot be found or read: doubt, exit 3, nothing deleted; `controller: none` (decommissioned) reclaims, and Services waiting for a port block nothing', async (c) => {
+    const ns = await c.t.namespace();
+    const orphan = controllerPort(c.os, {});
+    const missing = mk(c, ns, { controller: { namespace: c.ctl.setting.namespace, deployment: 'no-such' } });
+    const a = await missing.run();
+    assert.is(a.exitCode, EXIT.incomplete);
+    assert.match(String(missing.events('run.aborted')[0]?.reason), /not found.*set `controller: none`/);
+    const none = mk(c, ns, {
+      controller: { namespace: c.ctl.setting.namespace, selector: 'app=nothing-here' },
+    });
+    assert.is(
+      (await none.run()).exitCode,
+      EXIT.incomplete,
+      'a selector that finds no Deployment is doubt too',
+    );
+    if (c.t.fake) {
+      c.t.fake.faults.add({ method: 'GET', path: '/apis/apps/v1/namespaces/', status: 403 });
+      const forbidden = await mk(c, ns).run();
+      c.t.fake.faults.clear();
+      assert.is(forbidden.exitCode, EXIT.incomplete);
+    }
+    await createService(c.kube, ns, 'waiting', { managed: false });
+    const d = mk(c, ns, { controller: 'none' });
+    await d.run();
+    d.now += 31 * MIN;
+    const res = await d.run();
+    assert.equal(res.deleted, [orphan.fip!.id, orphan.port.id]);
+    assert.equal(deletes(c).length, 2);
+    await c.kube.delete(SERVICES, ns, 'waiting');
+  });
+
+  it('a selector finds the controller too; its pod alone (Deployment at 0, pod not gone yet) is running', async (c) => {
+    const ns = await c.t.namespace();
+    const orphan = controllerPort(c.os, {});
+    const sel = mk(c, ns, {
+      controller: { namespace: c.ctl.setting.namespace, selector: 'app!=nothing' },
+    });
+    await sel.run();
+    await c.ctl.start();
+    await c.kube.mergePatch(DEPLOYMENTS, c.ctl.setting.namespace, c.ctl.name, { spec: { replicas: 0 } });
+    sel.now += 31 * MIN;
+    const res = await sel.run();
+    assert.is(res.outcome, 'held');
+    assert.match(
+      String(sel.events('controller.running')[0]?.reason),
+      /scaled to 0 but its pod .* still exists/,
+    );
+    await c.ctl.stop();
+    sel.now += MIN;
+    assert.equal((await sel.run()).deleted, [orphan.fip!.id, orphan.port.id]);
+  });
+
+  it('being placed follows the controller: a LoadBalancer Service without the managed annotation blocks every port; managed: "false" does not', async (c) => {
+    const ns = await c.t.namespace();
+    const free = controllerPort(c.os, {});
+    await createService(c.kube, ns, 'unannotated', { managed: false });
+    const r = mk(c, ns);
+    await r.run();
+    r.now += 31 * MIN;
+    assert.equal((await r.run()).deleted, []);
+    assert.ok(
+      r.events('target.indeterminate').some((e) => String(e.reason).includes(`Service ${ns}/unannotated`)),
+    );
+    await c.kube.mergePatch(SERVICES, ns, 'unannotated', {
+      metadata: { annotations: { [MANAGED_ANNOTATION]: 'false' } },
+    });
+    await r.run();
+    r.now += 31 * MIN;
+    assert.equal(
+      (await r.run()).deleted,
+      [free.fip!.id, free.port.id],
+      'a Service the controller never takes',
+    );
+    await c.kube.delete(SERVICES, ns, 'unannotated');
+  });
+
+  it("restore gives back the controller's port: no name, no owner, no port security, no groups, the same fixed IP, tags, description, its floating IP's address; a member's credentials are refused at once, nothing created", async (c) => {
+    const ns = await c.t.namespace();
+    const orphan = controllerPort(c.os, {});
+    const r = mk(c, ns);
+    await r.run();
+    r.now += 31 * MIN;
+    assert.equal((await r.run()).deleted, [orphan.fip!.id, orphan.port.id]);
+    const dir = mkdtempSync(join(tmpdir(), 'twopass-lbaas-restore-'));
+    const files = cliFiles(
+      dir,
+      c.t.kubeconfig(),
+      stringify({
+        functions: {
+          'lbaas-ports': { enabled: true, settings: { projectId: 'project-a', controller: c.ctl.setting } },
+        },
+      }),
+    );
+    writeFileSync(join(dir, 'admin.yaml'), c.os.cloudsYaml('admin'));
+    const args = [
+      'restore',
+      'lbaas-ports',
+      ...files,
+      '--state',
+      `file:${r.dir}`,
+      '--output',
+      'json',
+      '--key',
+      orphan.port.id,
+      '--apply',
+    ];
+    const posts = () => c.os.requests.filter((q) => q.method === 'POST' && !q.path.includes('/auth/')).length;
+    const member = await twopassAsync(args, c.env);
+    assert.is(member.code, 1, member.out + member.err);
+    assert.match(member.out, /needs an admin's credentials.*nothing was created/);
+    assert.is(posts(), 0, 'refused before anything was created');
+    const admin = await twopassAsync(args, {
+      OS_CLOUD: 'fake',
+      OS_CLIENT_CONFIG_FILE: join(dir, 'admin.yaml'),
+    });
+    assert.is(admin.code, 0, admin.out + admin.err);
+    const done = admin.json().find((l) => l.event === 'restore.restored') as {
+      ids: { port: string; floatingIp: string };
+      detail: string;
+    };
+    assert.match(done.detail, /the port's id is new.*adopts it only when it next starts/);
+    const p = c.os.ports.get(done.ids.port)!;
+    assert.is(p.name, '');
+    assert.is(p.device_owner, '');
+    assert.is(p.device_id, '');
+    assert.is(p.port_security_enabled, false);
+    assert.equal(p.security_groups, []);
+    assert.equal(
+      p.fixed_ips?.map((f) => f.ip_address),
+      orphan.port.fixed_ips?.map((f) => f.ip_address),
+    );
+    assert.equal(p.tags, orphan.port.tags);
+    assert.is(p.description, orphan.port.description);
+    const f = c.os.fips.get(done.ids.floatingIp)!;
+    assert.is(f.floating_ip_address, orphan.fip!.floating_ip_address);
+    assert.is(f.port_id, done.ids.port);
+  });
 
   it('the founding incident: the ingress-nginx port and FIP survive every run; a port whose Service is gone goes after 30 min, then its FIP', async (c) => {
     const { kube, os } = c;

@@ -30,6 +30,31 @@ export function changedBeforeDelete(fn: AnyFunction, before: (portId: string) =>
   };
 }
 
+/**
+ * The function with its reader's `getPort` preceded, once per port, by `before(portId)`: the
+ * act phase's re-check reads the port first, so this runs after the Services list of its
+ * group and before the controller is read for its DELETE.
+ */
+export function beforeRecheck(fn: AnyFunction, before: (portId: string) => Promise<void>): AnyFunction {
+  const done = new Set<string>();
+  return {
+    ...fn,
+    async connect(ctx: ConnectContext) {
+      const ports = await fn.connect!(ctx);
+      const real = ports.reader.neutron as NeutronClient;
+      const neutron = Object.create(real) as NeutronClient;
+      neutron.getPort = async (id, signal) => {
+        if (!done.has(id)) {
+          done.add(id);
+          await before(id);
+        }
+        return real.getPort(id, signal);
+      };
+      return { ...ports, reader: { ...ports.reader, neutron } };
+    },
+  };
+}
+
 /** A Neutron client with the credentials of `env` (OS_CLOUD + OS_CLIENT_CONFIG_FILE), as twopass builds it. */
 export function neutronFor(env: Readonly<Record<string, string | undefined>>): {
   neutron: NeutronClient;

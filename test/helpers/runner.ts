@@ -32,6 +32,8 @@ export function runner(
   start: number,
   extra: FnConfig = {},
   processEnv: Record<string, string> = {},
+  /** Top-level configuration beside the function's (eventNamespace, ...). */
+  top: Omit<FileConfig, 'functions'> = {},
 ): Runner {
   const dir = mkdtempSync(join(tmpdir(), `twopass-${fn.name}-`));
   const shape = (fn.settingsSchema as { shape?: Record<string, unknown> } | undefined)?.shape;
@@ -49,7 +51,7 @@ export function runner(
         // only functions that have a namespace scope take one (settings are strict)
         settings: { ...(scoped ? { namespaces } : {}), ...(extra.settings ?? {}) },
       };
-      const cfg = resolveConfig({ functions: { [fn.name]: fc } }, 'test', { state: `file:${dir}` });
+      const cfg = resolveConfig({ ...top, functions: { [fn.name]: fc } }, 'test', { state: `file:${dir}` });
       const result = await runFunction(
         fn,
         cfg,

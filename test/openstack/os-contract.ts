@@ -250,6 +250,41 @@ export function osContract(label: string, getTarget: (() => Promise<OsTarget>) |
     await c.close();
   });
 
+  it("port security (ML2's port_security driver): on by default with the project's default group; off, no group, and a group asked with it off is 400", async (t) => {
+    const c = client(t);
+    const net = t.networkId ? { network_id: t.networkId } : {};
+    const secured = await c.raw('POST', '/ports', {
+      port: { name: `ps-${randomUUID().slice(0, 8)}`, ...net },
+    });
+    assert.is(secured.status, 201, secured.text.slice(0, 300));
+    const a = secured.body.port as Port;
+    assert.is(a.port_security_enabled, true);
+    assert.is(a.security_groups?.length, 1, 'the default group');
+    const groups = await c.raw('GET', `/security-groups?id=${a.security_groups![0]}`);
+    assert.is((groups.body.security_groups as { name: string }[])[0]?.name, 'default');
+    // as ch-k8s-lbaas makes its ports: no name, no port security, hence no group
+    const open = await c.raw('POST', '/ports', { port: { ...net, port_security_enabled: false } });
+    assert.is(open.status, 201, open.text.slice(0, 300));
+    const b = open.body.port as Port;
+    assert.is(b.port_security_enabled, false);
+    assert.equal(b.security_groups, []);
+    assert.is(b.name, '');
+    assert.is(b.device_owner, '');
+    const got = await c.neutron.getPort(b.id);
+    assert.is(got?.port_security_enabled, false, 'a GET shows it too');
+    const bad = await c.raw('POST', '/ports', {
+      port: { ...net, port_security_enabled: false, security_groups: a.security_groups },
+    });
+    assert.is(bad.status, 400);
+    assert.is(
+      (bad.body.NeutronError as { type?: string })?.type,
+      'PortSecurityAndIPRequiredForSecurityGroups',
+    );
+    await c.neutron.deletePort(a.id, undefined);
+    await c.neutron.deletePort(b.id, undefined);
+    await c.close();
+  });
+
   it('floating IPs: created on a port, listed and got with port_id and fixed_ip_address, deleted', async (t) => {
     const c = client(t);
     const p = await createPort(t, c, `f-${randomUUID().slice(0, 8)}`);

@@ -355,6 +355,8 @@ export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Pr
         'type_drivers = flat,vxlan',
         'tenant_network_types = vxlan',
         'mechanism_drivers = openvswitch',
+        // ch-k8s-lbaas makes its ports with port_security_enabled: false, which needs this driver
+        'extension_drivers = port_security',
         '[ml2_type_flat]',
         'flat_networks = public',
         '[ml2_type_vxlan]',

@@ -1,5 +1,4 @@
 /** Worlds on the real Neutron: what ch-k8s-lbaas creates for a Service, made through the API as the project's user. */
-import { randomUUID } from 'node:crypto';
 import { CONTROLLER_DESCRIPTION, MANAGED_TAG } from '../../functions/lbaas-ports/index.ts';
 import { passwordToken, type RealOpenStack } from './real-openstack.ts';
 
@@ -38,8 +37,9 @@ export function realWorld(os: RealOpenStack | undefined) {
       await neutron('POST', '/ports', {
         port: {
           network_id: os!.networkId,
-          name: `lb-${randomUUID().slice(0, 8)}`,
+          // as ch-k8s-lbaas makes them: no name, no owner, no port security, no security groups
           description: CONTROLLER_DESCRIPTION,
+          port_security_enabled: false,
         },
       })
     ).port as { id: string; fixed_ips: { ip_address: string }[] };

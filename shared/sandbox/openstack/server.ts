@@ -125,7 +125,11 @@ export class FakeOpenStack {
   defaultGroup(projectId: string): { id: string } {
     for (const g of this.securityGroups.values())
       if (g.project_id === projectId && g.name === 'default') return g;
-    return this.addSecurityGroup({ project_id: projectId, name: 'default', description: 'Default security group' });
+    return this.addSecurityGroup({
+      project_id: projectId,
+      name: 'default',
+      description: 'Default security group',
+    });
   }
 
   addPort(p: Partial<Port> & { id?: string }): Port {
@@ -688,7 +692,8 @@ export class FakeOpenStack {
         send(400, {
           NeutronError: {
             type: 'PortSecurityAndIPRequiredForSecurityGroups',
-            message: 'Port security must be enabled and port must have an IP address in order to use security groups.',
+            message:
+              'Port security must be enabled and port must have an IP address in order to use security groups.',
             detail: '',
           },
         });

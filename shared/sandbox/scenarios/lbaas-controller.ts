@@ -12,10 +12,11 @@
  * - a port deleted under it stays free in its memory: the next Service given it fails
  *   (`PortNotFound`) and is moved to another port.
  */
+
+import { MANAGED_ANNOTATION, MANAGED_TAG, PORT_ANNOTATION } from '../../../functions/lbaas-ports/model.ts';
 import type { KubeClient } from '../../kube/ports.ts';
 import { DEPLOYMENTS, type KubeObject, PODS, SERVICES } from '../../kube/resources.ts';
 import type { FloatingIp, NeutronReader, Port } from '../../openstack/neutron.ts';
-import { MANAGED_ANNOTATION, MANAGED_TAG, PORT_ANNOTATION } from '../../../functions/lbaas-ports/model.ts';
 import { setIngress } from './lbaas.ts';
 
 export const CONTROLLER_LABEL = { app: 'ch-k8s-lbaas-controller' } as const;
@@ -65,7 +66,9 @@ export class StandInController {
       selector: { matchLabels: { ...CONTROLLER_LABEL } },
       template: {
         metadata: { labels: { ...CONTROLLER_LABEL } },
-        spec: { containers: [{ name: 'controller', image: 'ghcr.io/cloudandheat/ch-k8s-lbaas/controller:0.5.0' }] },
+        spec: {
+          containers: [{ name: 'controller', image: 'ghcr.io/cloudandheat/ch-k8s-lbaas/controller:0.5.0' }],
+        },
       },
     };
     if (!d)
@@ -84,8 +87,14 @@ export class StandInController {
     await this.o.kube.create(PODS, {
       apiVersion: 'v1',
       kind: 'Pod',
-      metadata: { generateName: `${this.name}-`, namespace: this.o.namespace, labels: { ...CONTROLLER_LABEL } },
-      spec: { containers: [{ name: 'controller', image: 'ghcr.io/cloudandheat/ch-k8s-lbaas/controller:0.5.0' }] },
+      metadata: {
+        generateName: `${this.name}-`,
+        namespace: this.o.namespace,
+        labels: { ...CONTROLLER_LABEL },
+      },
+      spec: {
+        containers: [{ name: 'controller', image: 'ghcr.io/cloudandheat/ch-k8s-lbaas/controller:0.5.0' }],
+      },
     });
     await this.load();
     this.running = true;
@@ -146,7 +155,9 @@ export class StandInController {
     const candidates = [...this.ports.values()].filter((h) =>
       opts.share ? wanted.every((p) => !h.servicePorts.has(p)) : h.servicePorts.size === 0,
     );
-    await this.o.kube.mergePatch(SERVICES, ns, name, { metadata: { annotations: { [MANAGED_ANNOTATION]: 'true' } } });
+    await this.o.kube.mergePatch(SERVICES, ns, name, {
+      metadata: { annotations: { [MANAGED_ANNOTATION]: 'true' } },
+    });
     for (const h of candidates) {
       // The agent's configuration would now be pushed; the port is only then found missing.
       const alive = await this.o.neutron.getPort(h.port.id);
@@ -182,8 +193,8 @@ export class StandInController {
 }
 
 function servicePortsOf(svc: KubeObject): string[] {
-  const ports = ((svc.spec as { ports?: { port?: number; protocol?: string }[] } | undefined)?.ports ?? []).map(
-    (p) => `${p.protocol ?? 'TCP'}/${p.port}`,
-  );
+  const ports = (
+    (svc.spec as { ports?: { port?: number; protocol?: string }[] } | undefined)?.ports ?? []
+  ).map((p) => `${p.protocol ?? 'TCP'}/${p.port}`);
   return ports.length ? ports : ['TCP/0'];
 }
