@@ -15,10 +15,11 @@ import type { KubeHttpClient } from '../../shared/kube/client.ts';
 import { SERVICES } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
 import { createService, setIngress } from '../../shared/sandbox/scenarios/lbaas.ts';
+import { StandInController } from '../../shared/sandbox/scenarios/lbaas-controller.ts';
 import { FileTombstones } from '../../shared/state/tombstones.ts';
 import { cliFiles, twopassAsync } from '../helpers/cli.ts';
 import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
-import { changedBeforeDelete } from '../helpers/lbaas.ts';
+import { beforeRecheck, changedBeforeDelete, neutronFor } from '../helpers/lbaas.ts';
 import { runner } from '../helpers/runner.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
 import { passwordToken, realOpenStack } from '../openstack/real-openstack.ts';
@@ -31,29 +32,65 @@ if (!os)
     '  !!! no real Keystone + Neutron and kube-apiserver: lbaas-ports on the real OpenStack is SKIPPED',
   );
 const { neutron, controllerPort, exists } = realWorld(os);
-const suite = targetSuite('lbaas-ports (real kube-apiserver + real Keystone and Neutron)', realTarget, {
-  off: os === undefined,
-  setup: async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'twopass-lbaas-real-'));
-    writeFileSync(
-      join(dir, 'clouds.yaml'),
-      `clouds:\n  real:\n    auth_type: v3applicationcredential\n    region_name: ${os!.region}\n    interface: public\n    auth:\n      auth_url: ${os!.authUrl}\n      application_credential_id: ${os!.appCred.id}\n      application_credential_secret: ${os!.appCred.secret}\n`,
-    );
-    return { env: { OS_CLOUD: 'real', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') } };
+type X = { env: Record<string, string>; ctl: StandInController; close: () => Promise<void> };
+const suite = targetSuite<KubeTarget, X>(
+  'lbaas-ports (real kube-apiserver + real Keystone and Neutron)',
+  realTarget,
+  {
+    off: os === undefined,
+    setup: async (t, kube) => {
+      const dir = mkdtempSync(join(tmpdir(), 'twopass-lbaas-real-'));
+      writeFileSync(
+        join(dir, 'clouds.yaml'),
+        `clouds:\n  real:\n    auth_type: v3applicationcredential\n    region_name: ${os!.region}\n    interface: public\n    auth:\n      auth_url: ${os!.authUrl}\n      application_credential_id: ${os!.appCred.id}\n      application_credential_secret: ${os!.appCred.secret}\n`,
+      );
+      const env = { OS_CLOUD: 'real', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') };
+      // The stand-in ch-k8s-lbaas controller, on the real Neutron with the project's credentials.
+      const { neutron: n, close } = neutronFor(env);
+      const ctl = new StandInController({
+        kube,
+        neutron: n,
+        projectId: os!.project.id,
+        namespace: await t.namespace(),
+      });
+      return { env, ctl, close };
+    },
+    // Every test begins as the operator's procedure leaves it: the controller scaled to 0.
+    beforeEach: async (x) => {
+      ctlSetting = x.ctl.setting;
+      await x.ctl.stop();
+    },
+    teardown: (x) => x.close(),
   },
-});
+);
 const it = (
   name: string,
-  fn: (t: KubeTarget, kube: KubeHttpClient, env: Record<string, string>) => Promise<void>,
-) => suite.it(name, (t, kube, x) => fn(t, kube, x.env));
+  fn: (
+    t: KubeTarget,
+    kube: KubeHttpClient,
+    env: Record<string, string>,
+    ctl: StandInController,
+  ) => Promise<void>,
+) => suite.it(name, (t, kube, x) => fn(t, kube, x.env, x.ctl));
 
-const mk = (t: KubeTarget, ns: string, env: Record<string, string>, settings: Record<string, unknown> = {}) =>
+let ctlSetting: { namespace: string; deployment: string } | undefined;
+const mk = (
+  t: KubeTarget,
+  ns: string,
+  env: Record<string, string>,
+  settings: Record<string, unknown> = {},
+  fn: typeof lbaasPorts = lbaasPorts,
+) =>
   runner(
-    lbaasPorts,
+    fn,
     t.options,
     [ns],
     Date.now() + MIN,
-    { enabled: true, maxEvidenceDropPercent: 100, settings: { projectId: os!.project.id, ...settings } },
+    {
+      enabled: true,
+      maxEvidenceDropPercent: 100,
+      settings: { projectId: os!.project.id, controller: ctlSetting, ...settings },
+    },
     env,
   );
 
@@ -125,7 +162,11 @@ it('tombstones and restore on the real Neutron: the deleted port comes back with
   const cfg = join(r.dir, 'config.yaml');
   writeFileSync(
     cfg,
-    stringify({ functions: { 'lbaas-ports': { enabled: true, settings: { projectId: os!.project.id } } } }),
+    stringify({
+      functions: {
+        'lbaas-ports': { enabled: true, settings: { projectId: os!.project.id, controller: ctlSetting } },
+      },
+    }),
   );
   const kc = join(r.dir, 'kubeconfig');
   writeFileSync(kc, t.kubeconfig());
@@ -170,17 +211,17 @@ it('tombstones and restore on the real Neutron: the deleted port comes back with
     ),
     dry.out,
   );
-  // with the member's credentials the port would come back but not its floating IP: refused, the port deleted again
+  // with the member's credentials the floating IP's address cannot be chosen: refused before anything is made
   const member = await twopassAsync(restoreArgs(['--key', a.port.id, '--apply']), env);
   assert.is(member.code, 1, member.out + member.err);
-  assert.match(member.out, /only an admin may choose one/);
+  assert.match(member.out, /needs an admin's credentials.*roles member.*nothing was created/);
   assert.equal(
     (
       (await neutron('GET', `/ports?fixed_ips=ip_address%3D${a.port.fixed_ips[0]!.ip_address}`))
         .ports as unknown[]
     ).length,
     0,
-    'the port made for it was deleted again',
+    'no port was made for it',
   );
   const applied = await cli('--key', a.port.id, '--apply');
   assert.is(applied.code, 0, applied.out + applied.err);
@@ -190,9 +231,23 @@ it('tombstones and restore on the real Neutron: the deleted port comes back with
   const port = (await neutron('GET', `/ports/${ids.port}`)).port as {
     fixed_ips: { ip_address: string }[];
     tags: string[];
+    name: string;
+    description: string;
+    device_owner: string;
+    device_id: string;
+    port_security_enabled: boolean;
+    security_groups: string[];
   };
   assert.is(port.fixed_ips[0]!.ip_address, a.port.fixed_ips[0]!.ip_address, 'the same fixed IP');
   assert.ok(port.tags.includes(MANAGED_TAG), 'its tags');
+  // as the controller made it: without port security and groups traffic to it would be dropped
+  assert.is(port.port_security_enabled, false, 'no port security');
+  assert.equal(port.security_groups, [], "no security group (not the project's default)");
+  assert.is(port.name, '');
+  assert.is(port.device_owner, '');
+  assert.is(port.device_id, '');
+  assert.is(port.description, 'Managed by cah-loadbalancer');
+  assert.match(String(done.detail), /the port's id is new.*adopts it only when it next starts/);
   const fip = (await neutron('GET', `/floatingips/${ids.floatingIp}`)).floatingip as {
     floating_ip_address: string;
     port_id: string;
@@ -360,7 +415,7 @@ it('the CLI: `twopass run lbaas-ports --apply` with a password clouds.yaml, an a
   const files = cliFiles(
     dir,
     t.kubeconfig(),
-    `allowShortGrace: true\nfunctions:\n  lbaas-ports:\n    enabled: true\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    maxEvidenceDropPercent: 100\n    settings:\n      projectId: ${os!.project.id}\n`,
+    `allowShortGrace: true\nfunctions:\n  lbaas-ports:\n    enabled: true\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    maxEvidenceDropPercent: 100\n    settings:\n      projectId: ${os!.project.id}\n      controller: { namespace: ${ctlSetting!.namespace}, deployment: ${ctlSetting!.deployment} }\n`,
   );
   const auth = `      auth_url: ${os!.authUrl.replace(/\/v3$/, '')}\n`; // the root: found by version discovery
   writeFileSync(
@@ -412,7 +467,11 @@ it('the unit order: a port changed (and named by a new Service) just before its 
     t.options,
     [ns],
     Date.now() + MIN,
-    { enabled: true, maxEvidenceDropPercent: 100, settings: { projectId: os!.project.id } },
+    {
+      enabled: true,
+      maxEvidenceDropPercent: 100,
+      settings: { projectId: os!.project.id, controller: ctlSetting },
+    },
     env,
   );
   await r.run();
@@ -431,6 +490,105 @@ it('the unit order: a port changed (and named by a new Service) just before its 
   await kube.delete(SERVICES, ns, 'new-service');
   await neutron('DELETE', `/floatingips/${unit.fip!.id}`);
   await neutron('DELETE', `/ports/${unit.port.id}`);
+});
+
+it('beside the running controller (its stand-in, on the real Neutron): confirmed ports are held; the free port it then hands to a new Service from memory is still there; at 0 replicas the other is reclaimed', async (t, kube, env, ctl) => {
+  const ns = await t.namespace();
+  const a = await controllerPort();
+  const b = await controllerPort();
+  const r = mk(t, ns, env, {}, lbaasPorts);
+  await r.run();
+  await ctl.start();
+  assert.ok(ctl.free().includes(a.port.id) && ctl.free().includes(b.port.id), 'both loaded as free');
+  r.now += 31 * MIN;
+  const held = await r.run();
+  assert.is(held.outcome, 'held');
+  assert.is(held.exitCode, EXIT.ok);
+  assert.equal([...held.held].sort(), [a.port.id, b.port.id].sort());
+  assert.ok((await exists('ports', a.port.id)) && (await exists('ports', b.port.id)), 'nothing deleted');
+  // A new LoadBalancer Service: the controller gives it a port from memory, writing nothing to Neutron.
+  const rev = ((await neutron('GET', `/ports/${a.port.id}`)).port as { revision_number: number })
+    .revision_number;
+  await createService(kube, ns, 'new-app', { managed: false });
+  const given = await ctl.place(ns, 'new-app');
+  assert.ok(given === a.port.id || given === b.port.id);
+  assert.equal(ctl.failures, [], 'the port it gave was there');
+  const after = ((await neutron('GET', `/ports/${given}`)).port as { revision_number: number })
+    .revision_number;
+  if (given === a.port.id) assert.is(after, rev, 'no revision moved: If-Match could never have seen it');
+  await ctl.stop();
+  r.now += MIN;
+  const res = await r.run();
+  const other = given === a.port.id ? b : a;
+  assert.equal(res.deleted, [other.fip!.id, other.port.id], 'at 0 replicas: the port no Service has');
+  assert.ok(await exists('ports', given!), "the new Service's port stays");
+  await kube.delete(SERVICES, ns, 'new-app');
+  const mine = given === a.port.id ? a : b;
+  await neutron('DELETE', `/floatingips/${mine.fip!.id}`);
+  await neutron('DELETE', `/ports/${mine.port.id}`);
+});
+
+it('the controller starts between the re-check and the DELETE: held, no DELETE; it starts while a DELETE is in flight: the deletes stop, told unproven, exit 1', async (t, _kube, env, ctl) => {
+  const ns = await t.namespace();
+  const a = await controllerPort();
+  const early = mk(
+    t,
+    ns,
+    env,
+    {},
+    beforeRecheck(lbaasPorts, () => ctl.start()),
+  );
+  await early.run();
+  early.now += 31 * MIN;
+  const held = await early.run();
+  assert.is(held.outcome, 'held');
+  assert.equal(held.held, [a.port.id]);
+  assert.ok(await exists('ports', a.port.id));
+  await ctl.stop();
+  const b = await controllerPort();
+  const c = await controllerPort();
+  const late = mk(
+    t,
+    ns,
+    env,
+    { concurrency: 1 },
+    changedBeforeDelete(lbaasPorts, async () => {
+      if (!ctl.running) await ctl.start();
+    }),
+  );
+  await late.run();
+  late.now += 31 * MIN;
+  const res = await late.run();
+  assert.is(res.outcome, 'held');
+  assert.is(res.exitCode, EXIT.error);
+  const gone: string[] = [];
+  for (const p of [a, b, c]) if (!(await exists('ports', p.port.id))) gone.push(p.port.id);
+  assert.is(gone.length, 1, 'one DELETE went, the rest were not attempted');
+  assert.is(res.held.length, 2);
+  const line = late.events('resource.deleted').find((e) => e.key === gone[0]);
+  assert.is(line?.unproven, true);
+  assert.match(String(late.events('controller.started')[0]?.reason), /restart it/);
+  assert.ok(ctl.free().includes(gone[0]!), 'the deleted port is free in its memory: why it must restart');
+  await ctl.stop();
+  for (const p of [a, b, c])
+    if (p.port.id !== gone[0]) {
+      await neutron('DELETE', `/floatingips/${p.fip!.id}`);
+      await neutron('DELETE', `/ports/${p.port.id}`);
+    }
+});
+
+it('decommissioned (`controller: none`): reclaimed without any Deployment; a missing Deployment otherwise is doubt (exit 3)', async (t, _kube, env, ctl) => {
+  const ns = await t.namespace();
+  const a = await controllerPort();
+  const missing = mk(t, ns, env, {
+    controller: { namespace: ctl.setting.namespace, deployment: 'gone-for-good' },
+  });
+  assert.is((await missing.run()).exitCode, EXIT.incomplete);
+  const r = mk(t, ns, env, { controller: 'none' });
+  await r.run();
+  r.now += 31 * MIN;
+  assert.equal((await r.run()).deleted, [a.fip!.id, a.port.id]);
+  assert.not.ok(await exists('ports', a.port.id));
 });
 
 suite.run();

@@ -59,6 +59,17 @@ const MATRIX: Record<string, string[]> = {
     'functions.lbaas-ports.enabled=true',
     'functions.lbaas-ports.settings.projectId=p1',
   ],
+  'lbaas-ports beside a controller in its own namespace': [
+    'functions.lbaas-ports.enabled=true',
+    'functions.lbaas-ports.settings.projectId=p1',
+    'functions.lbaas-ports.settings.controller.namespace=kube-public',
+    'functions.lbaas-ports.settings.controller.deployment=lb-controller',
+  ],
+  'lbaas-ports with its controller decommissioned': [
+    'functions.lbaas-ports.enabled=true',
+    'functions.lbaas-ports.settings.projectId=p1',
+    'functions.lbaas-ports.settings.controller=none',
+  ],
   'the scheduler, with its ServiceMonitor and the PrometheusRule': [
     'scheduler.enabled=true',
     'monitoring.prometheusRule=true',
@@ -249,6 +260,21 @@ it('RBAC: the chart grants exactly what the kustomize components grant, function
   };
   for (const fn of ['danm-endpoints', 'whereabouts-ips', 'lbaas-ports'])
     assert.equal(rbacOf(chart, fn), rbacOf(kust, fn), fn);
+  // lbaas-ports reads the ch-k8s-lbaas controller where it runs: kube-system unless told
+  const ctl = (objs: Obj[]) =>
+    objs
+      .filter((o) => /^Role(Binding)?$/.test(o.kind) && o.metadata.name === 'twopass-lbaas-ports-controller')
+      .map((o) => ({ kind: o.kind, ns: o.metadata.namespace, rules: o.rules, subjects: o.subjects }));
+  assert.equal(ctl(chart), ctl(kust));
+  assert.equal(
+    ctl(chart).map((o) => o.ns),
+    ['kube-system', 'kube-system'],
+  );
+  assert.equal(
+    ctl(helmTemplate(MATRIX['lbaas-ports beside a controller in its own namespace']!).objs).map((o) => o.ns),
+    ['kube-public', 'kube-public'],
+  );
+  assert.equal(ctl(helmTemplate(MATRIX['lbaas-ports with its controller decommissioned']!).objs), []);
   // and nothing else is granted
   const grants = (objs: Obj[]) =>
     objs

@@ -79,6 +79,16 @@ for (const [verb, resource, allowed] of [
 ] as const) {
   CHECKS.push({ who: 'lbaas-ports', verb, group: '', resource, namespace: 'default', allowed });
 }
+// The controller's Deployment and pods, where it runs (kube-system by default), and nothing more.
+for (const [verb, group, resource, namespace, allowed] of [
+  ['get', 'apps', 'deployments', 'kube-system', true],
+  ['list', 'apps', 'deployments', 'kube-system', true],
+  ['list', '', 'pods', 'kube-system', true],
+  ['update', 'apps', 'deployments', 'kube-system', false],
+  ['delete', '', 'pods', 'kube-system', false],
+  ['get', 'apps', 'deployments', 'default', false],
+] as const)
+  CHECKS.push({ who: 'lbaas-ports', verb, group, resource, namespace, allowed });
 for (const [name, allowed] of [
   ['twopass-danm-endpoints', false],
   ['twopass-lbaas-ports', true],

@@ -2,7 +2,9 @@
  * A cloud rule (test/sim/lbaas-ports.rule.yaml) against the built-in lbaas-ports in the race
  * simulator's ch-k8s-lbaas world. On random worlds (TWOPASS_RULE_DIFF_RUNS schedules,
  * default 1000): before every run, both functions observe the same settled world and must
- * make the same decision on every port (in use, indeterminate, or unused); the rule is the
+ * make the same decision on every port (in use, indeterminate, or unused: whether it may be
+ * deleted now; a port the built-in holds because the controller runs counts as
+ * indeterminate, which is what the rule makes it by its controller evidence); the rule is the
  * cleaner of the schedule and must never delete a port a Service holds or is being placed
  * on, and must reclaim every orphan port within its bound.
  */
@@ -48,7 +50,7 @@ async function decisions(
   );
   const used = new Set(snap.used);
   const ind = new Set(snap.indeterminate.map((i) => i.key));
-  const blocked = (snap.blockers ?? []).length > 0;
+  const blocked = (snap.blockers ?? []).length > 0 || (snap.holds ?? []).length > 0;
   const out = new Map<string, Decision>();
   for (const t of snap.targets)
     if (t.kind === 'Port')

@@ -4,16 +4,24 @@
  * port annotation), re-using a free tagged port or creating one with its FIP,
  * annotates the Service and writes its ingress IP; on deletion it removes the
  * port (or, down or restarting, does not). Neutron is in memory.
+ *
+ * The controller runs as the Deployment `kube-system/ch-k8s-lbaas-controller`: up, it
+ * wants one replica and has a pod; down, it is scaled to 0 with no pod. While it runs,
+ * every free tagged port is in its memory and may be handed to a Service with nothing
+ * written anywhere: deleting one then is a violation (law 13). At the quiet end the
+ * operator's procedure runs: every Service placed, then the controller scaled to 0.
  */
 import { MANAGED_ANNOTATION, MANAGED_TAG, PORT_ANNOTATION } from '../../../functions/lbaas-ports/index.ts';
 import type { KubeObject } from '../../../shared/kube/resources.ts';
-import { SERVICES } from '../../../shared/kube/resources.ts';
+import { DEPLOYMENTS, PODS, SERVICES } from '../../../shared/kube/resources.ts';
 import type { Filters, FloatingIp, NeutronDelete, Port } from '../../../shared/openstack/neutron.ts';
 import type { World } from '../harness.ts';
 import type { Rng } from '../rng.ts';
 import { SimKube } from '../simkube.ts';
 
 const NS = 'default';
+const CONTROLLER_NS = 'kube-system';
+const CONTROLLER = 'ch-k8s-lbaas-controller';
 
 export class SimNeutron {
   readonly ports = new Map<string, Port>();
@@ -96,7 +104,30 @@ export class LbaasWorld implements World {
   private pending: { at: number; run: () => void }[] = [];
   private seq = 0;
   private interleave: (() => void) | undefined;
-  controllerDown = false;
+  private down = false;
+  get controllerDown(): boolean {
+    return this.down;
+  }
+  /** Up: its Deployment wants one replica and has a pod; down: scaled to 0, no pod. */
+  set controllerDown(v: boolean) {
+    this.down = v;
+    this.syncController();
+  }
+
+  private syncController(): void {
+    const store = this.kube.store;
+    const d = store.tryGet(DEPLOYMENTS, CONTROLLER_NS, CONTROLLER);
+    const spec = { replicas: this.down ? 0 : 1, selector: { matchLabels: { app: CONTROLLER } } };
+    if (!d)
+      store.create(DEPLOYMENTS, CONTROLLER_NS, { metadata: { name: CONTROLLER, namespace: CONTROLLER_NS }, spec });
+    else store.mergePatch(DEPLOYMENTS, CONTROLLER_NS, CONTROLLER, { spec });
+    const pod = store.tryGet(PODS, CONTROLLER_NS, `${CONTROLLER}-0`);
+    if (this.down && pod) store.delete(PODS, CONTROLLER_NS, `${CONTROLLER}-0`, {});
+    if (!this.down && !pod)
+      store.create(PODS, CONTROLLER_NS, {
+        metadata: { name: `${CONTROLLER}-0`, namespace: CONTROLLER_NS, labels: { app: CONTROLLER } },
+      });
+  }
 
   /** `scopeTag`: a further tag on every port the controller creates (a cluster-naming tag). */
   readonly scopeTag: string | undefined;
@@ -113,7 +144,11 @@ export class LbaasWorld implements World {
       );
       if (placing)
         this.violations.push(`deleted port ${p.id} the controller is placing Service ${placing[0]} on`);
+      // Free in the memory of a running controller: it may hand it out with nothing written.
+      if (!this.down && !by && !placing)
+        this.violations.push(`deleted port ${p.id} while the controller runs and holds it as free`);
     };
+    this.syncController();
   }
 
   setInterleave(f: (() => void) | undefined, _onWrite?: (() => void) | undefined): void {
@@ -218,6 +253,9 @@ export class LbaasWorld implements World {
       });
     }
     this.placing.clear();
+    // The operator's procedure: with every Service placed, the controller is scaled to 0
+    // so that what it leaked can be reclaimed.
+    this.controllerDown = true;
   }
 
   step(rng: Rng, now: number): void {
