@@ -44,7 +44,7 @@ function detail(e: Record<string, unknown>): string {
       return `${String(e.reason ?? '')}${typeof e.partOf === 'string' ? ` (part of ${e.partOf})` : ''}`;
     case 'run.finished': {
       const s = (e.summary as Record<string, number> | undefined) ?? {};
-      return `targets=${s.targets ?? 0} used=${s.used ?? 0} pending=${s.pending ?? 0} new=${s.newCandidates ?? 0} rescued=${s.rescued ?? 0} indeterminate=${s.indeterminate ?? 0} deleted=${e.deleted ?? 0} exit=${e.exitCode}${e.dryRun ? ' (dry run)' : ''}`;
+      return `targets=${s.targets ?? 0} used=${s.used ?? 0} pending=${s.pending ?? 0} new=${s.newCandidates ?? 0} rescued=${s.rescued ?? 0} indeterminate=${s.indeterminate ?? 0} deleted=${e.deleted ?? 0}${e.held ? ` held=${e.held}` : ''} exit=${e.exitCode}${e.dryRun ? ' (dry run)' : ''}`;
     }
     case 'report.written':
       return `${e.entries} entries -> ${String(e.path)} (${String(e.why ?? '')})`;

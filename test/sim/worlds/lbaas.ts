@@ -119,7 +119,10 @@ export class LbaasWorld implements World {
     const d = store.tryGet(DEPLOYMENTS, CONTROLLER_NS, CONTROLLER);
     const spec = { replicas: this.down ? 0 : 1, selector: { matchLabels: { app: CONTROLLER } } };
     if (!d)
-      store.create(DEPLOYMENTS, CONTROLLER_NS, { metadata: { name: CONTROLLER, namespace: CONTROLLER_NS }, spec });
+      store.create(DEPLOYMENTS, CONTROLLER_NS, {
+        metadata: { name: CONTROLLER, namespace: CONTROLLER_NS },
+        spec,
+      });
     else store.mergePatch(DEPLOYMENTS, CONTROLLER_NS, CONTROLLER, { spec });
     const pod = store.tryGet(PODS, CONTROLLER_NS, `${CONTROLLER}-0`);
     if (this.down && pod) store.delete(PODS, CONTROLLER_NS, `${CONTROLLER}-0`, {});
