@@ -429,7 +429,9 @@ export function networkEvent(removed: readonly Removed<NetData>[]): EventNote | 
       `cleared ${bits.length} leaked address${bits.length === 1 ? '' : 'es'} held by no DanmEp (${bits.map((b) => b.address).join(', ')})`,
     );
   return {
-    namespace: ns ?? eps[0]?.namespace ?? 'default',
+    // An Event about a cluster-scoped object lives in `default` (the API server refuses another
+    // namespace with 422: involvedObject.namespace "" does not match).
+    namespace: ns ?? 'default',
     involved: {
       apiVersion: `${d0.group}/v1`,
       kind: d0.networkType,

@@ -200,7 +200,17 @@ function watchSink(io: Io): LogSink {
     lose(err.code === 'EPIPE' ? 'its reader closed the pipe' : `${err.code ?? 'error'}: ${err.message}`),
   );
   io.out.on('close', () => lose('its stream closed'));
-  return { lost: () => why, signal: gone.signal, warn: (m) => io.err.write(`${m}\n`) };
+  return {
+    lost: () => why,
+    signal: gone.signal,
+    warn: (m) => io.err.write(`${m}\n`),
+    // a write's callback runs once the stream took it; a closed pipe's EPIPE is emitted by the next turn
+    barrier: async () => {
+      if (why === undefined && io.out.writable)
+        await new Promise<void>((r) => io.out.write('', () => r()));
+      await new Promise<void>((r) => setImmediate(r));
+    },
+  };
 }
 
 export async function scheduleCommand(

@@ -18,7 +18,7 @@ import type { DeleteAction, Target } from '../engine/types.ts';
 import { messageOf } from '../errors.ts';
 import { EXIT } from './errors.ts';
 import type { Persisted, Scope } from './phases.ts';
-import type { Finish } from './result.ts';
+import type { Finish, LogSink } from './result.ts';
 import type { RunDeps } from './run.ts';
 import { type TombstoneRun, TombstoneWriter } from './tombstones.ts';
 
@@ -37,6 +37,13 @@ export type ActRequest = Readonly<{
   evidenceMaxAgeMs: number;
   /** What the tombstones name (the run and its snapshot). */
   run: TombstoneRun;
+  /**
+   * The diff log, when it can be lost: each unit's `delete.started` lines are handed to it
+   * before the unit writes anything, and a unit whose lines could not be is not started.
+   */
+  sink?: LogSink | undefined;
+  /** The signal Events are written under: the run's, not the lost log's (a deletion made keeps its Event). */
+  eventSignal?: AbortSignal;
 }>;
 
 export type ActOutcome = Readonly<{
@@ -101,10 +108,12 @@ class Acting<R, W> {
   readonly ctx: FunctionContext;
 
   private readonly deps: ActDeps<R, W>;
+  private readonly eventSignal: AbortSignal;
 
-  constructor(deps: ActDeps<R, W>, ctx: FunctionContext) {
+  constructor(deps: ActDeps<R, W>, ctx: FunctionContext, eventSignal: AbortSignal = ctx.signal) {
     this.deps = deps;
     this.ctx = ctx;
+    this.eventSignal = eventSignal;
   }
 
   fail(t: Target, error: string): void {
@@ -189,7 +198,7 @@ class Acting<R, W> {
     const { deps } = this;
     const note = deps.recordEvent && removed.length > 0 ? deps.fn.eventFor(removed) : undefined;
     if (!note) return;
-    await deps.recordEvent!(note, this.ctx.signal).catch((err) =>
+    await deps.recordEvent!(note, this.eventSignal).catch((err) =>
       deps.log.warn(
         { event: 'event.failed', kind: note.involved.kind, name: note.involved.name, error: messageOf(err) },
         'event.failed',
@@ -275,7 +284,7 @@ export async function act<R, W>(deps: ActDeps<R, W>, req: ActRequest): Promise<A
       stopped = reason;
       deps.log.error({ event: 'act.stopped', reason }, 'act.stopped');
     },
-  });
+  }, req.eventSignal);
   const { signal } = a.ctx;
   const units = unitsOf(deps.fn, req.actions);
   const queue = [...units];
@@ -289,6 +298,17 @@ export async function act<R, W>(deps: ActDeps<R, W>, req: ActRequest): Promise<A
       if (stopped !== undefined) {
         for (const t of unit.targets) a.hold(t, `not attempted: ${stopped}`);
         continue;
+      }
+      // The diff log first: what this unit is about to delete is handed to it before any write.
+      if (req.sink) {
+        for (const t of unit.targets)
+          deps.log.info({ event: 'delete.started', ...baseOf(t) }, 'delete.started');
+        await req.sink.barrier();
+        const lost = req.sink.lost();
+        if (lost !== undefined) {
+          for (const t of unit.targets) a.fail(t, `not started: the diff log is gone (${lost})`);
+          continue;
+        }
       }
       try {
         if (unit.batched) await a.batch(unit.targets);
@@ -342,11 +362,6 @@ export async function actPhase<R, W>(
     sink.warn(`twopass: ${fn.name}: ${error}`);
     return { outcome: 'failed', exitCode: EXIT.error, error };
   }
-  const onLost = () =>
-    sink?.warn(
-      `twopass: ${fn.name}: the diff log went away while deleting (${sink.lost()}): deletions not yet started are abandoned; the ones made are in the state and the Kubernetes Events`,
-    );
-  sink?.signal.addEventListener('abort', onLost, { once: true });
   const done = await act(
     { ...deps, log: x.log },
     {
@@ -355,9 +370,13 @@ export async function actPhase<R, W>(
       concurrency: opts.concurrency,
       evidenceMaxAgeMs: opts.evidenceMaxAgeMs,
       run: opts.run,
+      sink,
+      eventSignal: ctx.signal,
     },
   );
-  sink?.signal.removeEventListener('abort', onLost);
+  // Lost while acting (seen now, or only at this last hand-over): never exit 0, and say what is true.
+  if (sink && actions.length > 0) await sink.barrier();
+  const lostWhile = actions.length > 0 ? sink?.lost() : undefined;
   if (actions.length > 0)
     x.log.info(
       {
@@ -379,6 +398,15 @@ export async function actPhase<R, W>(
       .catch((err) => x.side('state.save-failed', 'state.save', err));
   }
   const { deleted, deletedByKind, skipped, failed, held, unprovenByKind } = done;
+  if (sink && lostWhile !== undefined) {
+    const notStarted = failed.length;
+    const made = deleted.length;
+    const error = `the diff log went away while deleting (${lostWhile}): ${made} deletion(s) made${made ? ' (each in its tombstone, the state and its Event)' : ''}, ${notStarted} not started`;
+    sink.warn(
+      `twopass: ${fn.name}: ${error}${made ? `; \`twopass restore ${fn.name} --run ${opts.run.runId}\` lists them` : ''}`,
+    );
+    return { outcome: 'failed', exitCode: EXIT.error, deleted, deletedByKind, skipped, failed, held, error };
+  }
   const bad = failed.length > 0;
   const unproven = Object.keys(unprovenByKind).length > 0 ? { unprovenByKind } : {};
   if ((held.length > 0 || done.stopped) && !bad) {

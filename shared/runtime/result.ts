@@ -69,4 +69,10 @@ export type LogSink = Readonly<{
   lost: () => string | undefined;
   signal: AbortSignal;
   warn: (message: string) => void;
+  /**
+   * Resolves once what was written so far has been handed to the output (a closed pipe's
+   * error surfaces by then, and `lost()` says so): the act phase waits on it after the
+   * `delete.started` lines of each unit, before the unit's first write.
+   */
+  barrier: () => Promise<void>;
 }>;

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { PORT_ANNOTATION } from '../../functions/lbaas-ports/index.ts';
 import { IPPOOLS } from '../../functions/whereabouts-ips/model.ts';
 import { KubeHttpClient } from '../../shared/kube/client.ts';
-import { type KubeObject, NAMESPACES, PODS, SERVICES } from '../../shared/kube/resources.ts';
+import { DEPLOYMENTS, type KubeObject, NAMESPACES, PODS, SERVICES } from '../../shared/kube/resources.ts';
 import { formatAddress, parseCidr } from '../../shared/net/ip.ts';
 import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
 import { FakeKubeServer } from '../../shared/sandbox/kube/server.ts';
@@ -379,6 +379,18 @@ async function realNeutron(ports: number): Promise<string> {
         });
       });
     };
+    // the ch-k8s-lbaas controller scaled to 0, read in every pass and around every DELETE
+    await kube.create(DEPLOYMENTS, {
+      metadata: { name: 'ch-k8s-lbaas-controller', namespace: 'kube-system' },
+      spec: {
+        replicas: 0,
+        selector: { matchLabels: { app: 'ch-k8s-lbaas-controller' } },
+        template: {
+          metadata: { labels: { app: 'ch-k8s-lbaas-controller' } },
+          spec: { containers: [{ name: 'controller', image: 'controller' }] },
+        },
+      },
+    });
     const t = performance.now();
     await seed(ports, 10, 'svc');
     const seedMs = performance.now() - t;

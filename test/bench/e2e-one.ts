@@ -136,7 +136,15 @@ if (variant === 'twopass') {
       ['/apis/whereabouts.cni.cncf.io/v1alpha1/ippools', '/api/v1/pods'],
       ['application/json', META],
     ],
-    'lbaas-ports': [['/api/v1/services'], ['application/json']],
+    // and the ch-k8s-lbaas controller: its Deployment and its pods
+    'lbaas-ports': [
+      [
+        '/api/v1/services',
+        '/apis/apps/v1/namespaces/kube-system/deployments',
+        '/api/v1/namespaces/kube-system/pods',
+      ],
+      ['application/json', 'application/json', 'application/json'],
+    ],
   };
   const [paths, accept] = lists[fn]!;
   let items = 0;

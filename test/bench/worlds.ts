@@ -2,7 +2,7 @@
 import { Bitmap } from '../../functions/danm-endpoints/bitmap.ts';
 import { CONTROLLER_DESCRIPTION, MANAGED_TAG, PORT_ANNOTATION } from '../../functions/lbaas-ports/index.ts';
 import { IPPOOLS, NETWORK_STATUS } from '../../functions/whereabouts-ips/model.ts';
-import { PODS, SERVICES } from '../../shared/kube/resources.ts';
+import { DEPLOYMENTS, PODS, SERVICES } from '../../shared/kube/resources.ts';
 import { formatAddress, parseCidr } from '../../shared/net/ip.ts';
 import type { FakeKubeServer } from '../../shared/sandbox/kube/server.ts';
 import type { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
@@ -109,6 +109,13 @@ function addr(i: number): string {
 
 /** N Services, N tagged ports with FIPs (1% orphans: no Service names them). */
 export function lbaasWorld(fake: FakeKubeServer, os: FakeOpenStack, n: number): void {
+  // the ch-k8s-lbaas controller scaled to 0: its Deployment and pods are read every run
+  fake.store.seed(DEPLOYMENTS, [
+    {
+      metadata: { name: 'ch-k8s-lbaas-controller', namespace: 'kube-system' },
+      spec: { replicas: 0, selector: { matchLabels: { app: 'ch-k8s-lbaas-controller' } } },
+    },
+  ]);
   const ids: string[] = [];
   for (let i = 0; i < n; i++) {
     const id = `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`;

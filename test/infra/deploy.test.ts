@@ -14,7 +14,7 @@ import { parseAllDocuments } from 'yaml';
 import { danmEndpoints } from '../../functions/danm-endpoints/index.ts';
 import { fileSchema, resolveConfig } from '../../shared/config.ts';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
-import { CRONJOBS, JOBS, type KubeObject, NAMESPACES } from '../../shared/kube/resources.ts';
+import { CRONJOBS, DEPLOYMENTS, JOBS, type KubeObject, NAMESPACES } from '../../shared/kube/resources.ts';
 import { runFunction } from '../../shared/runtime/wire.ts';
 import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
 import { leakedEndpoint, R } from '../../shared/sandbox/scenarios/danm.ts';
@@ -530,6 +530,28 @@ real(
 
 /** lbaas-ports from the CLI as its own ServiceAccount, twice with --apply (observe, then delete). */
 async function lbaasTwice(t: KubeTarget, dir: string, clouds: string, projectId: string) {
+  // The ch-k8s-lbaas controller scaled to 0 where the shipped Role lets the identity read it.
+  const admin = t.client();
+  try {
+    if (!(await admin.get(DEPLOYMENTS, 'kube-system', 'ch-k8s-lbaas-controller')))
+      await admin.create(DEPLOYMENTS, {
+        metadata: { name: 'ch-k8s-lbaas-controller', namespace: 'kube-system' },
+        spec: {
+          replicas: 0,
+          selector: { matchLabels: { app: 'ch-k8s-lbaas-controller' } },
+          template: {
+            metadata: { labels: { app: 'ch-k8s-lbaas-controller' } },
+            spec: {
+              containers: [
+                { name: 'controller', image: 'ghcr.io/cloudandheat/ch-k8s-lbaas/controller:0.5.0' },
+              ],
+            },
+          },
+        },
+      });
+  } finally {
+    await admin.close();
+  }
   const files = cliFiles(
     dir,
     t.kubeconfig(IDENTITIES['lbaas-ports']!.token),

@@ -381,7 +381,7 @@ it('the other overlays run on the node: whereabouts-ips and the cilium rules com
   assert.match(log, /danm-endpoints/, `the scheduler logs its functions: ${log.slice(-800)}`);
 });
 
-it('the lbaas-ports overlay: its Job reads the clouds.yaml Secret and, through the real Keystone + Neutron, the next Job deletes an orphan port (host network: the test OpenStack listens on loopback)', async (ctx) => {
+it('the lbaas-ports overlay beside a running controller Deployment (a real pod on the node): its Jobs read the clouds.yaml Secret and hold the orphan port while the controller runs; scaled to 0, the next Job deletes it through the real Keystone + Neutron (host network: the test OpenStack listens on loopback)', async (ctx) => {
   const os = realOpenStack();
   if (!os) {
     console.log('  !!! no real Keystone + Neutron: the lbaas-ports overlay on the node is not run');
@@ -400,6 +400,25 @@ it('the lbaas-ports overlay: its Job reads the clouds.yaml Secret and, through t
   const pod = (cj.spec as { jobTemplate: { spec: { template: { spec: Record<string, unknown> } } } })
     .jobTemplate.spec.template.spec;
   pod.hostNetwork = true;
+  // The ch-k8s-lbaas controller where the overlay's Role reads it: a Deployment whose pod the
+  // kube-controller-manager and the kubelet really run (the local pause image stands in).
+  const labels = { app: 'ch-k8s-lbaas-controller' };
+  objs.push({
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: 'ch-k8s-lbaas-controller', namespace: 'kube-system' },
+    spec: {
+      replicas: 1,
+      selector: { matchLabels: labels },
+      template: {
+        metadata: { labels },
+        spec: {
+          containers: [{ name: 'controller', image: 'localhost/pause:test', imagePullPolicy: 'Never' }],
+          terminationGracePeriodSeconds: 1,
+        },
+      },
+    },
+  } as unknown as Obj);
   ctx.installed = objs;
   kubectl(cluster, ['create', 'namespace', NS]);
   kubectl(cluster, [
@@ -416,11 +435,38 @@ it('the lbaas-ports overlay: its Job reads the clouds.yaml Secret and, through t
   const used = await controllerPort();
   await kube.create(NAMESPACES, { metadata: { name: 'apps-lbaas' } });
   await createService(kube, 'apps-lbaas', 'web', { portId: used.port.id });
+  const controllerPods = () =>
+    JSON.parse(
+      kubectl(cluster, [
+        'get',
+        'pods',
+        '-n',
+        'kube-system',
+        '-l',
+        'app=ch-k8s-lbaas-controller',
+        '-o',
+        'json',
+      ]),
+    ).items as { status: { phase: string } }[];
+  await poll(
+    'the controller pod running',
+    () => (controllerPods()[0]?.status.phase === 'Running' ? true : undefined),
+    120_000,
+  );
   const first = await runJob(cluster, node, 'twopass-lbaas-ports');
   assert.is(first.condition, 'Complete', summary(first));
   await new Promise((r) => setTimeout(r, 2500));
+  const held = await runJob(cluster, node, 'twopass-lbaas-ports');
+  assert.is(held.condition, 'Complete', `a held run is not a failed Job: ${summary(held)}`);
+  assert.ok(has(held, 'run.held'), summary(held));
+  assert.not.ok(has(held, 'resource.deleted'), summary(held));
+  assert.ok(await exists('ports', orphan.port.id), 'held while the controller runs');
+  // The operator's procedure: scale it to 0 and wait for its pod to go.
+  kubectl(cluster, ['scale', 'deployment/ch-k8s-lbaas-controller', '-n', 'kube-system', '--replicas=0']);
+  await poll('the controller pod gone', () => (controllerPods().length === 0 ? true : undefined), 120_000);
   const second = await runJob(cluster, node, 'twopass-lbaas-ports');
   assert.is(second.condition, 'Complete', summary(second));
+  assert.ok(has(second, 'controller.stopped'), summary(second));
   assert.ok(has(second, 'resource.deleted', orphan.port.id), summary(second));
   assert.not.ok(await exists('ports', orphan.port.id), 'the orphan port is gone');
   assert.ok(await exists('ports', used.port.id), 'the used one stays');

@@ -268,20 +268,88 @@ test('secrets are redacted in logs', async () => {
   assert.not.ok(text.includes('Bearer abc'));
 });
 
-/** A diff log that can be lost, as the CLI's stdout is by `| head -1`. */
-function sink() {
+/**
+ * A diff log that can be lost, as the CLI's stdout is by `| head -1`: at once (`lose`), or
+ * as the `loseAt`-th hand-over (barrier) finds it, which is where a closed pipe's EPIPE
+ * surfaces: a deterministic stand-in for the reader that goes away at any point.
+ */
+function sink(loseAt?: number) {
   const gone = new AbortController();
   let why: string | undefined;
+  let barriers = 0;
   const warned: string[] = [];
+  const lose = () => {
+    why = 'its reader closed the pipe';
+    gone.abort(new Error('gone'));
+  };
   return {
-    logSink: { lost: () => why, signal: gone.signal, warn: (m: string) => warned.push(m) },
-    lose: () => {
-      why = 'its reader closed the pipe';
-      gone.abort(new Error('gone'));
+    logSink: {
+      lost: () => why,
+      signal: gone.signal,
+      warn: (m: string) => warned.push(m),
+      barrier: async () => {
+        if (++barriers === loseAt) lose();
+      },
     },
+    lose,
     warned,
+    barriers: () => barriers,
   };
 }
+
+test('the diff log lost after the act phase began: the unit not yet started is not, the deletion made keeps its Event, exit 1, stderr says what is true', async ({
+  dir,
+}) => {
+  const w = world(['a', 'b']);
+  const s = setup(dir, w);
+  const k = sink(2); // the first unit's lines got through; the pipe is found closed at the second's
+  const events: string[] = [];
+  const deps = {
+    ...s.deps,
+    fn: {
+      ...s.deps.fn,
+      eventFor: (removed: readonly { target: { key: string } }[]) => ({
+        namespace: 'default',
+        involved: { apiVersion: 'v1', kind: 'Thing', name: removed[0]!.target.key },
+        reason: 'Reclaimed',
+        message: 'deleted',
+      }),
+    },
+    logSink: k.logSink,
+    // as the HTTP client does: a call under an aborted signal is refused
+    recordEvent: async (note: { involved: { name: string } }, signal: AbortSignal) => {
+      if (signal.aborted) throw new Error('aborted');
+      events.push(note.involved.name);
+    },
+  };
+  await run(deps, s.req({ concurrency: 1 }));
+  s.advance(11 * MIN);
+  const r = await run(deps, s.req({ concurrency: 1 }));
+  assert.is(r.exitCode, EXIT.error);
+  assert.is(r.deleted.length, 1, 'the unit whose lines reached the log');
+  assert.is(w.writes.length, 1, 'the other was not started');
+  assert.equal(events, r.deleted, 'the deletion made has its Event');
+  const started = s.cap.events('delete.started').map((e) => e.key);
+  assert.ok(started.includes(r.deleted[0]!), 'its delete.started line came before it');
+  assert.match(k.warned.join('\n'), /went away while deleting .*1 deletion\(s\) made .*1 not started/);
+  assert.not.ok(k.warned.join('\n').includes('abandoned'));
+});
+
+test('the diff log found lost only after the last deletion: every deletion made, yet never exit 0', async ({
+  dir,
+}) => {
+  const w = world(['a', 'b']);
+  const s = setup(dir, w);
+  const k = sink(3); // two units, then the hand-over after the act phase
+  const deps = { ...s.deps, logSink: k.logSink };
+  await run(deps, s.req({ concurrency: 1 }));
+  s.advance(11 * MIN);
+  const r = await run(deps, s.req({ concurrency: 1 }));
+  assert.is(k.barriers(), 3);
+  assert.is(r.deleted.length, 2);
+  assert.is(r.exitCode, EXIT.error, 'a run that lost its log while acting never exits 0');
+  assert.match(k.warned.join('\n'), /2 deletion\(s\) made .*0 not started.*twopass restore/);
+});
 
 test('a deleting run whose diff log is gone does not start deleting: exit 1, said on stderr', async ({
   dir,
