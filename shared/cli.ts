@@ -203,6 +203,7 @@ export async function main(
           ...(v.record === true ? { record: true } : {}),
           ...(v['save-snapshot'] ? { saveSnapshotDir: v['save-snapshot'] } : {}),
           ...(v.report ? { reportFile: v.report } : {}),
+          ...(v.apply === true ? { apply: true } : {}),
           ...metricsOut,
         });
       case 'apply':

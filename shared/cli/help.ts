@@ -58,8 +58,11 @@ Options:
                            its longer wait, one that waits less is raised to it
   --deadline DURATION      overall deadline of a run (default 10m)
   --save-snapshot DIR      write each snapshot as JSON into DIR (for \`twopass diff\`)
-  --report FILE            write what would be deleted, for review (one function; in a dry
-                           run always, with --apply when approval is required)
+  --report FILE            write what would be deleted, for review (one function). Without
+                           --apply the run is a dry run, even when the configuration says
+                           apply: true. With --apply it is the record of what the run set
+                           out to delete (apply --from-report refuses it), or, above
+                           approval.requiredAbove, the report that waits for a human
   --pushgateway URL        push the run's metrics to a Prometheus Pushgateway
   --metrics-textfile PATH  write the run's metrics for node-exporter's textfile collector
 ${COMMON}`,

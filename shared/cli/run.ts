@@ -31,6 +31,8 @@ function pickFunctions(names: readonly string[], all: boolean, cfg: Config): Any
 }
 
 type RunFlags = Readonly<{
+  /** `--apply` was given (not only `apply: true` in the configuration). */
+  apply?: boolean;
   record?: boolean;
   saveSnapshotDir?: string;
   reportFile?: string;
@@ -51,7 +53,16 @@ export async function runCommand(
   );
   if (flags.reportFile && fns.length !== 1)
     throw new ConfigError('--report: name one function (a report is about one function)');
-  const code = await runEach(fns, cfg, output, io, flags, {});
+  // A report for review never comes from a run that deletes: without --apply on the command
+  // line it is a dry run, whatever `apply:` the configuration gives.
+  const code = await runEach(
+    fns,
+    cfg,
+    output,
+    io,
+    flags,
+    flags.reportFile && !flags.apply ? { apply: false } : {},
+  );
   if (flags.reportFile && output === 'table' && existsSync(flags.reportFile))
     io.out.write(describeReport(loadReport(flags.reportFile), flags.reportFile));
   return code;
@@ -206,8 +217,7 @@ function watchSink(io: Io): LogSink {
     warn: (m) => io.err.write(`${m}\n`),
     // a write's callback runs once the stream took it; a closed pipe's EPIPE is emitted by the next turn
     barrier: async () => {
-      if (why === undefined && io.out.writable)
-        await new Promise<void>((r) => io.out.write('', () => r()));
+      if (why === undefined && io.out.writable) await new Promise<void>((r) => io.out.write('', () => r()));
       await new Promise<void>((r) => setImmediate(r));
     },
   };

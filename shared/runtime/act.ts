@@ -274,17 +274,21 @@ export async function act<R, W>(deps: ActDeps<R, W>, req: ActRequest): Promise<A
     signal: req.ctx.signal,
   });
   let stopped: string | undefined;
-  const a = new Acting(deps, {
-    ...req.ctx,
-    fresh: cache.get,
-    concurrency: req.concurrency,
-    tombstone: tombs.write,
-    stop: (reason) => {
-      if (stopped !== undefined) return;
-      stopped = reason;
-      deps.log.error({ event: 'act.stopped', reason }, 'act.stopped');
+  const a = new Acting(
+    deps,
+    {
+      ...req.ctx,
+      fresh: cache.get,
+      concurrency: req.concurrency,
+      tombstone: tombs.write,
+      stop: (reason) => {
+        if (stopped !== undefined) return;
+        stopped = reason;
+        deps.log.error({ event: 'act.stopped', reason }, 'act.stopped');
+      },
     },
-  }, req.eventSignal);
+    req.eventSignal,
+  );
   const { signal } = a.ctx;
   const units = unitsOf(deps.fn, req.actions);
   const queue = [...units];

@@ -179,7 +179,7 @@ export async function writeReport(
 ): Promise<string | undefined> {
   if (!sink) return undefined;
   try {
-    const report = buildReport(fn, ids, actions);
+    const report = buildReport(fn, ids, actions, why.startsWith('apply') ? 'record' : 'review');
     const path = await sink(report);
     x.log.info({ event: 'report.written', path, entries: report.entries.length, why }, 'report.written');
     return path;

@@ -38,6 +38,11 @@ export const reportSchema = z.object({
   createdAt: z.string(),
   runId: z.string(),
   snapshotId: z.string(),
+  /**
+   * `review`: made for a human to approve (a dry run, or a run held for approval); `record`:
+   * what a deleting run set out to delete, written before it did (never approved from).
+   */
+  purpose: z.enum(['review', 'record']).default('review'),
   entries: z.array(entrySchema),
 });
 
@@ -47,6 +52,7 @@ export function buildReport(
   fn: Pick<TwopassFunction<unknown, unknown>, 'name' | 'kindReport'>,
   ids: { runId: string; snapshot: Snapshot; cluster: string },
   actions: readonly DeleteAction[],
+  purpose: Report['purpose'] = 'review',
 ): Report {
   return {
     twopassReport: 1,
@@ -55,6 +61,7 @@ export function buildReport(
     createdAt: new Date(ids.snapshot.takenAt).toISOString(),
     runId: ids.runId,
     snapshotId: ids.snapshot.id,
+    purpose,
     entries: actions.map(({ target: t, candidate: c }) => {
       const ns = (t.data as { namespace?: unknown } | undefined)?.namespace;
       const about = fn.kindReport[t.kind];
@@ -104,6 +111,10 @@ export function checkReport(
   now: number,
   maxAgeMs: number,
 ): void {
+  if (report.purpose === 'record')
+    throw new ConfigError(
+      `${path}: the record of what run ${report.runId} set out to delete (\`run --apply --report\`: it deleted them), not a report for review: make one with \`twopass run ${fn.name} --report FILE\` (a dry run)`,
+    );
   const foreign = report.entries.find((e) => !(e.kind in fn.kindReport));
   if (foreign)
     throw new ConfigError(`${path}: an entry of kind ${foreign.kind}, which ${fn.name} does not remove`);
@@ -137,9 +148,11 @@ export function describeReport(report: Report, path: string): string {
       `  ${e.kind} ${e.name} [${e.key}]\n    unused since ${e.unusedSince} (${e.observations} observations): ${e.unused}\n    approving it will: ${e.removal}`,
     );
   lines.push(
-    report.entries.length > 0
-      ? `Review, then: twopass apply --from-report ${path} (only entries still confirmed then, unchanged, are deleted)`
-      : 'Nothing to approve.',
+    report.purpose === 'record'
+      ? 'A record of what this run set out to delete (it deleted them, as its diff log says): not a report for review.'
+      : report.entries.length > 0
+        ? `Review, then: twopass apply --from-report ${path} (only entries still confirmed then, unchanged, are deleted)`
+        : 'Nothing to approve.',
   );
   return `${lines.join('\n')}\n`;
 }

@@ -108,6 +108,59 @@ export function approvalScenarios(label: string, getTarget: () => Promise<KubeTa
     );
   });
 
+  it("the review step never deletes: `run --report` with the install's config (apply: true) is a dry run; `run --apply --report` writes a record that apply --from-report refuses", async (t, kube) => {
+    const ns = await t.namespace();
+    const a = await leakedEndpoint(kube, ns, '10.10.10.51');
+    const dir = mkdtempSync(join(tmpdir(), 'twopass-approval-'));
+    const base = [
+      ...cliFiles(
+        dir,
+        t.kubeconfig(),
+        `apply: true\nallowShortGrace: true\nfunctions:\n  danm-endpoints:\n    grace: 0s\n    minAge: 0s\n    maxDeletionPercent: 100\n    settings: { namespaces: [${ns}] }\n`,
+      ),
+      '--state',
+      `file:${join(dir, 'state')}`,
+    ];
+    const present = async () => (await kube.get(R.danmeps, ns, a.metadata.name)) !== undefined;
+    assert.is((await twopassAsync(['run', 'danm-endpoints', ...base, '--record'])).code, 0);
+    const file = join(dir, 'review.json');
+    const review = await twopassAsync([
+      'run',
+      'danm-endpoints',
+      ...base,
+      '--report',
+      file,
+      '--output',
+      'table',
+    ]);
+    assert.is(review.code, 0, review.err);
+    assert.ok(await present(), 'the review step deleted nothing, though the config says apply: true');
+    assert.match(review.out, /\(dry run\)/);
+    assert.match(review.out, /Review, then: twopass apply --from-report/);
+    const r = JSON.parse(readFileSync(file, 'utf8')) as Report;
+    assert.is(r.purpose, 'review');
+    assert.is(r.entries.length, 1);
+    const recordFile = join(dir, 'record.json');
+    const deleting = await twopassAsync([
+      'run',
+      'danm-endpoints',
+      ...base,
+      '--apply',
+      '--report',
+      recordFile,
+      '--output',
+      'table',
+    ]);
+    assert.is(deleting.code, 0, deleting.err);
+    assert.not.ok(await present(), '--apply deletes');
+    assert.not.ok(deleting.out.includes('Review, then'), 'no review asked of what is already deleted');
+    assert.match(deleting.out, /A record of what this run set out to delete/);
+    assert.is((JSON.parse(readFileSync(recordFile, 'utf8')) as Report).purpose, 'record');
+    const refused = await twopassAsync(['apply', '--from-report', recordFile, ...base]);
+    assert.is(refused.code, 2);
+    assert.match(refused.err, /not a report for review/);
+  });
+
   it("a stale report, another function's, or a file that is not a report is refused (exit 2), and nothing is deleted", async (t, kube) => {
     const ns = await t.namespace();
     const ep = await leakedEndpoint(kube, ns, '10.10.10.41');
