@@ -193,7 +193,7 @@ export function decide(
   }
   confirmed.sort((a, b) => (a.target.key < b.target.key ? -1 : a.target.key > b.target.key ? 1 : 0));
 
-  const lastSnapshot = summarize(snapshot);
+  const lastSnapshot = carryBaseline(previous.lastSnapshot, summarize(snapshot));
   // Law 7, evidence: a sharp drop refuses, unless accepted (by the operator, or on its own
   // once the lower counts held in consecutive complete snapshots for long enough).
   const drops = evidenceDrops(previous.lastSnapshot, lastSnapshot, policy);
@@ -326,6 +326,26 @@ function firstObservation(t: Target, now: number): Candidate {
     lastUnusedAt: now,
     observations: 1,
   };
+}
+
+/**
+ * The baseline is never lost because one run did not list a source: an evidence source of the
+ * previous baseline that this snapshot lacks keeps its count (so that the next run that lists
+ * it again, broken, is still held to it).
+ */
+function carryBaseline(before: LastSnapshot | undefined, now: LastSnapshot): LastSnapshot {
+  if (!before?.evidence) return now;
+  const missing = Object.keys(before.evidence).filter(
+    (n) => !Object.hasOwn(now.counts, n) && before.counts[n] !== undefined,
+  );
+  if (missing.length === 0) return now;
+  const counts = { ...now.counts };
+  const evidence = { ...now.evidence };
+  for (const n of missing) {
+    counts[n] = before.counts[n]!;
+    evidence[n] = true;
+  }
+  return { ...now, counts, evidence };
 }
 
 export function summarize(snapshot: Snapshot): LastSnapshot {

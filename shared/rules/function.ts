@@ -23,6 +23,7 @@ import {
   recreateAsWas,
 } from '../contract/index.ts';
 import { parseDuration } from '../engine/duration.ts';
+import { NotInstalledError } from '../errors.ts';
 import type { KubeReader, KubeReadWriter } from '../kube/ports.ts';
 import { apiVersionOf, type KubeObject } from '../kube/resources.ts';
 import { toCel } from './cel.ts';
@@ -143,15 +144,13 @@ export function ruleFunction(rule: Rule): AnyFunction {
   async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): Promise<void> {
     const { pageSize } = ctx.settings;
     const namespaces = ctx.settings.namespaces ?? rule.target.namespaces;
-    if (!(await kube.serves(ref.group, ref.version, ref.plural, ctx.signal))) {
-      ctx.source(ref.plural, 'target', { notServed: true });
-      ctx.note(
-        'target.not-served',
-        { rule: rule.name, resource: `${ref.plural}.${apiVersionOf(ref)}` },
-        'warn',
+    // A target kind that is not served (a CRD being re-installed, an aggregated API that flaps,
+    // a server that is not Kubernetes) is doubt: nothing decided, nothing saved (exit 3).
+    if (!(await kube.serves(ref.group, ref.version, ref.plural, ctx.signal)))
+      throw new NotInstalledError(
+        `rule ${rule.name}: its target ${ref.plural}.${apiVersionOf(ref)} is not served by the API server (a CRD being installed or removed, an API that flaps, or not a Kubernetes API server): nothing is decided and the state is kept`,
+        { call: `discover ${ref.plural}.${apiVersionOf(ref)}` },
       );
-      return;
-    }
     // Targets first: evidence listed after can only add holders.
     const targets = await listSpec(kube, rule.target, namespaces, pageSize, ctx.signal);
     ctx.source(ref.plural, 'target', targets);

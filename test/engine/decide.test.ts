@@ -179,6 +179,23 @@ test('guard: evidence that shrank sharply refuses and does not become the baseli
   assert.is(again.diff.outcome, 'refused', 'still compared with the last good snapshot');
 });
 
+test("evidence baseline: a snapshot that did not list a source keeps that source's baseline; the next broken list of it is refused", () => {
+  const ts = [target('a')];
+  const p = policy({ maxEvidenceDropPercent: 50 });
+  const s = decide(state(), withUsers(T0, ts, 100, ['a']), p, T0).nextState;
+  const without = snapshot(T0 + 5 * MIN, ts, ['a'], {
+    sources: [{ name: 'things', role: 'target', count: 1, complete: true }],
+  });
+  const kept = decide(s, without, p, T0 + 5 * MIN);
+  assert.is(kept.diff.outcome, 'ok');
+  assert.is(kept.nextState.lastSnapshot?.counts.users, 100, 'the baseline of users is kept');
+  assert.is(kept.nextState.lastSnapshot?.evidence?.users, true);
+  const broken = decide(kept.nextState, withUsers(T0 + 10 * MIN, ts, 85), p, T0 + 10 * MIN);
+  assert.is(broken.diff.outcome, 'ok', 'within the bound');
+  const worse = decide(kept.nextState, withUsers(T0 + 10 * MIN, ts, 10), p, T0 + 10 * MIN);
+  assert.is(worse.diff.outcome, 'refused', 'held to the kept baseline');
+});
+
 test('evidence baseline: a lower count held over the acceptance window is accepted on its own; the candidates stay', () => {
   const ts = [target('a'), target('b')];
   const p = policy({ maxEvidenceDropPercent: 30, acceptEvidenceDropAfterMs: 60 * MIN });

@@ -229,6 +229,47 @@ export function ruleScenarios(label: string, getTarget: () => Promise<KubeTarget
     assert.ok(await exists(kube, CILIUM.endpoints, ep));
   });
 
+  it('a target kind not served once is doubt (exit 3, nothing saved), and the evidence baseline survives it: the next pods list, complete-looking but missing 15 live pods, is refused, and none of their endpoints is ever deleted', async (t, kube) => {
+    const ns = await t.namespace();
+    const eps: KubeObject[] = [];
+    for (let i = 0; i < 15; i++)
+      eps.push(await createEndpoint(kube, await pod(kube, ns, `live-${i}`), 3000 + i));
+    const r = runner(fnOf('cilium-endpoints'), t.options, [ns], Date.now(), { maxEvidenceDropPercent: 0 });
+    assert.is((await r.run()).exitCode, EXIT.ok, 'the baseline: every pod listed');
+    // the CRD is being re-installed: its kind answers 404 once
+    let vanish = true;
+    r.intercept = (k) =>
+      intercept(k, (c, go) =>
+        c.verb === 'serves' && c.resource === 'ciliumendpoints' && vanish
+          ? (Promise.resolve(false) as ReturnType<typeof go>)
+          : go(),
+      );
+    r.now += 5 * MIN;
+    const notServed = await r.run();
+    assert.is(notServed.exitCode, EXIT.incomplete, 'a target not served is doubt');
+    assert.match(String(r.events('run.aborted').at(-1)?.reason), /is not served by the API server/);
+    vanish = false;
+    // then a pods list that looks complete but lacks this namespace's 15 pods
+    r.intercept = (k) =>
+      intercept(k, (c, go) => {
+        if (c.verb !== 'list' || c.resource !== 'pods') return go();
+        return go().then((l) => {
+          const list = l as unknown as { items: KubeObject[] };
+          return {
+            ...list,
+            items: list.items.filter((p) => p.metadata.namespace !== ns),
+          } as unknown as Awaited<ReturnType<typeof go>>;
+        });
+      });
+    for (const step of [5, 15, 15]) {
+      r.now += step * MIN;
+      const broken = await r.run();
+      assert.is(broken.exitCode, EXIT.refused, 'the baseline was kept: the drop is refused');
+      assert.equal(broken.deleted, []);
+    }
+    for (const ep of eps) assert.ok(await exists(kube, CILIUM.endpoints, ep), 'no live endpoint deleted');
+  });
+
   it('a rule whose evidence is not served: nothing is decided', async (t, kube) => {
     const ns = await t.namespace();
     const p = await pod(kube, ns, 'gone-1');
