@@ -123,21 +123,51 @@ function variablesOf(node: unknown, out = new Set<string>()): Set<string> {
   return out;
 }
 
+/**
+ * Where the name of a call `receiver . matches (` begins, read token by token from the end of
+ * its receiver: only blanks, `//` comments and the dot may stand between them, and a comment
+ * (which may say "matches" too) is skipped, never taken for the name.
+ */
+function nameAfter(source: string, from: number, name: string): number | undefined {
+  let i = from;
+  let dot = false;
+  for (;;) {
+    while (i < source.length && /\s/.test(source[i]!)) i++;
+    if (source.startsWith('//', i)) {
+      const nl = source.indexOf('\n', i);
+      i = nl < 0 ? source.length : nl + 1;
+      continue;
+    }
+    if (!dot && source[i] === '.') {
+      dot = true;
+      i++;
+      continue;
+    }
+    return dot && source.startsWith(name, i) && !/[\w]/.test(source[i + name.length] ?? '') ? i : undefined;
+  }
+}
+
 /** The offsets of the `matches` names of an expression's calls (to rename them to the RE2 function). */
 function matchesCalls(source: string, node: unknown, out: number[] = []): number[] {
   if (Array.isArray(node)) for (const n of node) matchesCalls(source, n, out);
   else if (isNode(node)) {
     const args = Array.isArray(node.args) ? node.args : [node.args];
     if (node.op === 'rcall' && args[0] === 'matches' && isNode(args[1])) {
-      const from = args[1].end ?? 0;
-      const to =
-        (Array.isArray(args[2]) && isNode(args[2][0]) ? args[2][0].start : undefined) ?? source.length;
-      const at = source.slice(from, to).lastIndexOf('matches');
-      if (at >= 0) out.push(from + at);
+      const at = nameAfter(source, args[1].end ?? 0, 'matches');
+      if (at !== undefined) out.push(at);
     }
     for (const a of args) matchesCalls(source, a, out);
   }
   return out;
+}
+
+/** True when any call of the library's own (backtracking) `matches` is left in the tree. */
+function hasBacktrackingMatches(node: unknown): boolean {
+  if (Array.isArray(node)) return node.some(hasBacktrackingMatches);
+  if (!isNode(node)) return false;
+  const args = Array.isArray(node.args) ? node.args : [node.args];
+  if ((node.op === 'rcall' || node.op === 'call') && args[0] === 'matches') return true;
+  return args.some(hasBacktrackingMatches);
 }
 
 /** The literal patterns of an expression's `matches` calls, each with its offset. */
@@ -253,6 +283,11 @@ export function compile(where: string, source: string, scope: Scope, accepts: re
     for (const at of matchesCalls(source, ast))
       text = `${text.slice(0, at)}${RE2_MATCHES}${text.slice(at + RE2_MATCHES.length)}`;
     program = env.parse(text) as (vars: Record<string, unknown>) => unknown;
+    // The backtracking `matches` must be unreachable: a call the renaming missed is refused.
+    if (hasBacktrackingMatches((program as unknown as { ast: unknown }).ast))
+      throw new Error(
+        '`matches` could not be bound to the linear-time engine here: write it as `STRING.matches(PATTERN)`',
+      );
     const checked = env.check(text);
     if (!checked.valid) throw checked.error;
     type = String(checked.type);

@@ -10,6 +10,7 @@ import { WorldReader } from '../../shared/cli/rules.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import type { KubeObject } from '../../shared/kube/resources.ts';
 import { compile, RUNTIME_COST_LIMIT } from '../../shared/rules/cel.ts';
+import { pacer } from '../../shared/rules/evidence.ts';
 import { judge, ruleFunction } from '../../shared/rules/function.ts';
 import { compileRule } from '../../shared/rules/rule.ts';
 import { widgetsRule } from './widgets.ts';
@@ -36,6 +37,39 @@ test('matches() is RE2: a backtracking pattern against a crafted name is decided
   const crafted = { metadata: { name: `${'a'.repeat(40)}!` }, spec: { podUID: 'p' } };
   assert.equal(judge(r, crafted, { pods }), { unused: true });
   assert.equal(judge(r, { metadata: { name: 'aaaa' }, spec: { podUID: 'p' } }, { pods }), { used: true });
+});
+
+test('matches() stays RE2 when a comment inside the call says "matches" too, or one stands between the receiver and the dot', () => {
+  // A backreference: RE2 refuses it (indeterminate), a backtracking engine would answer true.
+  const obj = { metadata: { name: 'aa', labels: { p: '(a)\\1' } }, spec: { podUID: 'p' } };
+  for (const inUse of [
+    'object.metadata.name.matches(\n  // matches the pattern in the label\n  object.metadata.labels.p) || object.spec.podUID in evidence.pods',
+    'object.metadata.name // matches below\n  .matches(object.metadata.labels.p) || object.spec.podUID in evidence.pods',
+    'object.metadata.name . matches ( // matches\n object.metadata.labels.p ) || object.spec.podUID in evidence.pods',
+  ]) {
+    const v = judge(compileRule(withRule({ inUse }), 'test'), obj, { pods });
+    assert.ok('indeterminate' in v, `${inUse}: ${JSON.stringify(v)}`);
+    assert.match((v as { indeterminate: string }).indeterminate, /RE2 syntax/);
+  }
+  // and the crafted name of the issue is decided at once, the comment notwithstanding
+  const r = compileRule(
+    withRule({
+      inUse: 'object.metadata.name.matches(\n // matches\n "^(a+)+$") || object.spec.podUID in evidence.pods',
+    }),
+    'test',
+  );
+  assert.equal(judge(r, { metadata: { name: `${'a'.repeat(34)}!` }, spec: { podUID: 'p' } }, { pods }), {
+    unused: true,
+  });
+});
+
+test('the global form matches(s, p) cannot reach the backtracking engine: refused when the rule loads', () => {
+  assert.match(
+    refusal(
+      withRule({ inUse: 'matches(object.metadata.name, "^a$") || object.spec.podUID in evidence.pods' }),
+    ),
+    /could not be bound to the linear-time engine|found no matching overload|matches/,
+  );
 });
 
 test('a pattern RE2 does not accept (lookbehind, backreference) is refused when the rule loads, with its position', () => {
@@ -137,6 +171,25 @@ test("a run's signal stops a rule's evaluation between objects (a deadline, SIGT
     );
   assert.ok(err, `evaluated all ${judged} objects after the signal`);
   assert.match(err!.message, /deadline/);
+});
+
+test('one blocked evaluation is enough: the next object gives up the turn and an aborted run stops there', async () => {
+  const ac = new AbortController();
+  const pace = pacer(ac.signal, 10);
+  assert.is(pace(), undefined, 'a quick object keeps the turn');
+  // one object whose evaluation held the thread past the slice (the old pacer waited for 64)
+  const t0 = performance.now();
+  while (performance.now() - t0 < 12) {
+    /* blocked */
+  }
+  ac.abort(new Error('the run deadline (5s) passed'));
+  const turn = pace();
+  assert.ok(turn, 'the turn is given up after one slow object');
+  const err = await turn!.then(
+    () => undefined,
+    (e: Error) => e,
+  );
+  assert.match(String(err?.message), /deadline/);
 });
 
 test.run();
