@@ -3,9 +3,10 @@
  * checked before the run starts, so that a path that cannot be written is a configuration
  * error in one line (exit 2), never found out after a run has deleted.
  */
-import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
+import { accessSync, constants, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { ConfigError, fsWhy } from '../errors.ts';
+import { ensureDir } from '../paths.ts';
 
 /** A file the command will write: its directory exists and is writable, and it is not a directory. */
 export function checkOutputFile(flag: string, path: string): void {
@@ -28,8 +29,7 @@ export function checkOutputFile(flag: string, path: string): void {
 /** A directory the command will write files into: created now, and writable. */
 export function prepareOutputDir(flag: string, dir: string): void {
   try {
-    mkdirSync(dir, { recursive: true });
-    accessSync(dir, constants.W_OK);
+    ensureDir(dir);
   } catch (err) {
     throw new ConfigError(`${flag} ${dir}: cannot write there: ${fsWhy(err)}`, { cause: err });
   }

@@ -7,7 +7,7 @@
  */
 
 import { readFileSync } from 'node:fs';
-import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { z } from 'zod';
 import type { TwopassFunction } from '../contract/index.ts';
@@ -15,6 +15,7 @@ import { firstIssue } from '../contract/settings.ts';
 import { formatDuration } from '../engine/duration.ts';
 import type { DeleteAction, Snapshot } from '../engine/types.ts';
 import { ConfigError } from '../errors.ts';
+import { ensureDir } from '../paths.ts';
 
 const entrySchema = z.object({
   key: z.string(),
@@ -81,7 +82,7 @@ export function buildReport(
 }
 
 export async function writeReport(path: string, report: Report): Promise<void> {
-  await mkdir(dirname(path), { recursive: true });
+  ensureDir(dirname(path));
   await writeFile(`${path}.tmp`, `${JSON.stringify(report, null, 1)}\n`, { mode: 0o600 });
   await rename(`${path}.tmp`, path);
 }

@@ -4,7 +4,7 @@
  * once and then `run()`; nothing below reads the environment or the clock.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Config, functionConfig } from '../config.ts';
 import type { AnyFunction, Ports } from '../contract/index.ts';
@@ -17,6 +17,7 @@ import type { KubeClient } from '../kube/ports.ts';
 import { apiVersionOf, CRONJOBS, JOBS } from '../kube/resources.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
 import { notifyRun, type Webhook, webhookFrom } from '../notify/webhook.ts';
+import { ensureDir } from '../paths.ts';
 import { ConfigMapStateStore } from '../state/configmap.ts';
 import { FileLock, FileStateStore } from '../state/file.ts';
 import { LeaseLock } from '../state/lease.ts';
@@ -299,7 +300,7 @@ function withEvents(
 }
 
 export async function saveSnapshot(dir: string, s: Snapshot): Promise<string> {
-  await mkdir(dir, { recursive: true });
+  ensureDir(dir);
   const path = join(
     dir,
     `${s.function}-${new Date(s.takenAt).toISOString().replace(/[:.]/g, '-')}-${s.id.slice(0, 8)}.json`,

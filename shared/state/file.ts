@@ -3,11 +3,12 @@
  * written atomically (temp file + rename), guarded by `<function>.lock`.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { open, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { emptyState, type State } from '../engine/types.ts';
 import { ConfigError, fsWhy } from '../errors.ts';
+import { ensureDir } from '../paths.ts';
 import { LockHeldError, resetCommand, StateConflictError, StateCorruptError } from './errors.ts';
 import { parseState } from './schema.ts';
 import type { Loaded, Lock, LockHandle, StateStore } from './store.ts';
@@ -106,12 +107,15 @@ function alive(pid: number): boolean {
   }
 }
 
-/** The state directory, created; a path that cannot be one is a configuration error (exit 2), in one line. */
+/**
+ * The state directory, created and writable; a path that cannot be one, or a directory this
+ * process may not write, is a configuration error (exit 2), in one line: neither heals.
+ */
 export async function makeStateDir(dir: string): Promise<void> {
   try {
-    await mkdir(dir, { recursive: true });
+    ensureDir(dir);
   } catch (err) {
-    throw new ConfigError(`--state file:${dir}: cannot create the state directory: ${fsWhy(err)}`, {
+    throw new ConfigError(`--state file:${dir}: cannot use it as the state directory: ${fsWhy(err)}`, {
       cause: err,
     });
   }

@@ -8,7 +8,7 @@
  * the API's size limit; the oldest is overwritten when the ring is full). On disk: one file.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, open, readFile, rename } from 'node:fs/promises';
+import { open, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { z } from 'zod';
@@ -16,6 +16,7 @@ import { type Tombstone, tombstoneSchema } from '../contract/tombstone.ts';
 import { ConflictError } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/ports.ts';
 import { CONFIGMAPS, type KubeObject } from '../kube/resources.ts';
+import { ensureDir } from '../paths.ts';
 import { StateCorruptError } from './errors.ts';
 
 export { type Tombstone, type TombstoneEntry, tombstoneSchema } from '../contract/tombstone.ts';
@@ -253,7 +254,7 @@ export class FileTombstones implements TombstoneStore {
     }
   }
   async append(fn: string, entries: readonly Tombstone[]): Promise<void> {
-    await mkdir(this.dir, { recursive: true });
+    ensureDir(this.dir);
     const member = gzipSync(Buffer.from(entries.map((e) => `${JSON.stringify(e)}\n`).join('')));
     const count = this.counts.get(fn);
     if (count !== undefined && count + entries.length <= this.retention.maxEntries * 1.25) {

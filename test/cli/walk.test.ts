@@ -345,7 +345,21 @@ const CASES: Case[] = [
       `file:${file('plain', 'x')}/state`,
     ],
     exit: 2,
-    says: /--state file:.*cannot create the state directory: a part of the path is a file/,
+    says: /--state file:.*cannot use it as the state directory: a part of the path is a file/,
+  },
+  {
+    what: '--state file: where no directory can be made (/proc): at once, not a spin',
+    args: (kc) => ['run', 'danm-endpoints', '--kubeconfig', kc, '--state', 'file:/proc/twopass-walk/state'],
+    exit: 2,
+    says: /--state file:\/proc\/twopass-walk\/state: cannot use it as the state directory: \/proc cannot hold a new directory/,
+    oneLine: true,
+  },
+  {
+    what: '--save-snapshot where no directory can be made (/proc)',
+    args: (kc) => ['run', 'danm-endpoints', '--kubeconfig', kc, '--save-snapshot', '/proc/twopass-walk'],
+    exit: 2,
+    says: /--save-snapshot \/proc\/twopass-walk: cannot write there: \/proc cannot hold a new directory/,
+    oneLine: true,
   },
   {
     what: '--state configmap: in a namespace that does not exist',
