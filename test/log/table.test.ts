@@ -18,6 +18,39 @@ function sink() {
 }
 const flush = () => new Promise((r) => setImmediate(r));
 
+test('a credential is redacted in every output, JSON and the table: by field and inside an error message', async () => {
+  for (const output of ['json', 'table'] as const) {
+    const out = sink();
+    const log = createLogger({ output, stream: out.stream, clock: () => Date.parse('2026-12-03T10:00:00Z') });
+    log.error(
+      {
+        event: 'run.aborted',
+        call: 'keystone issue token',
+        reason:
+          'POST https://admin:hunter2@keystone.example/v3/auth/tokens failed: {"password": "s3cr3t-pw"} with Authorization: Bearer eyJhbGciOi.abc.def, X-Auth-Token: gAAAAtoken',
+        auth: { password: 'field-pw', token: 'field-token' },
+      },
+      'run.aborted',
+    );
+    log.warn({ event: 'x' }, 'token=msg-token in the message');
+    await flush();
+    const text = out.text();
+    assert.ok(text.length > 0, output);
+    for (const secret of [
+      'hunter2',
+      's3cr3t-pw',
+      'eyJhbGciOi',
+      'gAAAAtoken',
+      'field-pw',
+      'field-token',
+      'msg-token',
+    ])
+      assert.not.ok(text.includes(secret), `${output}: ${secret} leaked: ${text}`);
+    assert.match(text, /\[redacted\]/, output);
+    if (output === 'table') assert.match(text, /run\.aborted/);
+  }
+});
+
 test('the table has a header, prints long names whole, and shows each target row with its key', async () => {
   const out = sink();
   const log = createLogger({
