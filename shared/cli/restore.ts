@@ -53,6 +53,12 @@ export async function restoreCommand(
     const { store, lock } = stateFor(cfg, kube, io.time);
     if (!store.tombstones) throw new ConfigError(`the state store ${store.description} keeps no tombstones`);
     const all = await store.tombstones.list(fn.name);
+    // what could not be read is said, and what is intact is used
+    const damage = store.tombstones.damage?.(fn.name);
+    if (damage) {
+      io.err.write(`twopass: ${fn.name}: ${damage}\n`);
+      write({ event: 'tombstones.damaged', function: fn.name, reason: damage }, `damaged: ${damage}`);
+    }
     if (flags.keys.length === 0 && !flags.run) {
       for (const t of [...all].reverse())
         write(
@@ -64,6 +70,8 @@ export async function restoreCommand(
             runId: t.runId,
             deletedAt: new Date(t.at).toISOString(),
             reason: t.reason,
+            // the object as it was re-read before its deletion: for what cannot be restored, the way back
+            object: t.object,
           },
           `${new Date(t.at).toISOString()}  run ${t.runId}  ${t.kind} ${t.name} [${t.key}]`,
         );
@@ -116,6 +124,7 @@ export async function restoreCommand(
             ...(r.outcome === 'refused' ? { reason: r.reason } : { detail: r.detail }),
             ...('ids' in r && r.ids ? { ids: r.ids } : {}),
             dryRun: !flags.apply,
+            object: t.object,
           },
           `${r.outcome.padEnd(8)} ${t.kind} ${t.name}: ${said}`,
         );

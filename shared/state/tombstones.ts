@@ -8,9 +8,9 @@
  * the API's size limit; the oldest is overwritten when the ring is full). On disk: one file.
  */
 import { randomUUID } from 'node:crypto';
-import { open, readFile, rename } from 'node:fs/promises';
+import { copyFile, open, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
-import { gunzipSync, gzipSync } from 'node:zlib';
+import { gunzipSync, gzipSync, constants as zlibConstants } from 'node:zlib';
 import { z } from 'zod';
 import { type Tombstone, tombstoneSchema } from '../contract/tombstone.ts';
 import { ConflictError } from '../kube/errors.ts';
@@ -29,6 +29,42 @@ export interface TombstoneStore {
   append(fn: string, entries: readonly Tombstone[], signal?: AbortSignal): Promise<void>;
   /** Every kept tombstone of the function, oldest first. */
   list(fn: string, signal?: AbortSignal): Promise<Tombstone[]>;
+  /** What the last read found damaged and left out (a torn last write, a garbled slot), if anything. */
+  damage?(fn: string): string | undefined;
+}
+
+/**
+ * The text of gzip members, tolerant of damage: a torn last member (a crash during an
+ * append) yields what it holds; members after a damaged one are found again by their magic
+ * bytes. Returns the text and whether anything could not be read.
+ */
+export function gunzipTolerant(gz: Buffer): { text: string; damaged: boolean } {
+  const soft = { finishFlush: zlibConstants.Z_SYNC_FLUSH };
+  try {
+    const text = gunzipSync(gz, soft).toString('utf8');
+    let strict = true;
+    try {
+      gunzipSync(gz);
+    } catch {
+      strict = false;
+    }
+    return { text, damaged: !strict };
+  } catch {
+    // member by member, from each gzip header on
+    const starts: number[] = [];
+    for (let i = 0; i + 2 < gz.length; i++)
+      if (gz[i] === 0x1f && gz[i + 1] === 0x8b && gz[i + 2] === 8) starts.push(i);
+    let text = '';
+    for (const [n, at] of starts.entries()) {
+      try {
+        text += gunzipSync(gz.subarray(at, starts[n + 1] ?? gz.length), soft).toString('utf8');
+        if (!text.endsWith('\n')) text += '\n';
+      } catch {
+        // not a member (magic bytes inside data) or a damaged one
+      }
+    }
+    return { text, damaged: true };
+  }
 }
 
 export function encodeTombstones(ts: readonly Tombstone[]): Buffer {
@@ -93,6 +129,7 @@ export class ConfigMapTombstones implements TombstoneStore {
   private readonly now: () => number;
   private readonly bytes: number;
   private readonly newest = new Map<string, Slot>();
+  private readonly damaged = new Map<string, string>();
   constructor(
     kube: KubeClient,
     namespace: string,
@@ -107,22 +144,39 @@ export class ConfigMapTombstones implements TombstoneStore {
     this.bytes = bytes;
   }
 
+  /**
+   * The readable slots; a garbled one is left out and said (`damage`), never a reason to
+   * refuse every deletion and every restore. It is the first the ring writes over.
+   */
   private async slots(fn: string, signal?: AbortSignal): Promise<Slot[]> {
     const out: Slot[] = [];
+    const bad: string[] = [];
     for (const [i, name] of tombstoneConfigMapNames(fn).entries()) {
       const cm = (await this.kube.get(CONFIGMAPS, this.namespace, name, signal)) as Cm | undefined;
       if (!cm) continue;
       const b64 = cm.binaryData?.[KEY];
       const where = `ConfigMap ${this.namespace}/${name}`;
-      if (typeof b64 !== 'string') throw new StateCorruptError(`${where}: binaryData.${KEY} is missing`);
-      out.push({
-        i,
-        seq: Number(cm.metadata.annotations?.[A_SEQ] ?? '0'),
-        entries: decodeTombstones(Buffer.from(b64, 'base64'), where),
-        resourceVersion: cm.metadata.resourceVersion,
-      });
+      const seq = Number(cm.metadata.annotations?.[A_SEQ] ?? '0');
+      try {
+        if (typeof b64 !== 'string') throw new StateCorruptError(`${where}: binaryData.${KEY} is missing`);
+        out.push({
+          i,
+          seq: Number.isFinite(seq) ? seq : 0,
+          entries: decodeTombstones(Buffer.from(b64, 'base64'), where),
+          resourceVersion: cm.metadata.resourceVersion,
+        });
+      } catch (err) {
+        bad.push((err as Error).message);
+      }
     }
+    if (bad.length)
+      this.damaged.set(fn, `${bad.length} tombstone ConfigMap(s) unreadable, left out: ${bad.join('; ')}`);
+    else this.damaged.delete(fn);
     return out.sort((a, b) => a.seq - b.seq);
+  }
+
+  damage(fn: string): string | undefined {
+    return this.damaged.get(fn);
   }
 
   async list(fn: string, signal?: AbortSignal): Promise<Tombstone[]> {
@@ -207,7 +261,14 @@ export class FileTombstones implements TombstoneStore {
   path(fn: string): string {
     return join(this.dir, `${fn}.tombstones.json.gz`);
   }
+  private readonly damaged = new Map<string, string>();
+  /**
+   * What is intact: a torn last member (a crash during an append, whose deletion then never
+   * happened) or a garbled line is left out and said (`damage`), never a reason to refuse
+   * every deletion and restore.
+   */
   private async read(fn: string): Promise<Tombstone[]> {
+    this.damaged.delete(fn);
     let gz: Buffer;
     try {
       gz = await readFile(this.path(fn));
@@ -215,31 +276,29 @@ export class FileTombstones implements TombstoneStore {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
       throw err;
     }
-    let text: string;
-    try {
-      text = gunzipSync(gz).toString('utf8');
-    } catch (err) {
-      throw new StateCorruptError(`${this.path(fn)}: tombstones are not gzipped: ${(err as Error).message}`);
-    }
+    const { text, damaged } = gunzipTolerant(gz);
     const out: Tombstone[] = [];
-    for (const [i, line] of text.split('\n').entries()) {
+    let lost = 0;
+    for (const line of text.split('\n')) {
       if (line === '') continue;
-      let raw: unknown;
+      let t: ReturnType<typeof tombstoneSchema.safeParse> | undefined;
       try {
-        raw = JSON.parse(line);
-      } catch (err) {
-        throw new StateCorruptError(
-          `${this.path(fn)}: tombstone ${i + 1} is not JSON: ${(err as Error).message}`,
-        );
+        t = tombstoneSchema.safeParse(JSON.parse(line));
+      } catch {
+        t = undefined;
       }
-      const t = tombstoneSchema.safeParse(raw);
-      if (!t.success)
-        throw new StateCorruptError(
-          `${this.path(fn)}: tombstone ${i + 1} does not parse: ${t.error.message}`,
-        );
-      out.push(t.data);
+      if (t?.success) out.push(t.data);
+      else lost++;
     }
+    if (damaged || lost > 0)
+      this.damaged.set(
+        fn,
+        `${this.path(fn)}: ${damaged ? 'a damaged gzip member (a write torn by a crash)' : 'garbled lines'}${lost ? `, ${lost} unreadable entr${lost === 1 ? 'y' : 'ies'}` : ''}: kept the ${out.length} intact; the damaged file is kept beside it when it is next compacted`,
+      );
     return out;
+  }
+  damage(fn: string): string | undefined {
+    return this.damaged.get(fn);
   }
   async list(fn: string): Promise<Tombstone[]> {
     return retain(await this.read(fn), this.now(), this.retention);
@@ -262,8 +321,11 @@ export class FileTombstones implements TombstoneStore {
       this.counts.set(fn, count + entries.length);
       return;
     }
-    // compact: what the retention keeps, then these, in a new file put in place at once
-    const kept = retain([...(await this.read(fn)), ...entries], this.now(), this.retention);
+    // compact: what the retention keeps, then these, in a new file put in place at once; a
+    // damaged file is kept beside it first (what it still holds is never thrown away)
+    const read = await this.read(fn);
+    if (this.damaged.has(fn)) await copyFile(this.path(fn), `${this.path(fn)}.damaged-${this.now()}`);
+    const kept = retain([...read, ...entries], this.now(), this.retention);
     const tmp = `${this.path(fn)}.${randomUUID()}.tmp`;
     await this.write(tmp, gzipSync(Buffer.from(kept.map((e) => `${JSON.stringify(e)}\n`).join(''))), false);
     await rename(tmp, this.path(fn));

@@ -552,6 +552,25 @@ export function kubeContract(
           'base64',
         ).length <= 4096,
       );
+    // one garbled slot: the others are still listed and written to, and the damage is said
+    const garbled = maps.find((m) => m.metadata.name.endsWith('-tomb-3'))!;
+    const before = (await fresh.list('tomb-fn')).length;
+    await kube.replace(CONFIGMAPS, {
+      ...garbled,
+      binaryData: { 'tombstones.json.gz': Buffer.from('garbled').toString('base64') },
+    } as typeof garbled);
+    const reader = new ConfigMapTombstones(kube, ns, () => now, retention, 4096);
+    const left = await reader.list('tomb-fn');
+    assert.ok(left.length > 0 && left.length < before, `${left.length} of ${before}`);
+    assert.match(
+      String(reader.damage('tomb-fn')),
+      /1 tombstone ConfigMap\(s\) unreadable, left out: ConfigMap .*-tomb-3/,
+    );
+    await reader.append('tomb-fn', [tomb(99)]);
+    assert.ok(
+      (await reader.list('tomb-fn')).some((t) => t.key === 'k-99'),
+      'a deletion is still recorded',
+    );
     // big entries: one write beyond the size of a slot is refused, not split or dropped
     const big = await rejects(fresh.append('tomb-fn', [tomb(21, 400)]));
     assert.match(String(big), /above 4096: not written/);

@@ -306,6 +306,11 @@ export function lbaasScenarios(label: string, getTarget: () => Promise<KubeTarge
       ids: { port: string; floatingIp: string };
       detail: string;
     };
+    assert.is(
+      (done as unknown as { object: { port: { id: string } } }).object.port.id,
+      orphan.port.id,
+      "the JSON output holds the tombstone's object",
+    );
     assert.match(done.detail, /the port's id is new.*adopts it only when it next starts/);
     const p = c.os.ports.get(done.ids.port)!;
     assert.is(p.name, '');
