@@ -211,8 +211,18 @@ function checkGraceFloor(
     if (f.minAge !== undefined && f.minAge < GRACE_FLOOR_MS) refuse(at('minAge'), f.minAge);
     for (const [kind, ms] of Object.entries(f.kindGrace ?? {}))
       if (ms < GRACE_FLOOR_MS) refuse(at(`kindGrace.${kind}`), ms);
+    // accepting a lower evidence count on its own: at once would take a broken lister as the
+    // new baseline at the second refused run, a guard switched off without a word
+    const accept = f.acceptEvidenceDropAfter;
+    if (typeof accept === 'number' && accept < ACCEPT_FLOOR_MS)
+      throw new ConfigError(
+        `${at('acceptEvidenceDropAfter')}: \`${formatDuration(accept)}\` is below the floor of \`${formatDuration(ACCEPT_FLOOR_MS)}\` (a lower evidence count must hold that long before it is taken as the new baseline); say \`never\` to accept only by command (\`twopass state accept-evidence\`), or \`allowShortGrace: true\` for tests and sandboxes`,
+      );
   }
 }
+
+/** The shortest `acceptEvidenceDropAfter` (and `--apart`) accepted without `allowShortGrace`. */
+export const ACCEPT_FLOOR_MS = 10 * 60_000;
 
 function withGrace(
   fns: Record<string, z.infer<typeof functionSchema>>,

@@ -1,6 +1,6 @@
 /** `twopass run`, `twopass apply --from-report` and `twopass schedule`. */
 import { existsSync } from 'node:fs';
-import { type Config, functionConfig } from '../config.ts';
+import { ACCEPT_FLOOR_MS, type Config, functionConfig } from '../config.ts';
 import type { AnyFunction } from '../contract/index.ts';
 import { parseDuration } from '../engine/duration.ts';
 import { ConfigError } from '../errors.ts';
@@ -99,6 +99,11 @@ export async function applyCommand(
   const apartMs = apart === undefined ? 60 * 60_000 : parseDuration(apart);
   if (apartMs === undefined)
     throw new ConfigError(`--apart: expected a duration like \`1h\`, got \`${apart}\``);
+  // reports moments apart agree on everything: "agreed across time" switched off without a word
+  if (apartMs < ACCEPT_FLOOR_MS)
+    throw new ConfigError(
+      `--apart: \`${apart}\` is below the floor of \`10m\`: reports that close together prove no agreement across time (to apply one report, give one)`,
+    );
   const { report, left } = agreeReports(loaded, apartMs);
   const log = createLogger({ output, stream: io.out, clock: io.time.now });
   for (const l of left)

@@ -263,6 +263,10 @@ export function approvalScenarios(label: string, getTarget: () => Promise<KubeTa
     const tooClose = await twopassAsync(['apply', '--from-report', close, late, ...base]);
     assert.is(tooClose.code, 2, tooClose.err);
     assert.match(tooClose.err, /less than the 1h they must be apart/);
+    // and --apart cannot switch the check off
+    const zero = await twopassAsync(['apply', '--from-report', close, late, ...base, '--apart', '0s']);
+    assert.is(zero.code, 2, zero.err);
+    assert.match(zero.err, /--apart: `0s` is below the floor of `10m`/);
     for (const ep of eps) assert.ok(await kube.get(R.danmeps, ns, ep.metadata.name), 'nothing deleted');
     const applied = await twopassAsync(['apply', '--from-report', early, late, ...base]);
     assert.is(applied.code, 0, applied.err + applied.out.slice(-600));

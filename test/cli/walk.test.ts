@@ -328,6 +328,14 @@ const CASES: Case[] = [
     oneLine: true,
   },
   {
+    what: '`acceptEvidenceDropAfter: 0s` (a broken list taken as the baseline at once)',
+    args: (kc) =>
+      runWith(kc, file('accept0.yaml', 'functions:\n  danm-endpoints:\n    acceptEvidenceDropAfter: 0s\n')),
+    exit: 2,
+    says: /`functions\.danm-endpoints\.acceptEvidenceDropAfter`: `0ms` is below the floor of `10m`/,
+    oneLine: true,
+  },
+  {
     what: '`callTimeout: 0s`',
     args: (kc) => runWith(kc, file('ct.yaml', 'callTimeout: 0s\n')),
     exit: 2,
