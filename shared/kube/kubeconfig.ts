@@ -2,9 +2,10 @@
  * Kubeconfigs as kubectl reads them (files, $KUBECONFIG lists, contexts, servers without a
  * scheme) turned into the client's options, and a minimal one for the fake servers.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
+import { parse as parseYaml } from 'yaml';
 import { fsWhy, yamlMessage } from '../errors.ts';
 import type { KubeClientOptions } from './client.ts';
 
@@ -35,7 +36,9 @@ export async function kubeOptionsFromConfig(
   const { KubeConfig } = await import('@kubernetes/client-node');
   const kc = new KubeConfig();
   // The caller names an explicit file; the files of $KUBECONFIG are named here.
+  const files: string[] = [];
   const load = (file: string, into: InstanceType<typeof KubeConfig>, named = false) => {
+    files.push(file);
     try {
       into.loadFromFile(file);
     } catch (err) {
@@ -49,11 +52,14 @@ export async function kubeOptionsFromConfig(
     const missing = whereNoKubeconfig(process.env);
     if (missing) throw new Error(missing);
     // As kubectl: every file of $KUBECONFIG that exists, merged in order (missing ones skipped).
-    const files = (process.env.KUBECONFIG ?? '').split(delimiter).filter((p) => p !== '' && existsSync(p));
-    if (files.length === 0) kc.loadFromDefault();
-    else {
-      load(files[0]!, kc, true);
-      for (const f of files.slice(1)) {
+    const found = (process.env.KUBECONFIG ?? '').split(delimiter).filter((p) => p !== '' && existsSync(p));
+    if (found.length === 0) {
+      kc.loadFromDefault();
+      const home = join(process.env.HOME ?? homedir(), '.kube', 'config');
+      if (existsSync(home)) files.push(home);
+    } else {
+      load(found[0]!, kc, true);
+      for (const f of found.slice(1)) {
         const more = new KubeConfig();
         load(f, more, true);
         kc.mergeConfig(more, true);
@@ -95,6 +101,32 @@ export async function kubeOptionsFromConfig(
     servername?: string;
   } = {};
   await kc.applyToHTTPSOptions(opts as never);
+  const user = kc.getCurrentUser();
+  const raw = user ? rawUser(files, user.name) : undefined;
+  if (raw) {
+    const unknown = Object.keys(raw).filter((k) => !UNDERSTOOD_AUTH.has(k));
+    if (unknown.length > 0)
+      throw new Error(
+        `user \`${user!.name}\`: ${unknown.map((k) => `\`${k}\``).join(', ')} ${unknown.length === 1 ? 'is' : 'are'} not understood here (${IMPERSONATION.some((k) => unknown.includes(k)) ? 'impersonation would be dropped and the run would go out as another identity' : 'the run would go out without it'}): use a token, a token file, client certificates or an exec plugin`,
+      );
+    // kubectl's `tokenFile` (the client library reads only `token-file`): read as kubectl
+    // does, whitespace trimmed, at every run (a projected token is rotated)
+    const file = raw.tokenFile ?? raw['token-file'];
+    if (typeof raw.token !== 'string' && typeof file === 'string') {
+      let token: string;
+      try {
+        token = readFileSync(file, 'utf8').trim();
+      } catch (err) {
+        throw new Error(`user \`${user!.name}\`: token file ${file}: ${fsWhy(err)}`, { cause: err });
+      }
+      if (!token) throw new Error(`user \`${user!.name}\`: token file ${file} is empty`);
+      opts.headers = { ...(opts.headers ?? {}), Authorization: `Bearer ${token}` };
+    }
+  }
+  // a token read with its trailing newline is not a valid header
+  const auth = opts.headers?.Authorization;
+  if (typeof auth === 'string' && auth !== auth.trim())
+    opts.headers = { ...opts.headers, Authorization: auth.trim() };
   const tls: { ca?: Buffer; cert?: Buffer; key?: Buffer; rejectUnauthorized?: boolean; servername?: string } =
     {};
   if (opts.ca) tls.ca = opts.ca;
@@ -103,6 +135,39 @@ export async function kubeOptionsFromConfig(
   if (opts.rejectUnauthorized !== undefined) tls.rejectUnauthorized = opts.rejectUnauthorized;
   if (opts.servername) tls.servername = opts.servername;
   return { server, headers: { ...(opts.headers ?? {}) }, tls };
+}
+
+/** The fields of a kubeconfig user that twopass acts on (anything else is refused, not dropped). */
+const UNDERSTOOD_AUTH = new Set([
+  'token',
+  'tokenFile',
+  'token-file',
+  'client-certificate',
+  'client-certificate-data',
+  'client-key',
+  'client-key-data',
+  'exec',
+  'auth-provider',
+  'username',
+  'password',
+  'extensions',
+]);
+const IMPERSONATION = ['as', 'as-uid', 'as-groups', 'as-user-extra'];
+
+/** The raw `user` map of a user, from the first of the files that names it (as kubectl merges). */
+function rawUser(files: readonly string[], name: string): Record<string, unknown> | undefined {
+  for (const f of files) {
+    let doc: unknown;
+    try {
+      doc = parseYaml(readFileSync(f, 'utf8'));
+    } catch {
+      continue;
+    }
+    const users = (doc as { users?: { name?: unknown; user?: unknown }[] } | null)?.users;
+    const u = Array.isArray(users) ? users.find((x) => x?.name === name) : undefined;
+    if (u) return u.user && typeof u.user === 'object' ? (u.user as Record<string, unknown>) : {};
+  }
+  return undefined;
 }
 
 /**

@@ -1,0 +1,74 @@
+/**
+ * Kubeconfig users as kubectl reads them: `tokenFile` (which the client library ignores) read
+ * and trimmed, a token file's trailing newline never sent, and a user entry whose fields
+ * twopass would drop (impersonation, a typo) refused, never run as another identity.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { kubeOptionsFromConfig } from '../../shared/kube/kubeconfig.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'twopass-kubeconfig-'));
+const kubeconfig = (name: string, user: string): string => {
+  const path = join(dir, name);
+  writeFileSync(
+    path,
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      'clusters:',
+      '- name: c',
+      '  cluster: { server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true }',
+      'users:',
+      '- name: u',
+      `  user: ${user}`,
+      'contexts:',
+      '- name: x',
+      '  context: { cluster: c, user: u }',
+      'current-context: x',
+      '',
+    ].join('\n'),
+  );
+  return path;
+};
+const refusal = async (path: string): Promise<string> =>
+  kubeOptionsFromConfig(path).then(
+    () => assert.unreachable('accepted') as never,
+    (err: Error) => err.message,
+  );
+
+test("kubectl's tokenFile is read, its newline trimmed, and sent as the bearer token", async () => {
+  const tokenPath = join(dir, 'token');
+  writeFileSync(tokenPath, 'sa-token-123\n');
+  const o = await kubeOptionsFromConfig(kubeconfig('tf.yaml', `{ tokenFile: "${tokenPath}" }`));
+  assert.is(o.headers?.Authorization, 'Bearer sa-token-123');
+});
+
+test("the client library's token-file keeps no newline in the header either", async () => {
+  const tokenPath = join(dir, 'token2');
+  writeFileSync(tokenPath, 'sa-token-456\n');
+  const o = await kubeOptionsFromConfig(kubeconfig('tf2.yaml', `{ token-file: "${tokenPath}" }`));
+  assert.is(o.headers?.Authorization, 'Bearer sa-token-456');
+});
+
+test('a token file that cannot be read, or is empty, is said, never an unauthenticated run', async () => {
+  assert.match(
+    await refusal(kubeconfig('tf3.yaml', `{ tokenFile: "${join(dir, 'nope')}" }`)),
+    /user `u`: token file .*nope: does not exist/,
+  );
+  const empty = join(dir, 'empty');
+  writeFileSync(empty, '\n');
+  assert.match(await refusal(kubeconfig('tf4.yaml', `{ tokenFile: "${empty}" }`)), /token file .* is empty/);
+});
+
+test('impersonation, or a field twopass does not understand, is refused rather than dropped', async () => {
+  assert.match(
+    await refusal(kubeconfig('as.yaml', '{ token: t, as: someone-else }')),
+    /user `u`: `as` is not understood here \(impersonation would be dropped/,
+  );
+  assert.match(await refusal(kubeconfig('typo.yaml', '{ tokn: t }')), /`tokn` is not understood here/);
+});
+
+test.run();
