@@ -1,4 +1,4 @@
-import { ListIncompleteError } from '../errors.ts';
+import { ConfigError, ListIncompleteError } from '../errors.ts';
 import { ConnectionError, HttpTransport } from '../http/transport.ts';
 import { answerOf, written } from './answer.ts';
 import { ConflictError, KubeApiError } from './errors.ts';
@@ -42,6 +42,24 @@ export class KubeHttpClient implements KubeClient {
   private readonly http: HttpTransport;
   private readonly opts: KubeClientOptions;
   private readonly discovery = new Map<string, Promise<Set<string> | undefined>>();
+  private core: Promise<void> | undefined;
+
+  /** Proof that the server is a Kubernetes API server: it serves the core API (`/api/v1`). */
+  private kubernetes(signal?: AbortSignal): Promise<void> {
+    this.core ??= this.serves('', 'v1', 'pods', signal).then(
+      (pods) => {
+        if (!pods)
+          throw new ConfigError(
+            `${this.server} answers 404 to the core API (/api/v1): it is not a Kubernetes API server (check the kubeconfig's server)`,
+          );
+      },
+      (err) => {
+        this.core = undefined;
+        throw err;
+      },
+    );
+    return this.core;
+  }
   /**
    * The newest resourceVersion of a list this client has read. A run reads its lists in
    * order (targets, then evidence, then the act phase's re-check lists), each a consistent
@@ -203,8 +221,10 @@ export class KubeHttpClient implements KubeClient {
           }
         },
         (err) => {
-          // The real server answers a group/version it does not serve with a plain-text 404.
-          if (err instanceof KubeApiError && err.status === 404) return undefined;
+          // The real server answers a group/version it does not serve with a plain-text 404;
+          // a server that answers 404 to its core API too is not a Kubernetes API server.
+          if (err instanceof KubeApiError && err.status === 404)
+            return (group === '' ? Promise.resolve() : this.kubernetes(signal)).then(() => undefined);
           this.discovery.delete(gv);
           throw err;
         },

@@ -4,11 +4,16 @@
  * twopass would drop (impersonation, a typo) refused, never run as another identity.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { ConfigError } from '../../shared/errors.ts';
+import { KubeHttpClient } from '../../shared/kube/client.ts';
 import { kubeOptionsFromConfig } from '../../shared/kube/kubeconfig.ts';
+import { testTime } from '../helpers/time.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'twopass-kubeconfig-'));
 const kubeconfig = (name: string, user: string): string => {
@@ -69,6 +74,27 @@ test('impersonation, or a field twopass does not understand, is refused rather t
     /user `u`: `as` is not understood here \(impersonation would be dropped/,
   );
   assert.match(await refusal(kubeconfig('typo.yaml', '{ tokn: t }')), /`tokn` is not understood here/);
+});
+
+test('a server that answers 404 to everything is said not to be a Kubernetes API server (exit 2), not "is DANM installed?"', async () => {
+  const server = createServer((_q, s) => {
+    s.writeHead(404, { 'content-type': 'text/plain' });
+    s.end('404 page not found');
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const kube = new KubeHttpClient({ server: url, time: testTime() });
+  try {
+    const err = await kube.serves('danm.k8s.io', 'v1', 'danmeps').then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    assert.instance(err, ConfigError);
+    assert.match(String(err?.message), /answers 404 to the core API .*not a Kubernetes API server/);
+  } finally {
+    await kube.close();
+    server.close();
+  }
 });
 
 test.run();
