@@ -18,6 +18,7 @@ import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
 import { FakeKubeServer } from '../../shared/sandbox/kube/server.ts';
 import { CILIUM } from '../../shared/sandbox/scenarios/cilium.ts';
 import { forceDeletePod, R } from '../../shared/sandbox/scenarios/danm.ts';
+import { controllerDeployment } from '../../shared/sandbox/scenarios/lbaas-controller.ts';
 import { ADMIN_TOKEN, adminClient, startCluster } from '../cluster/cluster.ts';
 import { testTime } from '../helpers/time.ts';
 import { startOpenStack } from '../openstack/real-openstack.ts';
@@ -380,17 +381,7 @@ async function realNeutron(ports: number): Promise<string> {
       });
     };
     // the ch-k8s-lbaas controller scaled to 0, read in every pass and around every DELETE
-    await kube.create(DEPLOYMENTS, {
-      metadata: { name: 'ch-k8s-lbaas-controller', namespace: 'kube-system' },
-      spec: {
-        replicas: 0,
-        selector: { matchLabels: { app: 'ch-k8s-lbaas-controller' } },
-        template: {
-          metadata: { labels: { app: 'ch-k8s-lbaas-controller' } },
-          spec: { containers: [{ name: 'controller', image: 'controller' }] },
-        },
-      },
-    });
+    await kube.create(DEPLOYMENTS, controllerDeployment());
     const t = performance.now();
     await seed(ports, 10, 'svc');
     const seedMs = performance.now() - t;

@@ -7,53 +7,45 @@ import { NeutronClient } from '../../shared/openstack/neutron.ts';
 import { systemTime } from '../../shared/time.ts';
 
 /**
- * The function with its writer's `deletePort` preceded, once per port, by `before(portId)`:
- * a change made after the re-check and before the DELETE (what no re-check can see).
+ * The function with one Neutron call of its ports preceded, once per port, by `before(portId)`:
+ * a change made at one exact moment, with no sleeping.
  */
-export function changedBeforeDelete(fn: AnyFunction, before: (portId: string) => Promise<void>): AnyFunction {
+function beforeNeutron(
+  fn: AnyFunction,
+  side: 'reader' | 'writer',
+  method: 'getPort' | 'deletePort',
+  before: (portId: string) => Promise<void>,
+): AnyFunction {
   const done = new Set<string>();
   return {
     ...fn,
     async connect(ctx: ConnectContext) {
       const ports = await fn.connect!(ctx);
-      const real = ports.writer.neutron as NeutronClient;
+      const real = (ports[side] as { neutron: NeutronClient }).neutron;
       const neutron = Object.create(real) as NeutronClient;
-      neutron.deletePort = async (id, revision, signal) => {
+      const call = real[method].bind(real) as (id: string, ...rest: unknown[]) => Promise<unknown>;
+      (neutron as unknown as Record<string, unknown>)[method] = async (id: string, ...rest: unknown[]) => {
         if (!done.has(id)) {
           done.add(id);
           await before(id);
         }
-        return real.deletePort(id, revision, signal);
+        return call(id, ...rest);
       };
-      return { ...ports, writer: { ...ports.writer, neutron } };
+      return { ...ports, [side]: { ...(ports[side] as object), neutron } };
     },
   };
 }
 
+/** A change made after the re-check and before the DELETE (what no re-check can see). */
+export const changedBeforeDelete = (fn: AnyFunction, before: (portId: string) => Promise<void>) =>
+  beforeNeutron(fn, 'writer', 'deletePort', before);
+
 /**
- * The function with its reader's `getPort` preceded, once per port, by `before(portId)`: the
- * act phase's re-check reads the port first, so this runs after the Services list of its
- * group and before the controller is read for its DELETE.
+ * Before the act phase's re-check reads the port: after the Services list of its group and
+ * before the controller is read for its DELETE.
  */
-export function beforeRecheck(fn: AnyFunction, before: (portId: string) => Promise<void>): AnyFunction {
-  const done = new Set<string>();
-  return {
-    ...fn,
-    async connect(ctx: ConnectContext) {
-      const ports = await fn.connect!(ctx);
-      const real = ports.reader.neutron as NeutronClient;
-      const neutron = Object.create(real) as NeutronClient;
-      neutron.getPort = async (id, signal) => {
-        if (!done.has(id)) {
-          done.add(id);
-          await before(id);
-        }
-        return real.getPort(id, signal);
-      };
-      return { ...ports, reader: { ...ports.reader, neutron } };
-    },
-  };
-}
+export const beforeRecheck = (fn: AnyFunction, before: (portId: string) => Promise<void>) =>
+  beforeNeutron(fn, 'reader', 'getPort', before);
 
 /** A Neutron client with the credentials of `env` (OS_CLOUD + OS_CLIENT_CONFIG_FILE), as twopass builds it. */
 export function neutronFor(env: Readonly<Record<string, string | undefined>>): {

@@ -19,6 +19,7 @@ import { runFunction } from '../../shared/runtime/wire.ts';
 import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
 import { leakedEndpoint, R } from '../../shared/sandbox/scenarios/danm.ts';
 import { controllerPort } from '../../shared/sandbox/scenarios/lbaas.ts';
+import { controllerDeployment } from '../../shared/sandbox/scenarios/lbaas-controller.ts';
 import { allocations, containerId, createPool } from '../../shared/sandbox/scenarios/whereabouts.ts';
 import { stateConfigMapNames } from '../../shared/state/configmap.ts';
 import { FileLock } from '../../shared/state/file.ts';
@@ -534,21 +535,7 @@ async function lbaasTwice(t: KubeTarget, dir: string, clouds: string, projectId:
   const admin = t.client();
   try {
     if (!(await admin.get(DEPLOYMENTS, 'kube-system', 'ch-k8s-lbaas-controller')))
-      await admin.create(DEPLOYMENTS, {
-        metadata: { name: 'ch-k8s-lbaas-controller', namespace: 'kube-system' },
-        spec: {
-          replicas: 0,
-          selector: { matchLabels: { app: 'ch-k8s-lbaas-controller' } },
-          template: {
-            metadata: { labels: { app: 'ch-k8s-lbaas-controller' } },
-            spec: {
-              containers: [
-                { name: 'controller', image: 'ghcr.io/cloudandheat/ch-k8s-lbaas/controller:0.5.0' },
-              ],
-            },
-          },
-        },
-      });
+      await admin.create(DEPLOYMENTS, controllerDeployment());
   } finally {
     await admin.close();
   }

@@ -21,6 +21,29 @@ import { setIngress } from './lbaas.ts';
 
 export const CONTROLLER_LABEL = { app: 'ch-k8s-lbaas-controller' } as const;
 
+/** The controller's Deployment as the upstream quickstart names it, at `replicas` (a real API server validates its template). */
+export function controllerDeployment(
+  namespace = 'kube-system',
+  replicas = 0,
+  name = 'ch-k8s-lbaas-controller',
+) {
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name, namespace },
+    spec: {
+      replicas,
+      selector: { matchLabels: { ...CONTROLLER_LABEL } },
+      template: {
+        metadata: { labels: { ...CONTROLLER_LABEL } },
+        spec: {
+          containers: [{ name: 'controller', image: 'ghcr.io/cloudandheat/ch-k8s-lbaas/controller:0.5.0' }],
+        },
+      },
+    },
+  };
+}
+
 type Held = { port: Port; fip?: FloatingIp | undefined; servicePorts: Set<string> };
 
 export type StandInOptions = Readonly<{
@@ -61,23 +84,8 @@ export class StandInController {
 
   private async scale(replicas: number): Promise<void> {
     const d = await this.deployment();
-    const spec = {
-      replicas,
-      selector: { matchLabels: { ...CONTROLLER_LABEL } },
-      template: {
-        metadata: { labels: { ...CONTROLLER_LABEL } },
-        spec: {
-          containers: [{ name: 'controller', image: 'ghcr.io/cloudandheat/ch-k8s-lbaas/controller:0.5.0' }],
-        },
-      },
-    };
     if (!d)
-      await this.o.kube.create(DEPLOYMENTS, {
-        apiVersion: 'apps/v1',
-        kind: 'Deployment',
-        metadata: { name: this.name, namespace: this.o.namespace },
-        spec,
-      });
+      await this.o.kube.create(DEPLOYMENTS, controllerDeployment(this.o.namespace, replicas, this.name));
     else await this.o.kube.replace(DEPLOYMENTS, { ...d, spec: { ...(d.spec as object), replicas } });
   }
 
