@@ -100,7 +100,17 @@ export async function kubeOptionsFromConfig(
     rejectUnauthorized?: boolean;
     servername?: string;
   } = {};
-  await kc.applyToHTTPSOptions(opts as never);
+  try {
+    await kc.applyToHTTPSOptions(opts as never);
+  } catch (err) {
+    // the client library's words ("HTTP protocol is not allowed when skipTLSVerify is not set")
+    if (server.startsWith('http://'))
+      throw new Error(
+        `the server of cluster \`${cluster.name}\` is plain HTTP (${server}): its credentials would travel unencrypted, so it is refused; use its https:// address (a test server on loopback may set \`insecure-skip-tls-verify: true\` on the cluster)`,
+        { cause: err },
+      );
+    throw err;
+  }
   const user = kc.getCurrentUser();
   const raw = user ? rawUser(files, user.name) : undefined;
   if (raw) {

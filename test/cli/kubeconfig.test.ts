@@ -68,6 +68,17 @@ test('a token file that cannot be read, or is empty, is said, never an unauthent
   assert.match(await refusal(kubeconfig('tf4.yaml', `{ tokenFile: "${empty}" }`)), /token file .* is empty/);
 });
 
+test('a plain http:// server is refused in words that say why', async () => {
+  const path = join(dir, 'http.yaml');
+  writeFileSync(
+    path,
+    'clusters:\n- name: c\n  cluster: { server: "http://127.0.0.1:9" }\nusers:\n- name: u\n  user: { token: t }\ncontexts:\n- name: x\n  context: { cluster: c, user: u }\ncurrent-context: x\n',
+  );
+  const why = await refusal(path);
+  assert.match(why, /is plain HTTP \(http:\/\/127\.0\.0\.1:9\): its credentials would travel unencrypted/);
+  assert.not.match(why, /skipTLSVerify is not set/);
+});
+
 test('impersonation, or a field twopass does not understand, is refused rather than dropped', async () => {
   assert.match(
     await refusal(kubeconfig('as.yaml', '{ token: t, as: someone-else }')),
