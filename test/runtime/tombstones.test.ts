@@ -10,7 +10,6 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { TwopassFunction } from '../../shared/contract/index.ts';
 import { TombstoneWriter } from '../../shared/runtime/tombstones.ts';
-import { StateCorruptError } from '../../shared/state/errors.ts';
 import { FileTombstones, MemoryTombstones, type Tombstone } from '../../shared/state/tombstones.ts';
 
 const tomb = (i: number, at: number): Tombstone => ({
