@@ -44,7 +44,11 @@ export class KubeHttpClient implements KubeClient {
   private readonly discovery = new Map<string, Promise<Set<string> | undefined>>();
   private core: Promise<void> | undefined;
 
-  /** Proof that the server is a Kubernetes API server: it serves the core API (`/api/v1`). */
+  /**
+   * Proof that the server is a Kubernetes API server: it serves the core API (`/api/v1`) as
+   * Kubernetes discovery. Asked when a group answers 404 or with something that is not
+   * discovery, so that a server that is not Kubernetes is said to be so, not "is DANM installed?".
+   */
   private kubernetes(signal?: AbortSignal): Promise<void> {
     this.core ??= this.serves('', 'v1', 'pods', signal).then(
       (pods) => {
@@ -55,6 +59,13 @@ export class KubeHttpClient implements KubeClient {
       },
       (err) => {
         this.core = undefined;
+        if (err instanceof KubeApiError && err.reason === 'BadBody')
+          throw new ConfigError(
+            /not a Kubernetes API server/.test(err.message)
+              ? `${this.server}: ${err.message}`
+              : `${this.server} answers the core API (/api/v1) with something that is not Kubernetes discovery (${err.message}): it is not a Kubernetes API server (check the kubeconfig's server)`,
+            { cause: err },
+          );
         throw err;
       },
     );
@@ -165,6 +176,9 @@ export class KubeHttpClient implements KubeClient {
         if (err instanceof KubeApiError && err.status === 410 && cont !== undefined && restarts < maxRestarts)
           continue;
         if (err instanceof ListIncompleteError) throw err;
+        // a first page that is not a list (a 404, an HTML page, another kind): is the server
+        // Kubernetes at all? That is the error the operator needs, and it never heals.
+        if (cont === undefined && notKubernetesLike(err)) await this.kubernetes(options.signal);
         throw new ListIncompleteError(what, (err as Error).message, { cause: err });
       }
     }
@@ -212,11 +226,14 @@ export class KubeHttpClient implements KubeClient {
         signal,
         what,
       }).then(
-        (doc) => {
+        async (doc) => {
           try {
             return checkDiscovery(doc, gv);
           } catch (err) {
             this.discovery.delete(gv);
+            // A group answered with something that is not discovery: first ask whether the
+            // server is Kubernetes at all (that is the error the operator needs).
+            if (group !== '') await this.kubernetes(signal);
             throw new KubeApiError(what, 0, 'BadBody', (err as Error).message, { cause: err });
           }
         },
@@ -226,6 +243,11 @@ export class KubeHttpClient implements KubeClient {
           if (err instanceof KubeApiError && err.status === 404)
             return (group === '' ? Promise.resolve() : this.kubernetes(signal)).then(() => undefined);
           this.discovery.delete(gv);
+          // an answer that is not JSON (an HTML page): is the server Kubernetes at all?
+          if (err instanceof KubeApiError && err.reason === 'BadBody' && group !== '')
+            return this.kubernetes(signal).then(() => {
+              throw err;
+            });
           throw err;
         },
       );
@@ -399,4 +421,10 @@ export class KubeHttpClient implements KubeClient {
     }
     return answerOf<T>(c.what, res.status, res.text);
   }
+}
+
+/** An answer that could come from a server that is not Kubernetes: a 404, a body that is not the kind asked for. */
+function notKubernetesLike(err: unknown): boolean {
+  if (err instanceof ProofError) return true;
+  return err instanceof KubeApiError && (err.status === 404 || err.reason === 'BadBody');
 }

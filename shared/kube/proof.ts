@@ -161,7 +161,11 @@ export function checkDiscovery(body: unknown, gv: string): Set<string> {
   const d = body as { kind?: unknown; groupVersion?: unknown; resources?: unknown } | null | undefined;
   if (!d || typeof d !== 'object' || Array.isArray(d)) throw new ProofError('the answer is not an object');
   if (d.kind !== 'APIResourceList')
-    throw new ProofError(`the answer is a ${String(d.kind)}, not an APIResourceList`);
+    throw new ProofError(
+      d.kind === undefined
+        ? 'the answer has no kind, not an APIResourceList'
+        : `the answer is a ${String(d.kind)}, not an APIResourceList`,
+    );
   if (d.groupVersion !== gv) throw new ProofError(`the answer is for ${String(d.groupVersion)}, not ${gv}`);
   if (!Array.isArray(d.resources)) throw new ProofError('the answer has no resources array');
   const out = new Set<string>();

@@ -108,4 +108,37 @@ test('a server that answers 404 to everything is said not to be a Kubernetes API
   }
 });
 
+test('a server that answers 200 to everything, with JSON or a web page, is said not to be Kubernetes (a ConfigError), on discovery and on a list', async () => {
+  for (const [type, body] of [
+    ['application/json', '{"ok":true}'],
+    ['text/html', '<html><body>sign in</body></html>'],
+  ] as const) {
+    const server = createServer((_q, s) => {
+      s.writeHead(200, { 'content-type': type });
+      s.end(body);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const kube = new KubeHttpClient({ server: url, time: testTime() });
+    try {
+      const asked = [
+        () => kube.serves('danm.k8s.io', 'v1', 'danmeps'),
+        () => kube.listAll({ group: '', version: 'v1', plural: 'pods', kind: 'Pod', namespaced: true }),
+      ];
+      for (const ask of asked) {
+        const err = await ask().then(
+          () => undefined,
+          (e: Error) => e,
+        );
+        assert.instance(err, ConfigError, `${type}: ${String(err)}`);
+        assert.match(String(err?.message), /not a Kubernetes API server/);
+        assert.match(String(err?.message), new RegExp(url.replace(/\./g, '\\.')));
+      }
+    } finally {
+      await kube.close();
+      server.close();
+    }
+  }
+});
+
 test.run();
