@@ -85,8 +85,12 @@ export function ruleManifests(rule: AnyRule, namespace: string, image: string): 
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'ClusterRole',
       metadata: { name: `${name}-events`, labels: labels(rule) },
-      // the runtime's, not the rule's: the Event each deletion leaves on the deleted object
-      rules: [{ apiGroups: [''], resources: ['events'], verbs: ['create'] }],
+      // the runtime's, not the rule's: the Event each deletion leaves on the deleted object,
+      // and kube-system's UID, by which a report names its cluster
+      rules: [
+        { apiGroups: [''], resources: ['events'], verbs: ['create'] },
+        { apiGroups: [''], resources: ['namespaces'], resourceNames: ['kube-system'], verbs: ['get'] },
+      ],
     },
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',

@@ -171,7 +171,7 @@ export async function saveSnapshotFile(
 /** Writes the report of the confirmed candidates, when the run has a report sink; where it went, or undefined. */
 export async function writeReport(
   fn: TwopassFunction<unknown, unknown>,
-  ids: Readonly<{ runId: string; snapshot: Snapshot; cluster: string }>,
+  ids: Readonly<{ runId: string; snapshot: Snapshot; cluster: string; clusterUid?: string }>,
   actions: readonly DeleteAction[],
   sink: ((r: Report) => Promise<string>) | undefined,
   why: string,

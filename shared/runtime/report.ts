@@ -36,6 +36,12 @@ export const reportSchema = z.object({
   function: z.string(),
   /** The API server the report was made against: apply refuses another one. */
   cluster: z.string(),
+  /**
+   * The UID of the cluster's `kube-system` namespace: what tells one cluster from another
+   * where the URL does not (every in-cluster run knows its API server as the `kubernetes`
+   * Service's address). Apply refuses a report of another cluster.
+   */
+  clusterUid: z.string().min(1),
   createdAt: z.string(),
   runId: z.string(),
   snapshotId: z.string(),
@@ -51,7 +57,7 @@ export type Report = z.infer<typeof reportSchema>;
 
 export function buildReport(
   fn: Pick<TwopassFunction<unknown, unknown>, 'name' | 'kindReport'>,
-  ids: { runId: string; snapshot: Snapshot; cluster: string },
+  ids: { runId: string; snapshot: Snapshot; cluster: string; clusterUid?: string },
   actions: readonly DeleteAction[],
   purpose: Report['purpose'] = 'review',
 ): Report {
@@ -59,6 +65,7 @@ export function buildReport(
     twopassReport: 1,
     function: fn.name,
     cluster: ids.cluster,
+    clusterUid: ids.clusterUid ?? 'unknown',
     createdAt: new Date(ids.snapshot.takenAt).toISOString(),
     runId: ids.runId,
     snapshotId: ids.snapshot.id,
@@ -179,9 +186,9 @@ export function agreeReports(
       throw new ConfigError(
         `${r.path}: a report of ${r.report.function}, ${first.path} is of ${first.report.function}`,
       );
-    if (r.report.cluster !== first.report.cluster)
+    if (r.report.cluster !== first.report.cluster || r.report.clusterUid !== first.report.clusterUid)
       throw new ConfigError(
-        `${r.path}: a report of the cluster at ${r.report.cluster}, ${first.path} is of ${first.report.cluster}`,
+        `${r.path}: a report of the cluster at ${r.report.cluster} (kube-system ${r.report.clusterUid}), ${first.path} is of ${first.report.cluster} (kube-system ${first.report.clusterUid})`,
       );
   }
   const span = Date.parse(last.report.createdAt) - Date.parse(first.report.createdAt);

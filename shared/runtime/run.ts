@@ -70,6 +70,8 @@ export type RunRequest = Readonly<{
   report?: (r: Report) => Promise<string>;
   /** The API server, for reports. */
   cluster?: string;
+  /** The UID of its `kube-system` namespace, for reports (read only when a report is written or applied). */
+  clusterUid?: string;
   /** More deletions than this wait for a human: a report, nothing deleted, exit 6. */
   approvalAbove?: number;
   /** `apply --from-report`: only these keys, with these fingerprints, may be deleted. */
@@ -243,7 +245,12 @@ async function phases<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Scope, runI
       error: 'refused by the blast-radius guard',
     };
   const confirmed = decision.actions.map((a) => a.target.key);
-  const ids = { runId, snapshot, cluster: req.cluster ?? 'unknown' };
+  const ids = {
+    runId,
+    snapshot,
+    cluster: req.cluster ?? 'unknown',
+    ...(req.clusterUid !== undefined ? { clusterUid: req.clusterUid } : {}),
+  };
   // A producer that hands out from memory is running (law 13): the confirmed deletions wait,
   // their candidates kept as they are, so the grace keeps counting.
   const held = snapshot.holds?.length && confirmed.length > 0 ? snapshot.holds.join('; ') : undefined;

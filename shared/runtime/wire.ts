@@ -12,9 +12,10 @@ import { decide } from '../engine/decide.ts';
 import type { Decision, Policy, Snapshot, State } from '../engine/types.ts';
 import { ConfigError } from '../errors.ts';
 import { type KubeClientOptions, KubeHttpClient, kubeOptionsFromConfig } from '../kube/client.ts';
+import { KubeApiError } from '../kube/errors.ts';
 import { recordEvent } from '../kube/events.ts';
 import type { KubeClient } from '../kube/ports.ts';
-import { apiVersionOf, CRONJOBS, JOBS } from '../kube/resources.ts';
+import { apiVersionOf, CRONJOBS, JOBS, type KubeObject, NAMESPACES } from '../kube/resources.ts';
 import { createLogger, type Logger } from '../log/logger.ts';
 import { notifyRun, type Webhook, webhookFrom } from '../notify/webhook.ts';
 import { ensureDir } from '../paths.ts';
@@ -120,11 +121,23 @@ export async function runFunction(
   checkKindGrace(fn, cfg.functions[fn.name]?.kindGrace, `config ${cfg.source}`);
   const settings = validateSettings(fn, { pageSize: cfg.pageSize, ...fc.settings }, `config ${cfg.source}`);
   const http = await connectKube(cfg, env);
-  if (options.approved && options.approved.cluster !== http.server) {
+  const sink = reportSink(fn.name, options.reportFile, fc.approval.reportDir, env.time);
+  let clusterUid: string | undefined;
+  try {
+    if (options.approved && options.approved.cluster !== http.server)
+      throw new ConfigError(
+        `the report is of the cluster at ${options.approved.cluster}, this connection is to ${http.server}`,
+      );
+    // A report names its cluster by kube-system's UID as well as by URL: read only when a
+    // report is written or applied, so a run without one needs no more than its role.
+    if (options.approved || sink.report) clusterUid = await kubeSystemUid(http, options.signal);
+    if (options.approved && options.approved.clusterUid !== clusterUid)
+      throw new ConfigError(
+        `the report is of the cluster whose kube-system namespace has UID ${options.approved.clusterUid}, this one's is ${clusterUid}: a report of another cluster (the same URL, as every in-cluster run sees it) is never applied here`,
+      );
+  } catch (err) {
     await http.close();
-    throw new ConfigError(
-      `the report is of the cluster at ${options.approved.cluster}, this connection is to ${http.server}`,
-    );
+    throw err;
   }
   const kube = env.intercept ? env.intercept(http) : http;
   let ports: Ports<unknown, unknown> = { reader: kube, writer: kube, close: async () => {} };
@@ -142,9 +155,10 @@ export async function runFunction(
       ...(options.acceptEvidence ? { acceptEvidence: true } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
       cluster: http.server,
+      ...(clusterUid !== undefined ? { clusterUid } : {}),
       ...(fc.approval.requiredAbove !== undefined ? { approvalAbove: fc.approval.requiredAbove } : {}),
       ...(options.approved ? { approved: options.approved } : {}),
-      ...reportSink(fn.name, options.reportFile, fc.approval.reportDir, env.time),
+      ...sink,
     };
     return await run(
       {
@@ -203,6 +217,30 @@ function reportSink(
       return path;
     },
   };
+}
+
+/**
+ * The cluster's identity for a report: the UID of its `kube-system` namespace, which every
+ * cluster has and no two share (the URL does not tell clusters apart in-cluster).
+ */
+async function kubeSystemUid(kube: KubeClient, signal: AbortSignal | undefined): Promise<string> {
+  let ns: KubeObject | undefined;
+  try {
+    ns = await kube.get(NAMESPACES, undefined, 'kube-system', signal);
+  } catch (err) {
+    if (err instanceof KubeApiError && err.status === 403)
+      throw new ConfigError(
+        `reading the namespace kube-system (a report names its cluster by its UID) was refused: the function's role needs get on namespaces/kube-system (${err.message})`,
+        { cause: err },
+      );
+    throw err;
+  }
+  const uid = ns?.metadata.uid;
+  if (typeof uid !== 'string' || uid === '')
+    throw new ConfigError(
+      'the namespace kube-system is not there, or has no UID: a report names its cluster by it, and this server has none to give',
+    );
+  return uid;
 }
 
 /** A function's reader and writer ports: its own connect(), or the Kubernetes client for both. */

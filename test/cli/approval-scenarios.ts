@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as assert from 'uvu/assert';
-import type { KubeObject } from '../../shared/kube/resources.ts';
+import { type KubeObject, NAMESPACES } from '../../shared/kube/resources.ts';
 import type { Report } from '../../shared/runtime/report.ts';
 import {
   createEndpoint,
@@ -179,6 +179,10 @@ export function approvalScenarios(label: string, getTarget: () => Promise<KubeTa
     assert.is((await twopassAsync(['run', 'danm-endpoints', ...base, '--report', file])).code, 0);
     const report = JSON.parse(readFileSync(file, 'utf8')) as Report;
     assert.is(report.entries.length, 1);
+    // the report names its cluster by kube-system's UID as well as by URL
+    const kubeSystem = await kube.get(NAMESPACES, undefined, 'kube-system');
+    assert.ok(kubeSystem?.metadata.uid);
+    assert.is(report.clusterUid, kubeSystem?.metadata.uid);
     const variant = (name: string, change: Partial<Report>) => {
       const p = join(dir, name);
       writeFileSync(p, JSON.stringify({ ...report, ...change }));
@@ -203,6 +207,12 @@ export function approvalScenarios(label: string, getTarget: () => Promise<KubeTa
         variant('elsewhere.json', { cluster: 'https://10.0.0.1:6443' }),
         /the report is of the cluster at https:\/\/10\.0\.0\.1:6443/,
       ],
+      [
+        // every in-cluster run knows its server by the same Service address: the UID tells them apart
+        variant('twin.json', { clusterUid: '0f6e7d2c-0000-4000-8000-000000000001' }),
+        /kube-system namespace has UID 0f6e7d2c-0000-4000-8000-000000000001, this one's is .*another cluster/,
+      ],
+      [variant('unnamed.json', { clusterUid: undefined as never }), /not a report|clusterUid/],
       [variant('broken.json', { entries: 'all' as never }), /not a report/],
     ];
     for (const [path, says] of cases) {

@@ -48,6 +48,11 @@ for (const [fn, other] of [
   deny('update', 'coordination.k8s.io', 'leases', 'twopass-system', `twopass-${other}`);
   deny('get', '', 'configmaps', 'kube-system', 'kube-root-ca.crt');
   deny('delete', '', 'namespaces');
+  // a report names its cluster by kube-system's UID: that one namespace, read only
+  allow('get', '', 'namespaces', undefined, 'kube-system');
+  deny('get', '', 'namespaces', undefined, 'default');
+  deny('update', '', 'namespaces', undefined, 'kube-system');
+  deny('list', '', 'namespaces');
   deny('create', 'rbac.authorization.k8s.io', 'clusterrolebindings');
   allow('get', 'batch', 'cronjobs', 'twopass-system', `twopass-${fn}`);
   allow('get', 'batch', 'jobs', 'twopass-system', `twopass-${fn}-29400000`);
@@ -87,8 +92,18 @@ for (const [verb, group, resource, namespace, allowed] of [
   ['update', 'apps', 'deployments', 'kube-system', false],
   ['delete', '', 'pods', 'kube-system', false],
   ['get', 'apps', 'deployments', 'default', false],
+  ['get', '', 'namespaces', undefined, false],
 ] as const)
-  CHECKS.push({ who: 'lbaas-ports', verb, group, resource, namespace, allowed });
+  CHECKS.push({ who: 'lbaas-ports', verb, group, resource, ...(namespace ? { namespace } : {}), allowed });
+// a report names its cluster by kube-system's UID
+CHECKS.push({
+  who: 'lbaas-ports',
+  verb: 'get',
+  group: '',
+  resource: 'namespaces',
+  name: 'kube-system',
+  allowed: true,
+});
 for (const [name, allowed] of [
   ['twopass-danm-endpoints', false],
   ['twopass-lbaas-ports', true],

@@ -44,6 +44,10 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+- apiGroups: [""]
+  resources: [namespaces]
+  resourceNames: [kube-system]
+  verbs: [get]
 {{- end -}}
 
 {{/* A rule's ClusterRole: list, get, delete on its targets; list on its evidence; events create. */}}
@@ -64,6 +68,10 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+- apiGroups: [""]
+  resources: [namespaces]
+  resourceNames: [kube-system]
+  verbs: [get]
 {{- end -}}
 
 {{/* The state Role: only this function's ConfigMaps (head + two slots of 8 shards + 8 of tombstones) and Lease, and its CronJob and Jobs for Events. */}}
