@@ -28,6 +28,21 @@ export type LoadBalancer = {
   tags?: string[];
   created_at?: string;
   updated_at?: string | null;
+  /** Octavia lists its children by id only. */
+  listeners?: { id: string }[];
+  pools?: { id: string }[];
+};
+
+/** A listener, pool or member as Octavia shows it: kept whole in a tombstone. */
+export type OctaviaChild = { id: string } & Record<string, unknown>;
+
+/**
+ * What a cascading DELETE takes with a load balancer: its listeners, its pools and their
+ * members, each as Octavia answered (a tombstone holds them: they are the only way back).
+ */
+export type LoadBalancerTree = {
+  listeners: OctaviaChild[];
+  pools: (OctaviaChild & { members: OctaviaChild[] })[];
 };
 
 export type OctaviaDelete = 'deleted' | 'gone' | 'conflict';
@@ -38,6 +53,8 @@ export interface OctaviaReader {
     signal?: AbortSignal,
   ): Promise<{ items: LoadBalancer[]; pages: number }>;
   getLoadBalancer(id: string, signal?: AbortSignal): Promise<LoadBalancer | undefined>;
+  /** Its listeners, pools and members, read whole; a child gone meanwhile is an error (read again later). */
+  loadBalancerTree(lb: LoadBalancer, signal?: AbortSignal): Promise<LoadBalancerTree>;
 }
 
 /** Octavia's own answer that the load balancer does not exist (not a proxy's 404). */
@@ -64,6 +81,11 @@ export class OctaviaClient implements OctaviaReader {
     return `${url.endsWith('/v2') ? url : `${url}/v2`}/lbaas/loadbalancers`;
   }
 
+  private async root(signal?: AbortSignal): Promise<string> {
+    const url = await this.auth.endpoint('load-balancer', signal);
+    return `${url.endsWith('/v2') ? url : `${url}/v2`}/lbaas`;
+  }
+
   private call(what: string, method: string, url: string, signal?: AbortSignal) {
     return this.auth.send(this.http, what, method, url, signal);
   }
@@ -88,6 +110,37 @@ export class OctaviaClient implements OctaviaReader {
     if (!lb || typeof lb !== 'object' || lb.id !== id)
       throw new OpenStackApiError(what, 0, `the answer is not load balancer ${id}`);
     return lb;
+  }
+
+  async loadBalancerTree(lb: LoadBalancer, signal?: AbortSignal): Promise<LoadBalancerTree> {
+    const root = await this.root(signal);
+    const one = async (what: string, path: string, key: string): Promise<OctaviaChild> => {
+      const r = await this.call(what, 'GET', `${root}/${path}`, signal);
+      if (r.status !== 200)
+        throw new OpenStackApiError(what, r.status, describeBody(r.body) || 'not an Octavia answer');
+      const o = (r.body as Record<string, unknown> | undefined)?.[key] as OctaviaChild | undefined;
+      if (!o || typeof o !== 'object' || typeof o.id !== 'string')
+        throw new OpenStackApiError(what, 0, `the answer is not a ${key}`);
+      return o;
+    };
+    const listeners: OctaviaChild[] = [];
+    for (const l of lb.listeners ?? [])
+      listeners.push(
+        await one(`octavia get listener ${l.id}`, `listeners/${encodeURIComponent(l.id)}`, 'listener'),
+      );
+    const pools: LoadBalancerTree['pools'] = [];
+    for (const p of lb.pools ?? []) {
+      const pool = await one(`octavia get pool ${p.id}`, `pools/${encodeURIComponent(p.id)}`, 'pool');
+      const members = await listProven<OctaviaChild>({
+        what: `octavia list members of pool ${p.id}`,
+        url: `${root}/pools/${encodeURIComponent(p.id)}/members`,
+        query: new URLSearchParams({ limit: String(this.pageSize) }),
+        key: 'members',
+        get: (what, url) => this.call(what, 'GET', url, signal),
+      });
+      pools.push({ ...pool, members: members.items });
+    }
+    return { listeners, pools };
   }
 
   /** DELETE with cascade (its listeners, pools and members go with it); 409: it is immutable now. */

@@ -290,6 +290,12 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
       if ('used' in verdict) return { ok: false, reason: 'fresh evidence shows it in use' };
       if ('indeterminate' in verdict)
         return { ok: false, reason: `fresh evidence: ${verdict.indeterminate}` };
+      // the cascade takes its listeners, pools and members: the tombstone holds them whole
+      if (c === 'loadbalancers')
+        return {
+          ok: true,
+          before: { ...o, ...(await octaviaOf(r).loadBalancerTree(o as LoadBalancer, ctx.signal)) },
+        };
       return { ok: true, before: o };
     },
     async remove(w, { data: d }, ctx) {
@@ -319,7 +325,7 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
         outcome: 'refused',
         reason:
           c === 'loadbalancers'
-            ? 'an Octavia load balancer cannot be restored: its listeners, pools and members went with it (cascade)'
+            ? 'an Octavia load balancer cannot be restored by twopass: its listeners, pools and members went with it (cascade); the tombstone holds each of them whole (twopass restore --output json shows them) to make it again by hand'
             : `a ${kind} cannot be restored by twopass (its rules are not re-created): make it again from its tombstone (twopass restore --output json shows it)`,
       };
     },

@@ -86,6 +86,12 @@ export class WorldNeutron {
       octavia: {
         listLoadBalancers: (f) => this.list<LoadBalancer>('LoadBalancer', f),
         getLoadBalancer: (id) => this.get<LoadBalancer>('LoadBalancer', id),
+        // a world file names a load balancer's children by id, as Octavia's load balancer does
+        loadBalancerTree: (lb) =>
+          Promise.resolve({
+            listeners: (lb.listeners ?? []).map((l) => ({ ...l })),
+            pools: (lb.pools ?? []).map((p) => ({ ...p, members: [] })),
+          }),
       },
       cinder: {
         listVolumes: (f) => this.list<Volume>('Volume', f),

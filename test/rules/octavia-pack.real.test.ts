@@ -5,7 +5,7 @@
  * Octavia offers no precondition on a DELETE: the re-check on a fresh read is the last
  * guard, and a load balancer being changed (PENDING_*) answers 409 and is kept.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as assert from 'uvu/assert';
@@ -21,6 +21,7 @@ import type { CloudRule } from '../../shared/rules/cloud-rule.ts';
 import { loadAnyRuleFile } from '../../shared/rules/registry.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
 import { createService } from '../../shared/sandbox/scenarios/lbaas.ts';
+import { decodeTombstones } from '../../shared/state/tombstones.ts';
 import { type KubeTarget, realTarget } from '../helpers/kube-target.ts';
 import { runner } from '../helpers/runner.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
@@ -43,6 +44,8 @@ if (os && !octaviaUrl && process.env.TWOPASS_REQUIRE_REAL_OPENSTACK === '1') {
 type W = {
   env: Record<string, string>;
   lb: (name: string) => Promise<string>;
+  /** A listener on it, a pool behind the listener and a member in the pool, each ACTIVE. */
+  serve: (lbId: string, memberAddress: string) => Promise<{ listener: string; pool: string; member: string }>;
   status: (id: string) => Promise<string | undefined>;
   update: (id: string, description: string) => Promise<void>;
   gone: (id: string) => Promise<boolean>;
@@ -57,8 +60,8 @@ const suite = targetSuite<KubeTarget, W>('Octavia (real) and the cpo-load-balanc
       `clouds:\n  real:\n    auth_type: v3applicationcredential\n    region_name: ${os!.region}\n    interface: public\n    auth:\n      auth_url: ${os!.authUrl}\n      application_credential_id: ${os!.appCred.id}\n      application_credential_secret: ${os!.appCred.secret}\n`,
     );
     const token = await passwordToken(os!.authUrl, os!.user.name, os!.user.password, os!.project.name);
-    const call = async (method: string, path: string, body?: unknown) => {
-      const r = await fetch(`${octaviaUrl}/v2/lbaas/loadbalancers${path}`, {
+    const call = async (method: string, path: string, body?: unknown, under = 'loadbalancers') => {
+      const r = await fetch(`${octaviaUrl}/v2/lbaas/${under}${path}`, {
         method,
         headers: { 'x-auth-token': token, 'content-type': 'application/json' },
         ...(body ? { body: JSON.stringify(body) } : {}),
@@ -67,7 +70,12 @@ const suite = targetSuite<KubeTarget, W>('Octavia (real) and the cpo-load-balanc
       return {
         status: r.status,
         body: text
-          ? (JSON.parse(text) as { loadbalancer?: { id: string; provisioning_status: string } })
+          ? (JSON.parse(text) as {
+              loadbalancer?: { id: string; provisioning_status: string };
+              listener?: { id: string };
+              pool?: { id: string };
+              member?: { id: string };
+            })
           : {},
       };
     };
@@ -87,6 +95,50 @@ const suite = targetSuite<KubeTarget, W>('Octavia (real) and the cpo-load-balanc
         const id = r.body.loadbalancer!.id;
         await settle(id, (s) => s === 'ACTIVE');
         return id;
+      },
+      serve: async (lbId, memberAddress) => {
+        // each child locks the load balancer (PENDING_UPDATE) until the provider reports it
+        const made = async (
+          under: string,
+          path: string,
+          body: unknown,
+          key: 'listener' | 'pool' | 'member',
+        ) => {
+          for (let i = 0; i < 60; i++) {
+            await settle(lbId, (s) => s === 'ACTIVE');
+            const r = await call('POST', path, body, under);
+            if (r.status === 201) return r.body[key]!.id;
+            if (r.status !== 409) throw new Error(`create ${key}: ${r.status} ${JSON.stringify(r.body)}`);
+          }
+          throw new Error(`create ${key}: the load balancer stayed immutable`);
+        };
+        const listener = await made(
+          'listeners',
+          '',
+          {
+            listener: {
+              loadbalancer_id: lbId,
+              protocol: 'TCP',
+              protocol_port: 80,
+              name: 'kept-in-tombstone',
+            },
+          },
+          'listener',
+        );
+        const pool = await made(
+          'pools',
+          '',
+          { pool: { listener_id: listener, protocol: 'TCP', lb_algorithm: 'ROUND_ROBIN' } },
+          'pool',
+        );
+        const member = await made(
+          'pools',
+          `/${pool}/members`,
+          { member: { address: memberAddress, protocol_port: 8080, subnet_id: os!.subnetId } },
+          'member',
+        );
+        await settle(lbId, (s) => s === 'ACTIVE');
+        return { listener, pool, member };
       },
       status,
       update: async (id, description) => {
@@ -237,6 +289,46 @@ suite.it(
       'the skip says 409',
     );
     assert.not.ok(await w.gone(id), 'kept');
+  },
+);
+
+suite.it(
+  "a load balancer's tombstone holds its listeners, pools and members whole (the cascade deletes them; restore is refused and points there)",
+  async (t, _kube, w) => {
+    const ns = await t.namespace();
+    const id = await w.lb(name(ns, 'served'));
+    const made = await w.serve(id, '10.0.0.77');
+    const r = mk(t, w);
+    await r.run();
+    r.now += 31 * MIN;
+    const res = await r.run();
+    assert.ok(res.deleted.includes(id), JSON.stringify(r.lines.filter((l) => l.key === id)));
+    assert.ok(await w.gone(id), 'Octavia deleted it, with its children');
+    const tombs = decodeTombstones(readFileSync(join(r.dir, `${rule.name}.tombstones.json.gz`)), 'test');
+    const tomb = tombs.find((x) => x.key === id);
+    assert.ok(tomb, 'a tombstone for the load balancer');
+    const o = tomb!.object as {
+      id: string;
+      listeners: { id: string; protocol_port: number; name: string }[];
+      pools: {
+        id: string;
+        lb_algorithm: string;
+        members: { id: string; address: string; protocol_port: number }[];
+      }[];
+    };
+    assert.is(o.id, id);
+    assert.equal(
+      o.listeners.map((l) => [l.id, l.protocol_port, l.name]),
+      [[made.listener, 80, 'kept-in-tombstone']],
+    );
+    assert.equal(
+      o.pools.map((p) => [p.id, p.lb_algorithm]),
+      [[made.pool, 'ROUND_ROBIN']],
+    );
+    assert.equal(
+      o.pools[0]!.members.map((m) => [m.id, m.address, m.protocol_port]),
+      [[made.member, '10.0.0.77', 8080]],
+    );
   },
 );
 
