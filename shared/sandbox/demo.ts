@@ -64,14 +64,17 @@ export async function demo(opts: {
     );
     const w = await seedIncident.before(kube);
     say(
-      'Seeded: DanmNet default/test-net1 (10.10.10.0/24), StatefulSet pods ss-cinfo-0..4 with DanmEps on .10-.14.',
+      'Seeded as the real DANM plugin writes: DanmNet default/test-net1 (10.10.10.0/24, allocation pool from .10,\n' +
+        "      first-fit), StatefulSet pods ss-cinfo-0..4 with DanmEps on .10-.14 (named by random UUIDs, the pods' labels).",
     );
     now += 50 * MIN;
     await seedIncident.nodeLost(kube, w);
     say(
       '08:50 node clive-alp-worker-03 lost; ss-cinfo-0 and ss-cinfo-4 force-deleted; the StatefulSet re-creates',
     );
-    say('      ss-cinfo-0 with a NEW UID; its CNI ADD has set 10.10.10.15 but not yet written its DanmEp.');
+    say(
+      `      ss-cinfo-0 with a NEW UID; its CNI ADD has set ${w.inFlight} (the first free) but not yet written its DanmEp.`,
+    );
     await pass('pass 1 at 08:50 (apply): first observation');
     now += 1 * MIN;
     await seedIncident.cniDone(kube, w);
