@@ -34,6 +34,8 @@ function detail(e: Record<string, unknown>): string {
       return String(e.reason ?? '');
     case 'candidate.confirmed':
       return `unused for ${formatDuration(Number(e.unusedForMs))} over ${e.observations} observations${e.dryRun ? ' (dry run: would delete)' : ''}`;
+    case 'resource.gone':
+      return `not deleted by twopass: ${String(e.detail ?? 'already gone')}${typeof e.partOf === 'string' ? ` (part of ${e.partOf})` : ''}`;
     case 'resource.deleted':
       return `${String(e.detail ?? 'deleted, confirmed by a read')}${typeof e.partOf === 'string' ? ` (part of ${e.partOf})` : ''}`;
     case 'act.summary':

@@ -49,6 +49,8 @@ export type ActRequest = Readonly<{
 export type ActOutcome = Readonly<{
   deleted: readonly string[];
   deletedByKind: Readonly<Record<string, number>>;
+  /** Found gone when deleted (a 404: another actor removed them): not twopass's deletions. */
+  alreadyGone: readonly string[];
   skipped: readonly string[];
   failed: readonly string[];
   /** Not attempted and kept as candidates, with why (a producer that hands out from memory started). */
@@ -98,6 +100,7 @@ const baseOf = (t: Pick<Target, 'key' | 'kind' | 'name'>) => ({ key: t.key, kind
 class Acting<R, W> {
   readonly deleted: string[] = [];
   readonly deletedByKind: Record<string, number> = {};
+  readonly alreadyGone: string[] = [];
   readonly skipped: string[] = [];
   readonly failed: string[] = [];
   readonly held: string[] = [];
@@ -155,17 +158,26 @@ class Acting<R, W> {
     detail: string | undefined,
     unproven?: boolean,
   ): Promise<void> {
-    this.deleted.push(t.key);
     this.settled.add(t.key);
+    this.drop.add(t.key);
+    if (outcome === 'gone') {
+      // Someone else removed it (its producer, an operator): not a deletion of twopass, not
+      // counted as one, no Event; the candidate is forgotten.
+      this.alreadyGone.push(t.key);
+      this.deps.log.info(
+        { event: 'resource.gone', ...baseOf(t), ...(detail ? { detail } : {}) },
+        'resource.gone',
+      );
+      return;
+    }
+    this.deleted.push(t.key);
     this.deletedByKind[t.kind] = (this.deletedByKind[t.kind] ?? 0) + 1;
     if (unproven) this.unprovenByKind[t.kind] = (this.unprovenByKind[t.kind] ?? 0) + 1;
-    this.drop.add(t.key);
     this.deps.log.info(
       {
         event: 'resource.deleted',
         ...baseOf(t),
         ...(detail ? { detail } : {}),
-        ...(outcome === 'gone' ? { alreadyGone: true } : {}),
         ...(unproven ? { unproven: true } : {}),
       },
       'resource.deleted',
@@ -184,11 +196,13 @@ class Acting<R, W> {
       } else if (p.outcome === 'failed') {
         this.failed.push(p.key);
         log.error({ event: 'delete.failed', ...part, error: p.detail }, 'delete.failed');
+      } else if (p.outcome === 'gone') {
+        this.alreadyGone.push(p.key);
+        log.info({ event: 'resource.gone', ...part, detail: p.detail }, 'resource.gone');
       } else {
         this.deleted.push(p.key);
         this.deletedByKind[p.kind] = (this.deletedByKind[p.kind] ?? 0) + 1;
-        const gone = p.outcome === 'gone' ? { alreadyGone: true } : {};
-        log.info({ event: 'resource.deleted', ...part, detail: p.detail, ...gone }, 'resource.deleted');
+        log.info({ event: 'resource.deleted', ...part, detail: p.detail }, 'resource.deleted');
         await this.tell({ key: p.key, kind: p.kind, name: p.name, fingerprint: '', keep: false }, p.detail);
       }
     }
@@ -325,10 +339,11 @@ export async function act<R, W>(deps: ActDeps<R, W>, req: ActRequest): Promise<A
   const fn = deps.fn;
   const workers = Math.max(1, Math.min(req.concurrency, fn.maxConcurrency ?? req.concurrency, queue.length));
   await Promise.all(Array.from({ length: workers }, worker));
-  const { deleted, deletedByKind, skipped, failed, held, heldReason, unprovenByKind, drop } = a;
+  const { deleted, deletedByKind, alreadyGone, skipped, failed, held, heldReason, unprovenByKind, drop } = a;
   return {
     deleted,
     deletedByKind,
+    alreadyGone,
     skipped,
     failed,
     held,
@@ -402,6 +417,7 @@ export async function actPhase<R, W>(
       .catch((err) => x.side('state.save-failed', 'state.save', err));
   }
   const { deleted, deletedByKind, skipped, failed, held, unprovenByKind } = done;
+  const gone = done.alreadyGone.length > 0 ? { alreadyGone: done.alreadyGone } : {};
   if (sink && lostWhile !== undefined) {
     const notStarted = failed.length;
     const made = deleted.length;
@@ -409,7 +425,17 @@ export async function actPhase<R, W>(
     sink.warn(
       `twopass: ${fn.name}: ${error}${made ? `; \`twopass restore ${fn.name} --run ${opts.run.runId}\` lists them` : ''}`,
     );
-    return { outcome: 'failed', exitCode: EXIT.error, deleted, deletedByKind, skipped, failed, held, error };
+    return {
+      outcome: 'failed',
+      exitCode: EXIT.error,
+      deleted,
+      deletedByKind,
+      skipped,
+      failed,
+      held,
+      error,
+      ...gone,
+    };
   }
   const bad = failed.length > 0;
   const unproven = Object.keys(unprovenByKind).length > 0 ? { unprovenByKind } : {};
@@ -427,6 +453,7 @@ export async function actPhase<R, W>(
       held,
       error,
       ...unproven,
+      ...gone,
     };
   }
   return {
@@ -438,5 +465,6 @@ export async function actPhase<R, W>(
     failed,
     held,
     ...unproven,
+    ...gone,
   };
 }

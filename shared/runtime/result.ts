@@ -19,6 +19,11 @@ export type RunResult = Readonly<{
   deleted: readonly string[];
   /** How many of `deleted` were of each target kind. */
   deletedByKind: Readonly<Record<string, number>>;
+  /**
+   * Confirmed targets found gone when deleted (a 404: their producer or an operator removed
+   * them first): not twopass's deletions, not in `deleted`, no Event; each a `resource.gone` line.
+   */
+  alreadyGone?: readonly string[];
   skipped: readonly string[];
   failed: readonly string[];
   /** Confirmed deletions held, not attempted (a producer that hands out from memory is running). */

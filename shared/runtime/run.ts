@@ -177,6 +177,7 @@ async function finishRun<R, W>(
       summary: result.summary,
       confirmed: result.confirmed.length,
       deleted: result.deleted.length,
+      ...(result.alreadyGone?.length ? { alreadyGone: result.alreadyGone.length } : {}),
       skipped: result.skipped.length,
       failed: result.failed.length,
       ...(result.held.length > 0 ? { held: result.held.length } : {}),

@@ -232,6 +232,82 @@ export const DANM_SCRIPTS: Script<DanmWorld>[] = [
         : ['evidence older than the bound was not read again before the bitmap write'],
     mustReclaim: true,
   },
+  // What only the real plugin does (producers.md, "DANM v4.3.0 as it really writes").
+  {
+    name: 'first-fit: the addresses of reclaimed DanmEps are handed to the next pods at once',
+    incident: 'DANM first-fit: a freed address re-allocated in the same second',
+    minutes: 40,
+    intervalMinutes: 5,
+    setup: five,
+    // the run at minute 10 deletes the three orphan DanmEps and clears their bits; the next
+    // moment two new pods ADD, and first-fit hands them two of the addresses just freed (one
+    // still in flight for 3 minutes, over the next run)
+    at: {
+      1: lostNode,
+      11: (w, now) => {
+        w.createPod('first-fit-0', now, 3 * MIN);
+        w.createPod('first-fit-1', now, 0);
+        w.tick(now);
+      },
+    },
+    expect: (w) => {
+      const freed = new Set(['ss-1', 'ss-2', 'ss-3'].map((n) => w.lastDeletedAddress(n)));
+      const got = w
+        .eps()
+        .filter((e) => String((e.spec as { Pod: string }).Pod).startsWith('first-fit-'))
+        .map((e) =>
+          Number(
+            (e.spec as { Interface: { Address: string } }).Interface.Address.split('/')[0]!.split('.')[3],
+          ),
+        );
+      return got.length === 2 && got.every((i) => freed.has(i))
+        ? []
+        : [`first-fit did not hand out the freed addresses (freed ${[...freed]}, got ${got})`];
+    },
+    mustReclaim: true,
+  },
+  {
+    name: 'ADDs that timed out: eight bits left set with no DanmEp, the retries on new addresses; all reclaimed',
+    incident: 'DANM ADD timeout: leaked bits',
+    minutes: 30,
+    intervalMinutes: 5,
+    setup: five,
+    at: {
+      1: (w, now) => {
+        for (let i = 0; i < 8; i++) w.timedOutAdd(`slow-${i}`, now, rng());
+      },
+    },
+    expect: (w) => {
+      const missing = w
+        .pods()
+        .filter((p) => !w.eps().some((e) => (e.spec as { PodUID: string }).PodUID === p.metadata.uid));
+      return missing.length
+        ? [`pods without a DanmEp: ${missing.map((p) => p.metadata.name).join(', ')}`]
+        : [];
+    },
+    mustReclaim: true,
+  },
+  {
+    name: 'a node back without containerd state: DANM re-ADDs its pods under the same UIDs (deleting their DanmEps itself) while twopass deletes an orphan',
+    incident: 'DANM re-ADD: DanmEps and bits that vanish or change under the cleaner',
+    minutes: 40,
+    intervalMinutes: 5,
+    setup: (w, now) => {
+      for (let i = 0; i < 5; i++) w.createPod(`ss-${i}`, now, 0, { nodeName: i < 3 ? 'node-1' : 'node-2' });
+      w.tick(now);
+    },
+    at: { 1: (w, now) => w.deletePod('ss-4', now, rng(), { force: true, skipDel: true }) },
+    // between twopass's delete of the orphan and its bitmap write
+    midWrite: {
+      minute: 10,
+      writeCall: 2,
+      run: (w, now) => {
+        w.reAddNode('node-1', now, rng());
+        w.tick(now);
+      },
+    },
+    mustReclaim: true,
+  },
 ];
 
 import { R } from '../../shared/sandbox/scenarios/danm.ts';

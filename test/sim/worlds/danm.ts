@@ -1,9 +1,14 @@
 /**
  * A simulated DANM cluster: a DanmNet, pods that come and go (StatefulSet pods
- * re-created under the same name), the CNI plugin (ADD sets the bit, then
- * writes the DanmEp after a delay; DEL removes the DanmEp, then clears the bit;
- * sometimes it never runs), node loss with force deletion, long Terminating.
- * The invariant checker sees every write the cleaner makes.
+ * re-created under the same name), the CNI plugin as real DANM v4.3.0 behaves
+ * (producers.md): ADD sets the bit first-fit, then writes the DanmEp after a delay;
+ * DEL clears the bit first, then removes the DanmEp (sometimes it never runs); every
+ * network write a full PUT on the resourceVersion read, retried on a conflict; an ADD
+ * that times out leaves its bit for good (the retry takes another address); a node
+ * back without containerd's state re-ADDs its pods under the same UIDs (DANM deletes
+ * their old DanmEps itself, bit first). DanmEps are named by UUIDs equal to EndpointID,
+ * carry the pod's labels and the machine's hostname. Node loss with force deletion,
+ * long Terminating. The invariant checker sees every write the cleaner makes.
  *
  * The network is one of four layouts (by seed): DanmNet `net` that pods name
  * explicitly, or the namespace's default network as a DanmNet, a TenantNetwork or a
@@ -53,6 +58,18 @@ export class DanmWorld extends SimKubeWorld implements World {
   readonly podLists: number[] = [];
   /** When a script let the evidence age mid-run. */
   aged: number | undefined;
+  /** CNI ADDs in flight, by id: the pod UID each is for. */
+  private readonly adds = new Map<number, string>();
+  private addSeq = 0;
+  /** The kubelet gives up on a pod's ADDs in flight: their bits stay set, their DanmEps never come. */
+  private giveUp(uid: string): void {
+    for (const [add, owner] of this.adds) if (owner === uid) this.adds.delete(add);
+    for (const [i, owner] of this.inflight) if (owner === uid) this.inflight.delete(i);
+  }
+  /** ADDs refused for want of a free address (the pod then waits with none). */
+  exhausted = 0;
+  /** Network writes of the producer that met a conflict (the cleaner wrote in between) and were retried. */
+  producerConflicts = 0;
   /** The address index of each DanmEp a cleaner deleted, by pod name. */
   private readonly deletedAddress = new Map<string, number>();
 
@@ -109,13 +126,49 @@ export class DanmWorld extends SimKubeWorld implements World {
     this.writeBit(i, false);
   }
 
-  private writeBit(i: number, value: boolean): void {
-    const net = this.net();
-    const spec = net.spec as { Options: Record<string, unknown> };
-    this.kube.store.update(this.ref, this.netNs, this.layout.name, {
-      ...net,
-      spec: { ...spec, Options: { ...spec.Options, alloc: this.bitmap().with(i, value).encode() } },
-    });
+  /**
+   * One network write as DANM makes it: the whole network PUT on the resourceVersion it read;
+   * a conflict reads again and retries. `read` is what the producer read before (the cleaner
+   * may have written since): its PUT then conflicts, as on a real API server.
+   */
+  private writeBit(i: number, value: boolean, read: KubeObject = this.net()): void {
+    let net = read;
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const spec = net.spec as { Options: Record<string, unknown> };
+      const alloc = Bitmap.decode(String(spec.Options.alloc), CIDR) as Bitmap;
+      const lastIp = value
+        ? {
+            allocation_pool: {
+              ...(spec.Options.allocation_pool as object),
+              lastIp: `${formatAddress(4, CIDR.network + BigInt(i))}/26`,
+            },
+          }
+        : {};
+      try {
+        this.kube.store.update(this.ref, this.netNs, this.layout.name, {
+          ...net,
+          spec: { ...spec, Options: { ...spec.Options, alloc: alloc.with(i, value).encode(), ...lastIp } },
+        });
+        return;
+      } catch (err) {
+        if ((err as { code?: number }).code !== 409) throw err;
+        this.producerConflicts++;
+        net = this.net();
+      }
+    }
+    throw new Error('the producer met five conflicts in a row');
+  }
+
+  /** First-fit from the pool's start, as DANM allocates (it cannot parse the lastIp it wrote). */
+  private firstFree(): number {
+    const bm = this.bitmap();
+    for (let i = 1; i < 63; i++) if (!bm.isSet(i)) return i;
+    return -1;
+  }
+
+  /** A name as DANM gives a DanmEp (a UUID; deterministic here, so that a seed replays). */
+  private endpointId(): string {
+    return `00000000-0000-4000-8000-${(++this.seq).toString(16).padStart(12, '0')}`;
   }
 
   pods(): KubeObject[] {
@@ -158,6 +211,7 @@ export class DanmWorld extends SimKubeWorld implements World {
       metadata: {
         name,
         namespace: NS,
+        labels: { app: name.replace(/-\d+$/, '') },
         ...(interfaces !== undefined ? { annotations: { 'danm.k8s.io/interfaces': interfaces } } : {}),
       },
       spec: {
@@ -167,45 +221,99 @@ export class DanmWorld extends SimKubeWorld implements World {
     }) as KubeObject;
     // CNI ADD, one per interface: the bit first, the DanmEp later.
     for (let leg = 0; leg < legs; leg++) {
-      const bm = this.bitmap();
-      let idx = -1;
-      for (let i = 1; i < 63; i++)
-        if (!bm.isSet(i) && !this.inflight.has(i)) {
-          idx = i;
-          break;
-        }
-      if (idx < 0) return pod; // pool exhausted: the pod has no address
-      this.writeBit(idx, true);
-      this.inflight.set(idx, pod.metadata.uid);
-      const finish = () => {
-        this.inflight.delete(idx);
-        this.kube.store.create(R.danmeps, NS, {
-          metadata: { name: `ep-${++this.seq}`, namespace: NS },
-          spec: {
-            NetworkName: this.layout.name,
-            apiType: this.layout.kind,
-            Pod: name,
-            PodUID: pod.metadata.uid,
-            Interface: { Name: `eth${leg}`, Address: `${formatAddress(4, CIDR.network + BigInt(idx))}/26` },
-          },
-        });
-      };
       const delay = addDelayMs + (leg === 0 ? 0 : (opts.eth1DelayMs ?? MIN));
-      if (delay === 0)
-        finish(); // a fast CNI ADD: done before anything else happens
-      else this.later(now + delay, finish);
+      if (!this.cniAdd(pod, `eth${leg}`, now, delay)) return pod; // pool exhausted: the pod has no address
     }
     return pod;
   }
 
-  /** CNI DEL: the DanmEp goes, then the bit (unless the address now belongs to someone else). */
+  /** One CNI ADD of an interface: the bit (first-fit), then the DanmEp `delayMs` later. False: the pool is exhausted. */
+  private cniAdd(pod: KubeObject, iface: string, now: number, delayMs: number): boolean {
+    const idx = this.firstFree();
+    if (idx < 0) {
+      this.exhausted++;
+      return false;
+    }
+    this.writeBit(idx, true);
+    this.inflight.set(idx, pod.metadata.uid);
+    const add = ++this.addSeq;
+    this.adds.set(add, pod.metadata.uid);
+    const finish = () => {
+      // an ADD the kubelet gave up on (timed out, or the pod re-ADDed under its UID) writes nothing
+      if (!this.adds.delete(add)) return;
+      if (this.inflight.get(idx) === pod.metadata.uid) this.inflight.delete(idx);
+      const id = this.endpointId();
+      this.kube.store.create(R.danmeps, NS, {
+        metadata: { name: id, namespace: NS, labels: { ...(pod.metadata.labels as Record<string, string>) } },
+        spec: {
+          EndpointID: id,
+          NetworkName: this.layout.name,
+          NetworkType: 'ipvlan',
+          apiType: this.layout.kind,
+          Pod: pod.metadata.name,
+          PodUID: pod.metadata.uid,
+          Host: 'sim-machine-7',
+          CID: `${this.seq.toString(16).padStart(8, '0')}${'c'.repeat(56)}`,
+          netns: `/var/run/netns/cni-${id}`,
+          Interface: {
+            Name: iface,
+            Address: `${formatAddress(4, CIDR.network + BigInt(idx))}/26`,
+            AddressIPv6: '',
+            MacAddress: '',
+            proutes: null,
+            proutes6: null,
+          },
+        },
+      });
+    };
+    if (delayMs === 0)
+      finish(); // a fast CNI ADD: done before anything else happens
+    else this.later(now + delayMs, finish);
+    return true;
+  }
+
+  /**
+   * An ADD the kubelet gave up on (after about 31 s) between the bit and the DanmEp: the bit
+   * stays set for good (DEL looks the DanmEp up by sandbox id, finds none, frees nothing), and
+   * the retried ADD takes another address.
+   */
+  timedOutAdd(name: string, now: number, rng: Rng): void {
+    // the first ADD never writes its DanmEp in time: in flight until the kubelet gives up
+    const pod = this.createPod(name, now, 24 * 60 * MIN);
+    if (!pod) return;
+    const retryMs = rng.int(0, 2) * MIN;
+    this.later(now + MIN, () => {
+      this.giveUp(pod.metadata.uid);
+      const cur = this.kube.store.tryGet(PODS, NS, pod.metadata.name) as KubeObject | undefined;
+      if (cur?.metadata.uid === pod.metadata.uid && !cur.metadata.deletionTimestamp)
+        this.cniAdd(pod, 'eth0', now + MIN, retryMs);
+    });
+  }
+
+  /**
+   * A node back without containerd's state: the kubelet ADDs its surviving pods again under the
+   * same UIDs, and DANM's ADD deletes their old DanmEps itself (bit first) and gives new addresses.
+   */
+  reAddNode(nodeName: string, now: number, rng: Rng): void {
+    for (const pod of this.pods()) {
+      if ((pod.spec as { nodeName?: string }).nodeName !== nodeName || pod.metadata.deletionTimestamp)
+        continue;
+      this.cniDel(pod.metadata.uid);
+      this.giveUp(pod.metadata.uid);
+      // every interface the pod asks for, again
+      const asked = pod.metadata.annotations?.['danm.k8s.io/interfaces'];
+      const legs = asked ? Math.max(1, (JSON.parse(asked) as unknown[]).length) : 1;
+      for (let leg = 0; leg < legs; leg++) this.cniAdd(pod, `eth${leg}`, now, rng.int(0, 2) * MIN);
+    }
+  }
+
+  /** CNI DEL as DANM makes it: the bit first, then the DanmEp. */
   cniDel(podUid: string): void {
     for (const ep of this.eps()) {
       if ((ep.spec as { PodUID: string }).PodUID !== podUid) continue;
-      this.kube.store.delete(R.danmeps, NS, ep.metadata.name, {});
       const i = this.epIndex(ep);
-      if (i !== undefined && !this.eps().some((e) => this.epIndex(e) === i) && !this.inflight.has(i))
-        this.writeBit(i, false);
+      if (i !== undefined && this.bitmap().isSet(i)) this.writeBit(i, false);
+      this.kube.store.delete(R.danmeps, NS, ep.metadata.name, {});
     }
   }
 
@@ -279,7 +387,7 @@ export class DanmWorld extends SimKubeWorld implements World {
       // a pod deleted while its CNI ADD is in flight: the ADD finishes anyway (an orphan DanmEp)
       const pods = this.pods();
       if (pods.length) this.deletePod(rng.pick(pods).metadata.name, now, rng, { force: true, skipDel: true });
-    } else if (r < 0.95) {
+    } else if (r < 0.89) {
       // an operator (or another tool) frees the address of a DanmEp whose pod is gone, leaving the DanmEp:
       // the address can then be handed to a new pod
       const uids = new Set(this.pods().map((p) => p.metadata.uid));
@@ -288,17 +396,19 @@ export class DanmWorld extends SimKubeWorld implements World {
         const i = this.epIndex(rng.pick(stale));
         if (i !== undefined && this.bitmap().isSet(i)) this.writeBit(i, false);
       }
+    } else if (r < 0.92) {
+      // an ADD that timed out: its bit leaked, the retry on another address
+      this.timedOutAdd(rng.chance(0.5) ? sts : `slow-${++this.seq}`, now, rng);
+    } else if (r < 0.95) {
+      // node-1 back without containerd's state: its pods ADDed again under the same UIDs
+      this.reAddNode('node-1', now, rng);
     } else this.abandonAdd();
   }
 
   /** An ADD abandoned on a dead node: the bit is set, no DanmEp ever comes. */
   abandonAdd(): void {
-    const bm = this.bitmap();
-    for (let i = 1; i < 63; i++)
-      if (!bm.isSet(i) && !this.inflight.has(i)) {
-        this.writeBit(i, true);
-        break;
-      }
+    const i = this.firstFree();
+    if (i >= 0) this.writeBit(i, true);
   }
 
   // ---- invariants and orphans ----
