@@ -176,14 +176,20 @@ for (const [name, sets] of Object.entries(MATRIX))
       );
   });
 
-it("a rule's ClusterRole is what `twopass rules rbac` says, plus the Events of its deletions; its CronJob runs it", () => {
+it("a rule's ClusterRole is what `twopass rules rbac` says, plus the Events of its deletions and kube-system's UID (a report's cluster); its CronJob runs it", () => {
   const { objs } = helmTemplate(['@rules']);
   const key = (r: unknown) => JSON.stringify(r);
   for (const rule of PACK_RULES) {
     const role = objs.find((o) => o.kind === 'ClusterRole' && o.metadata.name === `twopass-${rule.name}`)!;
     assert.equal(
       (role.rules ?? []).map(key).sort(),
-      [...ruleRbacRules(rule), { apiGroups: [''], resources: ['events'], verbs: ['create'] }].map(key).sort(),
+      [
+        ...ruleRbacRules(rule),
+        { apiGroups: [''], resources: ['events'], verbs: ['create'] },
+        { apiGroups: [''], resources: ['namespaces'], resourceNames: ['kube-system'], verbs: ['get'] },
+      ]
+        .map(key)
+        .sort(),
       rule.name,
     );
     const job = objs.find((o) => o.kind === 'CronJob' && o.metadata.name === `twopass-${rule.name}`)!;
