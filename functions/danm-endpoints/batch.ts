@@ -54,7 +54,8 @@ export function danmEvidence(
   return freshEvidence(
     ctx,
     `danm-endpoints:${group}`,
-    () => readDanmEvidence(kube, group, ctx.settings.pageSize, ctx.signal),
+    () =>
+      readDanmEvidence(kube, group, ctx.settings.pageSize, ctx.signal, ctx.settings.serverSkewSeconds * 1000),
     newerThan ? { newerThan } : {},
   );
 }

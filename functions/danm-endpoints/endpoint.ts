@@ -29,6 +29,15 @@ export const danmEndpointsSettings = z
       .optional()
       .describe('the DANM API group (default: detected)'),
     pageSize: pageSizeSetting.default(500).describe('items per list page'),
+    serverSkewSeconds: z
+      .number({ error: (i) => `expected a number of seconds, got ${describeValue(i.input)}` })
+      .int()
+      .min(1)
+      .max(3600)
+      .default(60)
+      .describe(
+        "how far apart the API servers' clocks may be: a pod counts as created after its network's last write (so its CNI ADD set no bit there) only when later by more than this",
+      ),
   })
   .strict();
 

@@ -54,6 +54,7 @@ export class BitEvidence {
     pods: readonly KubeObject[],
     networks: ReadonlyMap<string, Network>,
     existing?: ReadonlySet<string>,
+    skewMs?: number,
   ) {
     for (const v of eps) {
       if ('failure' in v) {
@@ -83,7 +84,7 @@ export class BitEvidence {
         else bits.set(idx, [ep]);
       }
     }
-    this.settingUp = networksBeingSetUp(pods, this.parsed, existing);
+    this.settingUp = networksBeingSetUp(pods, this.parsed, existing, skewMs);
   }
 
   /** Whether address `index` of `net` is held (other than by DanmEp `except`), may be, or is free. */
@@ -95,7 +96,7 @@ export class BitEvidence {
       ?.get(index)
       ?.find((h) => !excluded(h.uid));
     if (holder) return { used: `held by DanmEp ${holder.namespace}/${holder.name}` };
-    const inflight = this.settingUp(net.id);
+    const inflight = this.settingUp(net.id, net.lastWriteMs);
     if (inflight !== undefined) return { indeterminate: `${inflight}: its CNI ADD may hold this address` };
     const odd = this.unparsable.find((o) => unparsableMayHold(o, net));
     if (odd)
@@ -182,7 +183,7 @@ export function danmPodViewer(): (p: KubeObject) => KubeObject {
   const same = interner();
   const asking = new Map<string, Record<string, string>>();
   return (p) => {
-    const { name, namespace, uid } = p.metadata;
+    const { name, namespace, uid, creationTimestamp } = p.metadata;
     const asked = p.metadata.annotations?.[INTERFACES_ANNOTATION];
     let annotations: Record<string, string> | undefined;
     if (asked !== undefined) {
@@ -198,6 +199,8 @@ export function danmPodViewer(): (p: KubeObject) => KubeObject {
         ...(namespace !== undefined ? { namespace: same(namespace) } : {}),
         uid,
         resourceVersion: '',
+        // when it was created: a pod created after its network's last write set no bit there
+        ...(typeof creationTimestamp === 'string' ? { creationTimestamp: same(creationTimestamp) } : {}),
         ...(annotations !== undefined ? { annotations } : {}),
       },
     };
@@ -207,6 +210,8 @@ export function danmPodViewer(): (p: KubeObject) => KubeObject {
 /** The network with one family's bitmap replaced (the object written back, resourceVersion included). */
 export function withBitmaps(net: Network, v4: string | undefined, v6: string | undefined): KubeObject {
   const raw = structuredClone(net.raw) as KubeObject & { spec: { Options: Record<string, unknown> } };
+  // the server keeps its managedFields when a write sends none (only their time was kept)
+  delete (raw.metadata as { managedFields?: unknown }).managedFields;
   if (v4 !== undefined) raw.spec.Options.alloc = v4;
   if (v6 !== undefined) raw.spec.Options.alloc6 = v6;
   return raw;
@@ -230,13 +235,14 @@ export async function readDanmEvidence(
   group: string,
   pageSize: number,
   signal: AbortSignal,
+  skewMs?: number,
 ): Promise<DanmEvidence> {
   const R = danmResources(group);
   const networks = new Map<string, Network>();
   for (const type of NETWORK_TYPES) {
     const ref = R[type];
     if (!(await kube.serves(group, 'v1', ref.plural, signal))) continue;
-    for (const o of (await kube.listAll(ref, { pageSize, signal })).items) {
+    for (const o of (await kube.listAll(ref, { pageSize, signal, lastWriteTime: true })).items) {
       const n = parseNetwork(o, type);
       networks.set(n.id, n);
     }
@@ -253,6 +259,6 @@ export async function readDanmEvidence(
     networks,
     eps,
     pods: live,
-    holders: new BitEvidence(list.items, pods.items, networks, new Set(networks.keys())),
+    holders: new BitEvidence(list.items, pods.items, networks, new Set(networks.keys()), skewMs),
   };
 }

@@ -30,7 +30,7 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
       notServed.push(type);
       continue;
     }
-    const l = await kube.listAll(ref, { pageSize, signal });
+    const l = await kube.listAll(ref, { pageSize, signal, lastWriteTime: true });
     ctx.source(ref.plural, 'target', l);
     for (const o of l.items) {
       const n = parseNetwork(o, type);
@@ -62,7 +62,13 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
   const livePods = new Map<string, string | undefined>();
   for (const p of pods.items) if (p.metadata?.uid) livePods.set(p.metadata.uid, p.metadata.namespace);
   // The default network of a pod is resolved against this snapshot's complete network lists.
-  const evidence = new BitEvidence(eps.items, pods.items, networks, new Set(networks.keys()));
+  const evidence = new BitEvidence(
+    eps.items,
+    pods.items,
+    networks,
+    new Set(networks.keys()),
+    ctx.settings.serverSkewSeconds * 1000,
+  );
 
   for (const f of evidence.failures) {
     const name = `${f.namespace}/${f.name}`;

@@ -161,6 +161,11 @@ export type Network = Readonly<{
   v6?: Pool;
   /** Why the network's bitmaps cannot be used (then it has no pools). */
   problem?: string;
+  /**
+   * When the server last wrote a change to it (its managedFields' newest time, whole seconds,
+   * the server's clock); undefined when the server keeps none.
+   */
+  lastWriteMs?: number;
   raw: KubeObject;
 }>;
 
@@ -216,6 +221,7 @@ function pool(
 export function parseNetwork(o: KubeObject, type: NetworkType): Network {
   const md = o.metadata;
   const id = networkId(type, md.namespace, md.name);
+  const lastWrite = lastWriteMs(md.managedFields);
   const base = {
     id,
     type,
@@ -223,6 +229,7 @@ export function parseNetwork(o: KubeObject, type: NetworkType): Network {
     name: md.name,
     resourceVersion: md.resourceVersion,
     annotations: o.metadata.annotations,
+    ...(lastWrite !== undefined ? { lastWriteMs: lastWrite } : {}),
     raw: o,
     ...(md.namespace !== undefined ? { namespace: md.namespace } : {}),
   };
@@ -250,6 +257,18 @@ export function parseNetwork(o: KubeObject, type: NetworkType): Network {
   const problems = [v4, v6].filter((p): p is string => typeof p === 'string');
   if (problems.length > 0) return { ...base, problem: problems.join('; ') };
   return { ...base, ...(v4 ? { v4: v4 as Pool } : {}), ...(v6 ? { v6: v6 as Pool } : {}) };
+}
+
+/** The newest `time` of managedFields entries, in ms; undefined when there is none. */
+function lastWriteMs(entries: unknown): number | undefined {
+  if (!Array.isArray(entries)) return undefined;
+  let newest: number | undefined;
+  for (const e of entries) {
+    const t = (e as { time?: unknown } | null)?.time;
+    const ms = typeof t === 'string' ? Date.parse(t) : Number.NaN;
+    if (Number.isFinite(ms) && (newest === undefined || ms > newest)) newest = ms;
+  }
+  return newest;
 }
 
 /** Whether bit i of a pool may ever be cleared by twopass: in range, not reserved, inside the allocation pool. */

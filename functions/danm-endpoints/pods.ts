@@ -84,8 +84,21 @@ function namespaceOfId(id: string): string | undefined {
   return parts[0] === 'ClusterNetwork' ? undefined : parts[1];
 }
 
-/** For a network id: why a pod may be in CNI ADD on it (so its unheld bits must stay), or undefined. */
-export type SetUpCheck = (netId: string) => string | undefined;
+/**
+ * For a network id (and when the server last wrote a change to it): why a pod may be in CNI
+ * ADD on it (so its unheld bits must stay), or undefined.
+ */
+export type SetUpCheck = (netId: string, lastWriteMs?: number) => string | undefined;
+
+/**
+ * How far apart the API servers' clocks may be (a network written through one, a pod created
+ * through another): a pod counts as created after a network's last write only when its
+ * creationTimestamp is later by more than this (the default of `serverSkewSeconds`).
+ */
+export const SERVER_SKEW_MS = 60_000;
+
+/** Why a pod protects a network's unheld bits, and when the earliest such pod was created. */
+type Protection = { why: string; createdMs: number };
 
 /**
  * Networks on which a live pod is being set up: it asks for the network but has no DanmEp
@@ -95,12 +108,22 @@ export type SetUpCheck = (netId: string) => string | undefined;
  * reach: the networks of its namespace and every ClusterNetwork. Bits of these networks
  * are never cleared. `existing`: the network ids of the same complete snapshot (exact
  * default resolution); without it every candidate default counts.
+ *
+ * But DANM sets a bit only by writing the network: a pod created after the network's last
+ * write (by more than `skew`, both on the server's clock) has set no bit there, whatever it
+ * waits for (an ADD refused on a pool with no free address writes nothing). Such pods do not
+ * protect the network, so that leaked bits that exhausted a pool can go while the pods that
+ * wait for an address stay pending; a pod whose time cannot be read, or a network whose last
+ * write is unknown, protects as before.
  */
 export function networksBeingSetUp(
   pods: readonly KubeObject[],
   endpoints: readonly Endpoint[],
   existing?: ReadonlySet<string>,
+  skew: number = SERVER_SKEW_MS,
 ): SetUpCheck {
+  // a skew that is not a number (settings not validated) must never switch the guard off
+  const skewMs = Number.isFinite(skew) && skew >= 0 ? skew : SERVER_SKEW_MS;
   // DanmEps per pod and network: a pod may ask for several interfaces on one network, and
   // each is set up by its own CNI ADD (its bit set before its DanmEp is written).
   const has = new Map<string, number>();
@@ -108,44 +131,55 @@ export function networksBeingSetUp(
     const k = `${e.podUID}|${networkId(e.networkType, e.namespace, e.network)}`;
     has.set(k, (has.get(k) ?? 0) + 1);
   }
-  const ids = new Map<string, string>();
-  const namespaces = new Map<string, string>();
-  let cluster: string | undefined;
+  const ids = new Map<string, Protection>();
+  const namespaces = new Map<string, Protection>();
+  let cluster: Protection | undefined;
+  // the earliest-created pod of each scope says why: it is the last to stop protecting
+  const keep = (m: Map<string, Protection>, k: string, p: Protection) => {
+    const cur = m.get(k);
+    if (!cur || p.createdMs < cur.createdMs) m.set(k, p);
+  };
   // Terminating pods count too: a pod deleted right after it was scheduled may still be in CNI ADD.
   for (const p of pods) {
     const req = requestedNetworks(p, existing);
     const ns = p.metadata.namespace ?? '';
     const who = () => `pod ${ns}/${p.metadata.name}`;
+    const created = Date.parse(String(p.metadata.creationTimestamp ?? ''));
+    // no readable time: it protects, whatever the network's last write
+    const createdMs = Number.isFinite(created) ? created : Number.NEGATIVE_INFINITY;
     if (req.kind === 'unreadable') {
-      const why = `${who()} may be set up on any network it can reach (${req.reason})`;
-      if (!namespaces.has(ns)) namespaces.set(ns, why);
-      cluster ??= why;
+      const why = { why: `${who()} may be set up on any network it can reach (${req.reason})`, createdMs };
+      keep(namespaces, ns, why);
+      if (!cluster || createdMs < cluster.createdMs) cluster = why;
       continue;
     }
     if (req.kind === 'default') {
       if (defaultCandidates(ns).some((id) => has.has(`${p.metadata.uid}|${id}`))) continue;
       for (const n of req.ids)
-        if (!ids.has(n)) ids.set(n, `${who()} is being set up on its default network (no DanmEp yet)`);
+        keep(ids, n, { why: `${who()} is being set up on its default network (no DanmEp yet)`, createdMs });
       continue;
     }
     const asked = new Map<string, number>();
     for (const n of req.ids) asked.set(n, (asked.get(n) ?? 0) + 1);
     for (const [n, want] of asked) {
       const got = has.get(`${p.metadata.uid}|${n}`) ?? 0;
-      if (got >= want || ids.has(n)) continue;
-      ids.set(
-        n,
-        want === 1
-          ? `${who()} is being set up on it (no DanmEp yet)`
-          : `${who()} is being set up on it (${got} of its ${want} DanmEps there so far)`,
-      );
+      if (got >= want) continue;
+      keep(ids, n, {
+        why:
+          want === 1
+            ? `${who()} is being set up on it (no DanmEp yet)`
+            : `${who()} is being set up on it (${got} of its ${want} DanmEps there so far)`,
+        createdMs,
+      });
     }
   }
   has.clear(); // the check below closes over this scope: drop what it does not read
-  return (netId) => {
-    const direct = ids.get(netId);
+  const protects = (p: Protection | undefined, lastWriteMs: number | undefined) =>
+    p !== undefined && (lastWriteMs === undefined || p.createdMs <= lastWriteMs + skewMs) ? p.why : undefined;
+  return (netId, lastWriteMs) => {
+    const direct = protects(ids.get(netId), lastWriteMs);
     if (direct !== undefined) return direct;
     const ns = namespaceOfId(netId);
-    return ns === undefined ? cluster : namespaces.get(ns);
+    return protects(ns === undefined ? cluster : namespaces.get(ns), lastWriteMs);
   };
 }

@@ -154,8 +154,11 @@ export class KubeHttpClient implements KubeClient {
           });
           const page = proof.page(body, cont);
           for (const item of page.items) {
-            // Never read by twopass, and often the largest part of an object's metadata.
-            delete (item.metadata as { managedFields?: unknown }).managedFields;
+            // Often the largest part of an object's metadata; read only for the last write's time.
+            const md = item.metadata as { managedFields?: unknown };
+            const last = options.lastWriteTime ? lastWriteOf(md.managedFields) : undefined;
+            if (last !== undefined) md.managedFields = [{ time: last }];
+            else delete md.managedFields;
             items.push(view(item));
           }
           this.opts.onPage?.({ what, pages: proof.pages, items: items.length });
@@ -427,4 +430,20 @@ export class KubeHttpClient implements KubeClient {
 function notKubernetesLike(err: unknown): boolean {
   if (err instanceof ProofError) return true;
   return err instanceof KubeApiError && (err.status === 404 || err.reason === 'BadBody');
+}
+
+/** The newest `time` of an object's managedFields entries (the last write that changed it), if any. */
+function lastWriteOf(entries: unknown): string | undefined {
+  if (!Array.isArray(entries)) return undefined;
+  let newest: string | undefined;
+  let newestMs = Number.NEGATIVE_INFINITY;
+  for (const e of entries) {
+    const t = (e as { time?: unknown } | null)?.time;
+    const ms = typeof t === 'string' ? Date.parse(t) : Number.NaN;
+    if (Number.isFinite(ms) && ms > newestMs) {
+      newest = t as string;
+      newestMs = ms;
+    }
+  }
+  return newest;
 }

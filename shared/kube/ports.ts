@@ -10,6 +10,11 @@ export type ListOptions<T = KubeObject> = Readonly<{
   fieldSelector?: string;
   /** Ask for PartialObjectMetadataList: items carry only metadata. */
   metadataOnly?: boolean;
+  /**
+   * Keep of `metadata.managedFields` only the time of the object's last write that changed it
+   * (the newest entry's `time`, as `[{ time }]`); otherwise managedFields are dropped.
+   */
+  lastWriteTime?: boolean;
   pageSize?: number;
   signal?: AbortSignal;
   /**

@@ -11,6 +11,7 @@ import type { KubeHttpClient } from '../../shared/kube/client.ts';
 import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
 import {
   allocated,
+  createEndpoint,
   createNetwork,
   createPod,
   createPodObject,
@@ -254,5 +255,64 @@ export function danmPluginScenarios(label: string, getTarget: () => Promise<Kube
     assert.equal(await bits(kube, ns), ['10.10.10.0', '10.10.10.11', '10.10.10.255']);
   });
 
+  it('a pool exhausted by leaked bits: a pod created after the last allocation waits for an address (its ADD writes nothing); the leaks go, it gets one', async (t, kube) => {
+    const ns = await t.namespace();
+    // a small pool: .10-.13, the .0 network and .255 broadcast reserved
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', [], {
+      allocation_pool: { start: '10.10.10.10', end: '10.10.10.13', lastIp: '' },
+    });
+    const live = await danmPlugin.add(kube, await createPod(kube, ns, 'app-0'), 'test-net1'); // .10
+    for (let i = 0; i < 3; i++) await danmPlugin.allocate(kube, ns, 'test-net1'); // ADDs that timed out: .11-.13
+    // the servers' clocks agree here: a skew of 1 s, and the pod comes 2.5 s after the last write
+    await new Promise((r) => setTimeout(r, 2500));
+    const waiting = await createPod(kube, ns, 'app-1');
+    const refused = await danmPlugin.add(kube, waiting, 'test-net1').then(
+      () => 'added',
+      (e: Error) => e.message,
+    );
+    assert.match(refused, /exhausted/, 'DANM refuses the ADD and writes nothing');
+    const r = danmRunner(t.options, [ns], Date.now() + MIN, {
+      'danm-endpoints': { settings: { serverSkewSeconds: 1 } },
+    });
+    const first = await r.run();
+    assert.equal(first.deleted, []);
+    assert.not.ok(
+      r.events('target.indeterminate').some((e) => /app-1 is being set up/.test(String(e.reason))),
+      'the waiting pod holds back nothing: it was created after the network was last written',
+    );
+    r.now += 11 * MIN;
+    const res = await r.run();
+    assert.is(res.deleted.length, 3, JSON.stringify(r.events('target.indeterminate')));
+    assert.equal(await bits(kube, ns), ['10.10.10.0', '10.10.10.10', '10.10.10.255']);
+    // the kubelet's next try: the first free address
+    const got = await danmPlugin.add(kube, waiting, 'test-net1');
+    assert.is((got.spec as { Interface: { Address: string } }).Interface.Address, '10.10.10.11/24');
+    assert.ok(await epOf(kube, live));
+  });
+
+  it('a pod created before (or within the skew of) the last allocation still protects the unheld bits: its ADD may have set one', async (t, kube) => {
+    const ns = await t.namespace();
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', [], pool);
+    const pod = await createPod(kube, ns, 'app-0');
+    await danmPlugin.allocate(kube, ns, 'test-net1'); // its ADD in flight: the bit, no DanmEp yet
+    const r = danmRunner(t.options, [ns], Date.now() + MIN, {
+      'danm-endpoints': { settings: { serverSkewSeconds: 1 } },
+    });
+    await r.run();
+    r.now += 11 * MIN;
+    assert.equal((await r.run()).deleted, []);
+    assert.ok(
+      r.events('target.indeterminate').some((e) => /app-0 is being set up/.test(String(e.reason))),
+      'indeterminate, and says why',
+    );
+    assert.ok((await bits(kube, ns)).includes('10.10.10.10'));
+    await createEndpointFor(kube, pod);
+  });
+
   run();
+}
+
+/** The ADD in flight finishes: the DanmEp on the address it set. */
+async function createEndpointFor(kube: KubeHttpClient, pod: KubeObject): Promise<void> {
+  await createEndpoint(kube, pod, 'test-net1', '10.10.10.10/24');
 }

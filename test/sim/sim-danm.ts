@@ -308,6 +308,22 @@ export const DANM_SCRIPTS: Script<DanmWorld>[] = [
     },
     mustReclaim: true,
   },
+  {
+    name: 'a pool exhausted by leaked bits: a pod created later waits for an address (its ADD writes nothing); the leaks go and it gets one',
+    incident: 'DANM exhaustion: an ADD refused on a full pool is not in flight',
+    minutes: 45,
+    intervalMinutes: 5,
+    setup: five,
+    at: {
+      1: (w) => w.exhaust(),
+      4: (w, now) => void w.createPod('waiting-0', now, 0),
+    },
+    expect: (w) =>
+      w.eps().some((e) => (e.spec as { Pod: string }).Pod === 'waiting-0')
+        ? []
+        : ['the pod that waited for an address never got one (the leaked bits were never reclaimed)'],
+    mustReclaim: true,
+  },
 ];
 
 import { R } from '../../shared/sandbox/scenarios/danm.ts';

@@ -177,6 +177,7 @@ export class FakeStore {
     md.creationTimestamp ??= this.now()
       .toISOString()
       .replace(/\.\d{3}Z$/, 'Z');
+    md.managedFields = written(this.now());
     md.resourceVersion = this.nextRv();
     obj.apiVersion = ref.group === '' ? ref.version : `${ref.group}/${ref.version}`;
     obj.kind = ref.kind;
@@ -208,9 +209,14 @@ export class FakeStore {
     obj.apiVersion = current.apiVersion!;
     obj.kind = current.kind!;
     obj.metadata.resourceVersion = current.metadata.resourceVersion;
+    if (current.metadata.managedFields !== undefined)
+      obj.metadata.managedFields = current.metadata.managedFields;
+    else delete obj.metadata.managedFields;
     // Like the real server, an update that changes nothing keeps the resourceVersion.
     if (JSON.stringify(sortKeys(obj)) === JSON.stringify(sortKeys(current))) return current;
     obj.metadata.resourceVersion = this.nextRv();
+    // and one that changes something stamps its manager's entry with the time (seconds)
+    obj.metadata.managedFields = written(this.now());
     const stored = deepFreeze(obj);
     this.bucket(ref).set(this.id(ref, current.metadata.namespace, current.metadata.name), stored);
     return stored;
@@ -416,4 +422,12 @@ function applyJsonPatchOp(
     default:
       throw new FakeApiError(400, 'BadRequest', `json patch operation ${String(op.op)} is not supported`);
   }
+}
+
+/**
+ * The managedFields the real server keeps, reduced to what is read of them: the time of the
+ * last write that changed the object (RFC 3339, whole seconds), under one manager.
+ */
+function written(now: Date): unknown[] {
+  return [{ manager: 'fake', operation: 'Update', time: now.toISOString().replace(/\.\d{3}Z$/, 'Z') }];
 }

@@ -222,7 +222,8 @@ export class DanmWorld extends SimKubeWorld implements World {
     // CNI ADD, one per interface: the bit first, the DanmEp later.
     for (let leg = 0; leg < legs; leg++) {
       const delay = addDelayMs + (leg === 0 ? 0 : (opts.eth1DelayMs ?? MIN));
-      if (!this.cniAdd(pod, `eth${leg}`, now, delay)) return pod; // pool exhausted: the pod has no address
+      // pool exhausted: DANM's ADD fails writing nothing, and the kubelet tries again every minute
+      if (!this.cniAdd(pod, `eth${leg}`, now, delay)) this.retryAdd(pod, `eth${leg}`, now + MIN);
     }
     return pod;
   }
@@ -270,6 +271,20 @@ export class DanmWorld extends SimKubeWorld implements World {
       finish(); // a fast CNI ADD: done before anything else happens
     else this.later(now + delayMs, finish);
     return true;
+  }
+
+  /** The kubelet's next try of an ADD that found no free address, while the pod lives. */
+  private retryAdd(pod: KubeObject, iface: string, at: number): void {
+    this.later(at, () => {
+      const cur = this.kube.store.tryGet(PODS, NS, pod.metadata.name) as KubeObject | undefined;
+      if (cur?.metadata.uid !== pod.metadata.uid) return;
+      if (!this.cniAdd(pod, iface, at, 0)) this.retryAdd(pod, iface, at + MIN);
+    });
+  }
+
+  /** Sets every free bit of the pool, as leaks do over time (ADDs abandoned on dead nodes). */
+  exhaust(): void {
+    for (let i = this.firstFree(); i >= 0; i = this.firstFree()) this.writeBit(i, true);
   }
 
   /**

@@ -1,0 +1,62 @@
+/**
+ * A pod being set up protects its network's unheld bits (decision 0004), except where it
+ * cannot have set one: created after the network's last write (DANM sets a bit only by
+ * writing the network), by more than the servers' clock skew.
+ */
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { networksBeingSetUp } from '../../functions/danm-endpoints/pods.ts';
+import type { KubeObject } from '../../shared/kube/resources.ts';
+
+const NET = 'DanmNet/ns/net';
+const pod = (name: string, created?: string, asks = '[{"network":"net"}]'): KubeObject => ({
+  metadata: {
+    name,
+    namespace: 'ns',
+    uid: `uid-${name}`,
+    resourceVersion: '1',
+    ...(created ? { creationTimestamp: created } : {}),
+    annotations: { 'danm.k8s.io/interfaces': asks },
+  },
+});
+const at = (iso: string) => Date.parse(iso);
+const WRITE = at('2026-12-06T08:00:00Z');
+
+test('a pod created after the network was last written (beyond the skew) protects nothing there', () => {
+  const check = networksBeingSetUp([pod('late-0', '2026-12-06T08:01:01Z')], [], undefined, 60_000);
+  assert.is(check(NET, WRITE), undefined);
+});
+
+test('within the skew, at the same second, or before the write: it protects', () => {
+  for (const t of ['2026-12-06T08:01:00Z', '2026-12-06T08:00:00Z', '2026-12-06T07:59:00Z']) {
+    const check = networksBeingSetUp([pod('p-0', t)], [], undefined, 60_000);
+    assert.match(String(check(NET, WRITE)), /pod ns\/p-0 is being set up on it/, t);
+  }
+});
+
+test('a network whose last write is unknown, a pod without a readable time, or a skew that is not a number: it protects', () => {
+  assert.ok(networksBeingSetUp([pod('a-0', '2026-12-06T09:00:00Z')], [], undefined, 60_000)(NET, undefined));
+  assert.ok(networksBeingSetUp([pod('b-0')], [], undefined, 60_000)(NET, WRITE));
+  assert.ok(networksBeingSetUp([pod('c-0', 'yesterday')], [], undefined, 60_000)(NET, WRITE));
+  // a skew that is not a number is the default (60 s), never "no protection"
+  assert.ok(networksBeingSetUp([pod('d-0', '2026-12-06T08:00:30Z')], [], undefined, Number.NaN)(NET, WRITE));
+});
+
+test('the earliest pod being set up decides: one old enough to have written keeps the protection', () => {
+  const check = networksBeingSetUp(
+    [pod('new-0', '2026-12-06T09:00:00Z'), pod('old-0', '2026-12-06T07:30:00Z')],
+    [],
+    undefined,
+    60_000,
+  );
+  assert.match(String(check(NET, WRITE)), /pod ns\/old-0/);
+});
+
+test('a pod whose request cannot be read protects its namespace unless created after the write', () => {
+  const late = networksBeingSetUp([pod('u-0', '2026-12-06T09:00:00Z', '{not json')], [], undefined, 60_000);
+  assert.is(late(NET, WRITE), undefined);
+  const early = networksBeingSetUp([pod('u-1', '2026-12-06T07:00:00Z', '{not json')], [], undefined, 60_000);
+  assert.match(String(early(NET, WRITE)), /may be set up on any network it can reach/);
+});
+
+test.run();
