@@ -417,7 +417,10 @@ export async function actPhase<R, W>(
       .catch((err) => x.side('state.save-failed', 'state.save', err));
   }
   const { deleted, deletedByKind, skipped, failed, held, unprovenByKind } = done;
+  const unproven = Object.keys(unprovenByKind).length > 0 ? { unprovenByKind } : {};
   const gone = done.alreadyGone.length > 0 ? { alreadyGone: done.alreadyGone } : {};
+  // what every ending of the act phase tells of it
+  const told = { deleted, deletedByKind, skipped, failed, held, ...gone };
   if (sink && lostWhile !== undefined) {
     const notStarted = failed.length;
     const made = deleted.length;
@@ -425,20 +428,9 @@ export async function actPhase<R, W>(
     sink.warn(
       `twopass: ${fn.name}: ${error}${made ? `; \`twopass restore ${fn.name} --run ${opts.run.runId}\` lists them` : ''}`,
     );
-    return {
-      outcome: 'failed',
-      exitCode: EXIT.error,
-      deleted,
-      deletedByKind,
-      skipped,
-      failed,
-      held,
-      error,
-      ...gone,
-    };
+    return { outcome: 'failed', exitCode: EXIT.error, ...told, error };
   }
   const bad = failed.length > 0;
-  const unproven = Object.keys(unprovenByKind).length > 0 ? { unprovenByKind } : {};
   if ((held.length > 0 || done.stopped) && !bad) {
     // Held in the act phase: what was deleted before the hold may already be in the
     // producer's memory, so a hold after deletions wants the operator (exit 1).
@@ -446,25 +438,15 @@ export async function actPhase<R, W>(
     return {
       outcome: 'held',
       exitCode: deleted.length > 0 ? EXIT.error : EXIT.ok,
-      deleted,
-      deletedByKind,
-      skipped,
-      failed,
-      held,
+      ...told,
       error,
       ...unproven,
-      ...gone,
     };
   }
   return {
     outcome: bad ? 'failed' : 'ok',
     exitCode: bad ? EXIT.error : EXIT.ok,
-    deleted,
-    deletedByKind,
-    skipped,
-    failed,
-    held,
+    ...told,
     ...unproven,
-    ...gone,
   };
 }
