@@ -290,10 +290,13 @@ export function danmPluginScenarios(label: string, getTarget: () => Promise<Kube
     assert.ok(await epOf(kube, live));
   });
 
-  it('a pod created before (or within the skew of) the last allocation still protects the unheld bits: its ADD may have set one', async (t, kube) => {
+  it("a pod created before the network's last write (the server stamps the ADD's write) still protects the unheld bits: its ADD may have set one", async (t, kube) => {
     const ns = await t.namespace();
     await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', [], pool);
+    // seconds apart, so that only the server's stamp of the ADD's write can keep the pod protecting
+    await new Promise((r) => setTimeout(r, 2500));
     const pod = await createPod(kube, ns, 'app-0');
+    await new Promise((r) => setTimeout(r, 2500));
     await danmPlugin.allocate(kube, ns, 'test-net1'); // its ADD in flight: the bit, no DanmEp yet
     const r = danmRunner(t.options, [ns], Date.now() + MIN, {
       'danm-endpoints': { settings: { serverSkewSeconds: 1 } },
