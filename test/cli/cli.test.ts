@@ -93,7 +93,7 @@ test('bad arguments and config exit 2 with a message that names the key', () => 
   const bad: [string, RegExp][] = [
     [
       'functions:\n  danm-endpoints:\n    settings:\n      namespace: [default]\n',
-      /`functions\.danm-endpoints\.settings`: unknown key\(s\) `namespace` \(known: namespaces, group, pageSize\)/,
+      /`functions\.danm-endpoints\.settings`: unknown key\(s\) `namespace` \(known: namespaces, group, pageSize, serverSkewSeconds\)/,
     ],
     [
       'functions:\n  whereabouts-ips:\n    settings:\n      namespaces: default\n',
