@@ -2,7 +2,12 @@
  * DANM objects as twopass reads them: DanmEps and the three network kinds.
  * Parsing never throws; a malformed object comes back with the reason.
  */
-import type { KubeObject, ObjectIdentity, ResourceRef } from '../../shared/kube/resources.ts';
+import {
+  type KubeObject,
+  lastWriteMs,
+  type ObjectIdentity,
+  type ResourceRef,
+} from '../../shared/kube/resources.ts';
 import {
   type Address,
   type Cidr,
@@ -257,18 +262,6 @@ export function parseNetwork(o: KubeObject, type: NetworkType): Network {
   const problems = [v4, v6].filter((p): p is string => typeof p === 'string');
   if (problems.length > 0) return { ...base, problem: problems.join('; ') };
   return { ...base, ...(v4 ? { v4: v4 as Pool } : {}), ...(v6 ? { v6: v6 as Pool } : {}) };
-}
-
-/** The newest `time` of managedFields entries, in ms; undefined when there is none. */
-function lastWriteMs(entries: unknown): number | undefined {
-  if (!Array.isArray(entries)) return undefined;
-  let newest: number | undefined;
-  for (const e of entries) {
-    const t = (e as { time?: unknown } | null)?.time;
-    const ms = typeof t === 'string' ? Date.parse(t) : Number.NaN;
-    if (Number.isFinite(ms) && (newest === undefined || ms > newest)) newest = ms;
-  }
-  return newest;
 }
 
 /** Whether bit i of a pool may ever be cleared by twopass: in range, not reserved, inside the allocation pool. */

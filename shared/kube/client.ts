@@ -13,7 +13,14 @@ import type {
   Preconditions,
 } from './ports.ts';
 import { checkDiscovery, checkObject, compareResourceVersions, ListProof, ProofError } from './proof.ts';
-import { collectionPath, describe, type KubeObject, objectPath, type ResourceRef } from './resources.ts';
+import {
+  collectionPath,
+  describe,
+  type KubeObject,
+  lastWriteMs,
+  objectPath,
+  type ResourceRef,
+} from './resources.ts';
 
 const METADATA_ACCEPT = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json';
 
@@ -156,8 +163,8 @@ export class KubeHttpClient implements KubeClient {
           for (const item of page.items) {
             // Often the largest part of an object's metadata; read only for the last write's time.
             const md = item.metadata as { managedFields?: unknown };
-            const last = options.lastWriteTime ? lastWriteOf(md.managedFields) : undefined;
-            if (last !== undefined) md.managedFields = [{ time: last }];
+            const last = options.lastWriteTime ? lastWriteMs(md.managedFields) : undefined;
+            if (last !== undefined) md.managedFields = [{ time: new Date(last).toISOString() }];
             else delete md.managedFields;
             items.push(view(item));
           }
@@ -430,20 +437,4 @@ export class KubeHttpClient implements KubeClient {
 function notKubernetesLike(err: unknown): boolean {
   if (err instanceof ProofError) return true;
   return err instanceof KubeApiError && (err.status === 404 || err.reason === 'BadBody');
-}
-
-/** The newest `time` of an object's managedFields entries (the last write that changed it), if any. */
-function lastWriteOf(entries: unknown): string | undefined {
-  if (!Array.isArray(entries)) return undefined;
-  let newest: string | undefined;
-  let newestMs = Number.NEGATIVE_INFINITY;
-  for (const e of entries) {
-    const t = (e as { time?: unknown } | null)?.time;
-    const ms = typeof t === 'string' ? Date.parse(t) : Number.NaN;
-    if (Number.isFinite(ms) && ms > newestMs) {
-      newest = t as string;
-      newestMs = ms;
-    }
-  }
-  return newest;
 }

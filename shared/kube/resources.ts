@@ -116,3 +116,15 @@ export const DEPLOYMENTS: ResourceRef = {
   kind: 'Deployment',
   namespaced: true,
 };
+
+/** When the server last wrote a change to an object: the newest `time` of its managedFields, in ms. */
+export function lastWriteMs(managedFields: unknown): number | undefined {
+  if (!Array.isArray(managedFields)) return undefined;
+  let newest: number | undefined;
+  for (const e of managedFields) {
+    const t = (e as { time?: unknown } | null)?.time;
+    const ms = typeof t === 'string' ? Date.parse(t) : Number.NaN;
+    if (Number.isFinite(ms) && (newest === undefined || ms > newest)) newest = ms;
+  }
+  return newest;
+}

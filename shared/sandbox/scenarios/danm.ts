@@ -242,28 +242,7 @@ export const danmPlugin = {
     network: string,
     kind: NetworkType = 'DanmNet',
   ): Promise<string> {
-    return writeNetwork(kube, ns, network, kind, (opts, cidr, bits) => {
-      const start = opts.allocation_pool?.start
-        ? parseAddress(opts.allocation_pool.start)!.value
-        : cidr.network + 1n;
-      const end = opts.allocation_pool?.end
-        ? parseAddress(opts.allocation_pool.end)!.value
-        : cidr.network + cidr.size - 2n;
-      for (let a = start; a <= end; a++) {
-        const i = Number(a - cidr.network);
-        if (bits.isSet(i)) continue;
-        const address = formatAddress(4, a);
-        return {
-          opts: {
-            ...opts,
-            alloc: bits.with(i, true).encode(),
-            allocation_pool: { ...(opts.allocation_pool ?? {}), lastIp: withPrefix(opts.cidr, address) },
-          },
-          out: address,
-        };
-      }
-      throw new Error(`${kind} ${network}: the pool is exhausted`);
-    });
+    return (await allocateOne(kube, ns, network, kind)).address;
   },
   /** A whole ADD: the bit, then the DanmEp. */
   async add(
@@ -273,16 +252,8 @@ export const danmPlugin = {
     kind: NetworkType = 'DanmNet',
     iface = 'eth0',
   ): Promise<KubeObject> {
-    const ns = pod.metadata.namespace!;
-    const address = await danmPlugin.allocate(kube, ns, network, kind);
-    return createEndpoint(
-      kube,
-      pod,
-      network,
-      withPrefix(await networkCidr(kube, ns, network, kind), address),
-      iface,
-      kind,
-    );
+    const { prefixed } = await allocateOne(kube, pod.metadata.namespace!, network, kind);
+    return createEndpoint(kube, pod, network, prefixed, iface, kind);
   },
   /** A DEL: the bit first, then the DanmEp (already gone is fine: a DEL is retried). */
   async del(kube: KubeClient, ep: KubeObject, kind: NetworkType = 'DanmNet'): Promise<void> {
@@ -315,9 +286,35 @@ export const danmPlugin = {
   },
 };
 
-async function networkCidr(kube: KubeClient, ns: string, name: string, kind: NetworkType): Promise<string> {
-  const net = await kube.get(R[kind], kind === 'ClusterNetwork' ? undefined : ns, name);
-  return (net!.spec as { Options: { cidr: string } }).Options.cidr;
+/** The first free address of the pool, its bit set, with and without its prefix. */
+function allocateOne(
+  kube: KubeClient,
+  ns: string,
+  network: string,
+  kind: NetworkType,
+): Promise<{ address: string; prefixed: string }> {
+  return writeNetwork(kube, ns, network, kind, (opts, cidr, bits) => {
+    const start = opts.allocation_pool?.start
+      ? parseAddress(opts.allocation_pool.start)!.value
+      : cidr.network + 1n;
+    const end = opts.allocation_pool?.end
+      ? parseAddress(opts.allocation_pool.end)!.value
+      : cidr.network + cidr.size - 2n;
+    for (let a = start; a <= end; a++) {
+      const i = Number(a - cidr.network);
+      if (bits.isSet(i)) continue;
+      const address = formatAddress(4, a);
+      return {
+        opts: {
+          ...opts,
+          alloc: bits.with(i, true).encode(),
+          allocation_pool: { ...(opts.allocation_pool ?? {}), lastIp: withPrefix(opts.cidr, address) },
+        },
+        out: { address, prefixed: withPrefix(opts.cidr, address) },
+      };
+    }
+    throw new Error(`${kind} ${network}: the pool is exhausted`);
+  });
 }
 
 /** The smallest leak: DanmNet test-net1 (10.10.10.0/24) with `ip` set, held by a DanmEp whose pod was force-deleted. */

@@ -3,7 +3,7 @@
  * re-created under the same name), the CNI plugin as real DANM v4.3.0 behaves
  * (producers.md): ADD sets the bit first-fit, then writes the DanmEp after a delay;
  * DEL clears the bit first, then removes the DanmEp (sometimes it never runs); every
- * network write a full PUT on the resourceVersion read, retried on a conflict; an ADD
+ * network write a full PUT on the resourceVersion read; an ADD
  * that times out leaves its bit for good (the retry takes another address); a node
  * back without containerd's state re-ADDs its pods under the same UIDs (DANM deletes
  * their old DanmEps itself, bit first). DanmEps are named by UUIDs equal to EndpointID,
@@ -66,10 +66,6 @@ export class DanmWorld extends SimKubeWorld implements World {
     for (const [add, owner] of this.adds) if (owner === uid) this.adds.delete(add);
     for (const [i, owner] of this.inflight) if (owner === uid) this.inflight.delete(i);
   }
-  /** ADDs refused for want of a free address (the pod then waits with none). */
-  exhausted = 0;
-  /** Network writes of the producer that met a conflict (the cleaner wrote in between) and were retried. */
-  producerConflicts = 0;
   /** The address index of each DanmEp a cleaner deleted, by pod name. */
   private readonly deletedAddress = new Map<string, number>();
 
@@ -127,36 +123,25 @@ export class DanmWorld extends SimKubeWorld implements World {
   }
 
   /**
-   * One network write as DANM makes it: the whole network PUT on the resourceVersion it read;
-   * a conflict reads again and retries. `read` is what the producer read before (the cleaner
-   * may have written since): its PUT then conflicts, as on a real API server.
+   * One network write as DANM makes it: the whole network PUT on the resourceVersion just read
+   * (the store refuses a stale one; here nothing can write between the read and the PUT).
    */
-  private writeBit(i: number, value: boolean, read: KubeObject = this.net()): void {
-    let net = read;
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const spec = net.spec as { Options: Record<string, unknown> };
-      const alloc = Bitmap.decode(String(spec.Options.alloc), CIDR) as Bitmap;
-      const lastIp = value
-        ? {
-            allocation_pool: {
-              ...(spec.Options.allocation_pool as object),
-              lastIp: `${formatAddress(4, CIDR.network + BigInt(i))}/26`,
-            },
-          }
-        : {};
-      try {
-        this.kube.store.update(this.ref, this.netNs, this.layout.name, {
-          ...net,
-          spec: { ...spec, Options: { ...spec.Options, alloc: alloc.with(i, value).encode(), ...lastIp } },
-        });
-        return;
-      } catch (err) {
-        if ((err as { code?: number }).code !== 409) throw err;
-        this.producerConflicts++;
-        net = this.net();
-      }
-    }
-    throw new Error('the producer met five conflicts in a row');
+  private writeBit(i: number, value: boolean): void {
+    const net = this.net();
+    const spec = net.spec as { Options: Record<string, unknown> };
+    const alloc = Bitmap.decode(String(spec.Options.alloc), CIDR) as Bitmap;
+    const lastIp = value
+      ? {
+          allocation_pool: {
+            ...(spec.Options.allocation_pool as object),
+            lastIp: `${formatAddress(4, CIDR.network + BigInt(i))}/26`,
+          },
+        }
+      : {};
+    this.kube.store.update(this.ref, this.netNs, this.layout.name, {
+      ...net,
+      spec: { ...spec, Options: { ...spec.Options, alloc: alloc.with(i, value).encode(), ...lastIp } },
+    });
   }
 
   /** First-fit from the pool's start, as DANM allocates (it cannot parse the lastIp it wrote). */
@@ -231,10 +216,7 @@ export class DanmWorld extends SimKubeWorld implements World {
   /** One CNI ADD of an interface: the bit (first-fit), then the DanmEp `delayMs` later. False: the pool is exhausted. */
   private cniAdd(pod: KubeObject, iface: string, now: number, delayMs: number): boolean {
     const idx = this.firstFree();
-    if (idx < 0) {
-      this.exhausted++;
-      return false;
-    }
+    if (idx < 0) return false;
     this.writeBit(idx, true);
     this.inflight.set(idx, pod.metadata.uid);
     const add = ++this.addSeq;
