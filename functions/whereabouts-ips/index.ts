@@ -18,7 +18,7 @@ import {
   type Settings,
   whereaboutsIpsSettings,
 } from './kinds.ts';
-import { GROUP, IPPOOLS, parsePool, parseReservation, RESERVATIONS } from './model.ts';
+import { GROUP, IPPOOLS, parsePool, parseReservation, RESERVATIONS, type Reservation } from './model.ts';
 
 export { judge } from './kinds.ts';
 export const NAME = 'whereabouts-ips';
@@ -66,7 +66,7 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
   ctx.source('pods', 'evidence', podList);
   const pods = new Map<string, PodView>(podList.items);
 
-  const byIp = new Map<string, { id: string; podref: string }[]>(); // allocations by IP, across pools
+  const byIp = new Map<string, { id: string; podref: string; ifname: string }[]>(); // allocations by IP, across pools
   const parsedPools = pools.items;
   for (const pool of parsedPools)
     for (const a of pool.allocations)
@@ -75,10 +75,9 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
         if (held) held.push(a);
         else byIp.set(a.ip, [a]);
       }
-  const resvByIp = new Map<string, { containerid: string; podref: string }>();
+  const resvByIp = new Map<string, Reservation>();
   const parsedResvs = resvs?.items ?? [];
-  for (const r of parsedResvs)
-    if (r.ip && !r.problem) resvByIp.set(r.ip.text, { containerid: r.containerid, podref: r.podref });
+  for (const r of parsedResvs) if (r.ip && !r.problem) resvByIp.set(r.ip.text, r);
 
   for (const pool of parsedPools) {
     if (!inScope(pool.namespace)) continue;
@@ -116,9 +115,9 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
         },
       });
       const r = resvByIp.get(a.ip);
-      if (r && (r.containerid !== a.id || r.podref !== a.podref)) {
+      if (r && !agree(a, r)) {
         v.indeterminate(
-          `allocation (${a.id}, ${a.podref}) and reservation (${r.containerid}, ${r.podref}) of ${a.ip} disagree`,
+          `allocation (${a.id}, ${a.podref}, ${a.ifname || '-'}) and reservation (${r.containerid || '-'}, ${r.podref}, ${r.ifname || '-'}) of ${a.ip} disagree`,
         );
         continue;
       }
@@ -152,7 +151,7 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
       },
     });
     const allocs = byIp.get(r.ip.text) ?? [];
-    if (allocs.some((a) => a.id !== r.containerid || a.podref !== r.podref)) {
+    if (allocs.some((a) => !agree(a, r))) {
       v.indeterminate(`reservation and allocation of ${r.ip.text} disagree`);
       continue;
     }
@@ -160,6 +159,18 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
     if (j === 'used') v.used();
     else if (j !== 'unused') v.indeterminate(j.indeterminate);
   }
+}
+
+/**
+ * Whether an allocation and the reservation of its address name the same holder. whereabouts
+ * writes a reservation with podref and ifname only (v0.9: no container id; a re-created pod of
+ * the same name takes its allocation over with a new container id and keeps the reservation),
+ * so the container id is compared only where a reservation carries one.
+ */
+function agree(a: { id: string; podref: string; ifname: string }, r: Reservation): boolean {
+  if (a.podref !== r.podref) return false;
+  if (r.containerid !== '' && r.containerid !== a.id) return false;
+  return r.ifname === '' || a.ifname === '' || r.ifname === a.ifname;
 }
 
 export const whereaboutsIps = defineFunction<

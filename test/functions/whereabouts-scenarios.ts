@@ -209,29 +209,32 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
     assert.is(now[offsetOf(RANGE, '192.168.2.51')]?.id, c, "the new pod's allocation is untouched");
   });
 
-  it('reservations: an orphan goes; one that disagrees with its allocation is indeterminate', async (t, kube) => {
+  it('reservations as whereabouts writes them (podref and ifname, no container id): an orphan goes with its allocation; one that names another pod than its allocation is indeterminate', async (t, kube) => {
     const ns = await t.namespace();
     const id = containerId();
     await createPool(kube, ns, 'pool', RANGE, {
       '192.168.2.30': { id, podref: `${ns}/a-0` },
       '192.168.2.31': { id: containerId(), podref: `${ns}/b-0` },
+      '192.168.2.40': { id: containerId(), podref: `${ns}/gone-0` },
     });
     await createPodWithStatus(kube, ns, 'a-0', ['192.168.2.30']);
     await createPodWithStatus(kube, ns, 'b-0', ['192.168.2.31']);
-    await createReservation(kube, ns, '192.168.2.30', { id, podref: `${ns}/a-0` });
-    const orphan = await createReservation(kube, ns, '192.168.2.40', {
-      id: containerId(),
-      podref: `${ns}/gone-0`,
-    });
-    const odd = await createReservation(kube, ns, '192.168.2.31', { id: containerId(), podref: `${ns}/b-0` });
+    await createReservation(kube, ns, '192.168.2.30', { podref: `${ns}/a-0` });
+    const orphan = await createReservation(kube, ns, '192.168.2.40', { podref: `${ns}/gone-0` });
+    const odd = await createReservation(kube, ns, '192.168.2.31', { podref: `${ns}/c-0` });
     const r = runner(whereaboutsIps, t.options, [ns], Date.now() + MIN);
     await r.run();
     r.now += 6 * MIN;
     const res = await r.run();
-    assert.equal(res.deleted, [orphan.metadata.uid]);
+    assert.ok(res.deleted.includes(orphan.metadata.uid), JSON.stringify(res.deleted));
+    assert.ok(!(await kube.get(RESERVATIONS, ns, orphan.metadata.name)));
     assert.ok(await kube.get(RESERVATIONS, ns, odd.metadata.name));
     assert.ok(r.events('target.indeterminate').some((e) => String(e.reason).includes('disagree')));
-    assert.is(Object.keys(await allocations(kube, ns, 'pool')).length, 2);
+    assert.equal(
+      Object.keys(await allocations(kube, ns, 'pool')).sort(),
+      [offsetOf(RANGE, '192.168.2.30'), offsetOf(RANGE, '192.168.2.31')].sort(),
+      "the orphan's allocation went with its reservation; the disagreeing one stays",
+    );
   });
 
   it('a pool updated by someone else between re-check and patch: retried on the fresh pool, nothing wrong removed', async (t, kube) => {

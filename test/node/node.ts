@@ -14,13 +14,16 @@
  * are removed at stop.
  */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import {
   createWriteStream,
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
@@ -45,9 +48,28 @@ export function nodeAvailable(): string | undefined {
   return undefined;
 }
 
+/** What the node's CNI configuration is, made in the node's directory (conf_dir is `cni/`). */
+export type CniSetup = Readonly<{
+  /** File name in conf_dir to its content; the first by name is the network containerd uses. */
+  conf: (paths: { dir: string; kubeconfig: string; binDir: string }) => Record<string, string>;
+  /** Plugins beside Debian's in the one bin_dir containerd has (name to binary). */
+  plugins?: Readonly<Record<string, string>>;
+  /** Bridges the plugins make, removed at stop. */
+  bridges?: readonly string[];
+}>;
+
 export type Node = Readonly<{
   dir: string;
+  /** An admin kubeconfig on the host (127.0.0.1), as the CNI plugins use it. */
+  kubeconfig: string;
   ctr: (...args: string[]) => string;
+  /**
+   * The node is lost: the kubelet, containerd and the shims killed, the pods' network
+   * namespaces gone, containerd's state and the CNI caches wiped. No CNI DEL is ever called.
+   */
+  lose: () => Promise<void>;
+  /** The node comes back under the same name: containerd (images imported again), then the kubelet. */
+  restart: () => Promise<void>;
   /** Makes 10.88.0.1:`port` (the bridge's address) reach 127.0.0.1:`port` from the pods. */
   expose: (port: number) => void;
   stop: () => Promise<void>;
@@ -116,12 +138,52 @@ function pauseArchive(): string {
   return out;
 }
 
+/** The bridge plugin with host-local on `tp0`: the cluster network. */
+export function clusterNetwork(dir: string) {
+  return {
+    cniVersion: '0.4.0',
+    name: 'twopass-test',
+    plugins: [
+      {
+        type: 'bridge',
+        bridge: BRIDGE,
+        isGateway: true,
+        ipMasq: false,
+        ipam: {
+          type: 'host-local',
+          ranges: [[{ subnet: '10.88.0.0/16', gateway: BRIDGE_IP }]],
+          routes: [{ dst: '0.0.0.0/0' }],
+          dataDir: join(dir, 'ipam'),
+        },
+      },
+      { type: 'loopback' },
+    ],
+  };
+}
+const BRIDGE_ONLY: CniSetup = {
+  conf: ({ dir }) => ({ '10-bridge.conflist': JSON.stringify(clusterNetwork(dir)) }),
+};
+
+/** The network namespaces on the host (`ip netns`), to tell the node's pods' from others. */
+const netnsNames = () =>
+  new Set(
+    spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' })
+      .stdout.split('\n')
+      .map((l) => l.split(' ')[0]!)
+      .filter(Boolean),
+  );
+
 /** Starts containerd and the kubelet against `cluster`. */
-export async function startNode(cluster: Cluster, images: readonly string[]): Promise<Node> {
+export async function startNode(
+  cluster: Cluster,
+  images: readonly string[],
+  { cni = BRIDGE_ONLY }: { cni?: CniSetup } = {},
+): Promise<Node> {
   const dir = mkdtempSync(join(tmpdir(), 'twopass-node-'));
   const children: ChildProcess[] = [];
+  const netnsBefore = netnsNames();
   const launch = (name: string, bin: string, args: string[]) => {
-    const log = createWriteStream(join(dir, `${name}.log`));
+    const log = createWriteStream(join(dir, `${name}.log`), { flags: 'a' });
     const c = track(spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
     c.stdout?.pipe(log);
     c.stderr?.pipe(log);
@@ -149,7 +211,9 @@ export async function startNode(cluster: Cluster, images: readonly string[]): Pr
       execFileSync('sh', ['-c', `mount | awk '{print $3}' | grep '^${dir}' | sort -r | xargs -r umount -l`]),
     );
     for (const r of rules.splice(0)) quietly(() => ipt('-D', r));
-    quietly(() => execFileSync('ip', ['link', 'delete', BRIDGE]));
+    for (const n of netnsNames()) if (!netnsBefore.has(n)) spawnSync('ip', ['netns', 'delete', n]);
+    for (const b of [BRIDGE, ...(cni.bridges ?? [])])
+      quietly(() => execFileSync('ip', ['link', 'delete', b]));
     process.removeListener('exit', atExit);
     if (!process.env.TWOPASS_KEEP_NODE_DIR) rmSync(dir, { recursive: true, force: true });
   };
@@ -162,7 +226,7 @@ export async function startNode(cluster: Cluster, images: readonly string[]): Pr
         /* gone */
       }
     }
-    spawnSync('ip', ['link', 'delete', BRIDGE]);
+    for (const b of [BRIDGE, ...(cni.bridges ?? [])]) spawnSync('ip', ['link', 'delete', b]);
     // the shims and mounts the servers leave behind (they were SIGKILLed by PID on exit)
     spawnSync('pkill', ['-f', `containerd-shim-runc-v2.*${dir}`]);
     spawnSync('sh', ['-c', `mount | awk '{print $3}' | grep '^${dir}' | sort -r | xargs -r umount -l`]);
@@ -190,46 +254,38 @@ export async function startNode(cluster: Cluster, images: readonly string[]): Pr
       ipt('-A', r);
       rules.push(r);
     }
-    // containerd: its own root, state and socket; the local pause image; the bridge CNI
+    // containerd: its own root, state and socket; the local pause image; the node's CNI
+    // configuration, with Debian's plugins and the setup's own in one bin_dir
+    const binDir = join(dir, 'cni-bin');
+    mkdirSync(binDir);
+    for (const f of readdirSync('/usr/lib/cni')) symlinkSync(join('/usr/lib/cni', f), join(binDir, f));
+    for (const [name, bin] of Object.entries(cni.plugins ?? {})) symlinkSync(bin, join(binDir, name));
     const cfg = execFileSync('containerd', ['config', 'default'], { encoding: 'utf8' })
       .replace(/^root = ".*"$/m, `root = "${dir}/containerd/root"`)
       .replace(/^state = ".*"$/m, `state = "${dir}/containerd/state"`)
       .replace(/^ {2}address = "\/run\/containerd\/containerd.sock"$/m, `  address = "${sock}"`)
       .replace('restrict_oom_score_adj = false', 'restrict_oom_score_adj = true')
       .replace(/sandbox_image = ".*"/, 'sandbox_image = "localhost/pause:test"')
-      .replace('bin_dir = "/opt/cni/bin"', 'bin_dir = "/usr/lib/cni"')
+      .replace('bin_dir = "/opt/cni/bin"', `bin_dir = "${binDir}"`)
       .replace('conf_dir = "/etc/cni/net.d"', `conf_dir = "${dir}/cni"`);
     writeFileSync(join(dir, 'containerd.toml'), cfg);
     mkdirSync(join(dir, 'cni'));
-    writeFileSync(
-      join(dir, 'cni', '10-bridge.conflist'),
-      JSON.stringify({
-        cniVersion: '0.4.0',
-        name: 'twopass-test',
-        plugins: [
-          {
-            type: 'bridge',
-            bridge: 'tp0',
-            isGateway: true,
-            ipMasq: false,
-            ipam: {
-              type: 'host-local',
-              ranges: [[{ subnet: '10.88.0.0/16', gateway: BRIDGE_IP }]],
-              routes: [{ dst: '0.0.0.0/0' }],
-              dataDir: join(dir, 'ipam'),
-            },
-          },
-          { type: 'loopback' },
-        ],
-      }),
-    );
-    launch('containerd', 'containerd', ['--config', join(dir, 'containerd.toml')]);
-    await waitFor('containerd', 20_000, () => existsSync(sock));
-    ctr('images', 'import', pauseArchive());
-    for (const i of images) ctr('images', 'import', i);
-
     const kubeconfig = join(dir, 'kubeconfig');
     writeFileSync(kubeconfig, cluster.kubeconfig());
+    const networks: string[] = [];
+    for (const [file, text] of Object.entries(cni.conf({ dir, kubeconfig, binDir }))) {
+      writeFileSync(join(dir, 'cni', file), text);
+      const name = /\.conf(list)?$/.test(file) && (JSON.parse(text) as { name?: string }).name;
+      if (name) networks.push(name);
+    }
+    const startContainerd = async () => {
+      launch('containerd', 'containerd', ['--config', join(dir, 'containerd.toml')]);
+      await waitFor('containerd', 20_000, () => existsSync(sock));
+      ctr('images', 'import', pauseArchive());
+      for (const i of images) ctr('images', 'import', i);
+    };
+    await startContainerd();
+
     const kubeletPort = await freePort();
     writeFileSync(
       join(dir, 'kubelet.yaml'),
@@ -277,15 +333,44 @@ export async function startNode(cluster: Cluster, images: readonly string[]): Pr
       '--secure-port=0',
       '--v=1',
     ]);
-    launch('kubelet', join(nb, 'kubelet'), [
-      `--config=${join(dir, 'kubelet.yaml')}`,
-      `--kubeconfig=${kubeconfig}`,
-      `--root-dir=${join(dir, 'kubelet')}`,
-      `--cert-dir=${join(dir, 'kubelet-certs')}`,
-      `--hostname-override=${NODE_NAME}`,
-      '--v=1',
-    ]);
-    return { dir, ctr, expose, stop };
+    const startKubelet = () =>
+      launch('kubelet', join(nb, 'kubelet'), [
+        `--config=${join(dir, 'kubelet.yaml')}`,
+        `--kubeconfig=${kubeconfig}`,
+        `--root-dir=${join(dir, 'kubelet')}`,
+        `--cert-dir=${join(dir, 'kubelet-certs')}`,
+        `--hostname-override=${NODE_NAME}`,
+        '--v=1',
+      ]);
+    startKubelet();
+    const lose = async () => {
+      const lost = children.filter(
+        (c) => c.spawnargs[0] === 'containerd' || c.spawnargs[0]?.endsWith('/kubelet'),
+      );
+      for (const c of lost) c.kill('SIGKILL');
+      await Promise.all(
+        lost.map((c) => (c.exitCode === null && c.signalCode === null ? once(c, 'exit') : null)),
+      );
+      for (const c of lost) children.splice(children.indexOf(c), 1);
+      spawnSync('pkill', ['-KILL', '-f', `containerd-shim-runc-v2.*${dir}`]);
+      // the pods' network namespaces (and with them their veths) go with the machine
+      for (const n of netnsNames()) if (!netnsBefore.has(n)) spawnSync('ip', ['netns', 'delete', n]);
+      spawnSync('sh', ['-c', `mount | awk '{print $3}' | grep '^${dir}' | sort -r | xargs -r umount -l`]);
+      rmSync(join(dir, 'containerd'), { recursive: true, force: true });
+      rmSync(sock, { force: true });
+      // the CNI caches: containerd's results, Multus' and host-local's, all under the node's directory
+      for (const d of ['multus', 'ipam']) rmSync(join(dir, d), { recursive: true, force: true });
+      // containerd's (libcni's) result cache is the host's: only this node's networks' entries
+      const results = '/var/lib/cni/results';
+      if (existsSync(results))
+        for (const f of readdirSync(results))
+          if (networks.some((n) => f.startsWith(`${n}-`))) rmSync(join(results, f), { force: true });
+    };
+    const restart = async () => {
+      await startContainerd();
+      startKubelet();
+    };
+    return { dir, kubeconfig, ctr, expose, lose, restart, stop };
   } catch (err) {
     await stop();
     throw err;

@@ -81,17 +81,21 @@ export async function setNetworkStatus(
   await kube.mergePatch(PODS, ns, name, { metadata: { annotations: { [NETWORK_STATUS]: value } } });
 }
 
+/**
+ * The reservation whereabouts (v0.9) writes after the pool: podref and ifname, no container
+ * id (a re-created pod of the same name takes the allocation over and keeps it).
+ */
 export async function createReservation(
   kube: KubeClient,
   ns: string,
   ip: string,
-  a: Alloc,
+  a: Pick<Alloc, 'podref' | 'ifname'>,
 ): Promise<KubeObject> {
   return kube.create(RESERVATIONS, {
     apiVersion: 'whereabouts.cni.cncf.io/v1alpha1',
     kind: 'OverlappingRangeIPReservation',
     metadata: { name: ip.replace(/:/g, '-'), namespace: ns },
-    spec: { containerid: a.id, podref: a.podref, ifname: a.ifname ?? 'net1' },
+    spec: { podref: a.podref, ifname: a.ifname ?? 'net1' },
   });
 }
 

@@ -2,7 +2,9 @@
  * A simulated whereabouts cluster: one IPPool; CNI ADD allocates (offset,
  * container id, podref) at once and the pod's network-status annotation
  * follows 0-3 minutes later; CNI DEL removes the allocation (or never runs);
- * StatefulSet pods come back under the same name with a new container.
+ * StatefulSet pods come back under the same name with a new container and, as
+ * whereabouts v0.9 does (an allocation of the same podref and interface is the pod's),
+ * take over the allocation their predecessor left: same address, new container id.
  */
 import { IPPOOLS, NETWORK_STATUS } from '../../../functions/whereabouts-ips/model.ts';
 import type { KubeObject } from '../../../shared/kube/resources.ts';
@@ -57,16 +59,15 @@ export class WhereaboutsWorld extends SimKubeWorld implements World {
       spec: { containers: [{ name: 'c', image: 'x' }] },
     }) as KubeObject;
     const a = this.allocs();
-    let off = -1;
-    for (let i = 1; i < 63; i++)
-      if (!Object.hasOwn(a, String(i))) {
-        off = i;
-        break;
-      }
+    const podref = `${NS}/${name}`;
+    let off = Number(
+      Object.entries(a).find(([, x]) => x.podref === podref && x.ifname === 'net1')?.[0] ?? -1,
+    );
+    for (let i = 1; off < 0 && i < 63; i++) if (!Object.hasOwn(a, String(i))) off = i;
     if (off < 0) return;
     const id = `c${++this.seq}`;
     this.containers.set(id, pod.metadata.uid);
-    this.writeAllocs({ ...a, [String(off)]: { id, podref: `${NS}/${name}`, ifname: 'net1' } });
+    this.writeAllocs({ ...a, [String(off)]: { id, podref, ifname: 'net1' } });
     const ip = formatAddress(4, CIDR.network + BigInt(off));
     const annotate = () => {
       const cur = this.kube.store.tryGet(PODS, NS, name) as KubeObject | undefined;

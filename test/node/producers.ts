@@ -1,0 +1,144 @@
+/**
+ * The real producers on the test node: whereabouts' CNI IPAM plugin (and its pod controller
+ * and reconciler), and Multus' thin plugin, as test/node/build.sh builds them; their CRDs as
+ * they ship them. Two ways operators run them, each a CniSetup for startNode:
+ * - `withMultus`: Multus is the node's CNI configuration, the cluster network (bridge tp0,
+ *   host-local) its delegate; pods that ask for the NetworkAttachmentDefinition get a second
+ *   interface on bridge tp1 with an address from whereabouts; Multus writes network-status.
+ * - `whereaboutsPrimary`: no Multus; whereabouts is the IPAM of the cluster network itself.
+ */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { BRIDGE, BRIDGE_IP, type CniSetup, clusterNetwork } from './node.ts';
+
+export const WHEREABOUTS_VERSION = 'v0.9.4';
+export const MULTUS_VERSION = 'v3.9.3';
+const CACHE = process.env.TWOPASS_CACHE ?? join(homedir(), '.cache/twopass');
+export const producersDir = () =>
+  join(CACHE, 'producers', `whereabouts-${WHEREABOUTS_VERSION}-multus-${MULTUS_VERSION}`);
+export const producerBin = (name: 'whereabouts' | 'controlloop' | 'reconciler' | 'multus') =>
+  join(producersDir(), name);
+
+/** Why the producers cannot run here, or undefined. */
+export function producersAvailable(): string | undefined {
+  for (const b of ['whereabouts', 'controlloop', 'reconciler', 'multus'] as const)
+    if (!existsSync(producerBin(b))) return `${b} is not built (test/node/build.sh producers)`;
+  if (!existsSync(join(producersDir(), 'crds')))
+    return "the producers' CRDs are not cached (test/node/build.sh producers)";
+  return undefined;
+}
+
+/** whereabouts' IPPool and OverlappingRangeIPReservation CRDs and Multus' NetworkAttachmentDefinition CRD. */
+export function producerCrds(): Record<string, unknown>[] {
+  const d = join(producersDir(), 'crds');
+  const docs = [
+    'whereabouts.cni.cncf.io_ippools.yaml',
+    'whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml',
+    'multus-daemonset.yml',
+  ].flatMap((f) => parseAllDocuments(readFileSync(join(d, f), 'utf8')).map((x) => x.toJS()));
+  return docs.filter((x) => x?.kind === 'CustomResourceDefinition');
+}
+
+/** The bridge of the whereabouts network (Multus' second interface). */
+export const WB_BRIDGE = 'tp1';
+export const WB_NAD = 'wb';
+/** IPPools live in the namespace of the plugin's kubeconfig context: kube-system by default. */
+export const POOL_NS = 'kube-system';
+
+/** whereabouts' flat configuration file: without it an ADD fails at once ("config file not found"). */
+function whereaboutsConf(dir: string, kubeconfig: string): string {
+  const path = join(dir, 'whereabouts.conf');
+  writeFileSync(
+    path,
+    JSON.stringify({
+      datastore: 'kubernetes',
+      kubernetes: { kubeconfig },
+      log_file: join(dir, 'whereabouts.log'),
+      log_level: 'debug',
+    }),
+  );
+  return path;
+}
+
+/** The IPAM section whereabouts reads: a range (`range_start`..`range_end` inside it, both included). */
+export type WbRange = { range: string; rangeStart?: string; rangeEnd?: string };
+const wbIpam = (r: WbRange, configuration_path: string, extra: Record<string, unknown> = {}) => ({
+  type: 'whereabouts',
+  range: r.range,
+  ...(r.rangeStart ? { range_start: r.rangeStart } : {}),
+  ...(r.rangeEnd ? { range_end: r.rangeEnd } : {}),
+  configuration_path,
+  ...extra,
+});
+
+/** Multus (thin) delegating the cluster network; the whereabouts network is a NetworkAttachmentDefinition. */
+export const withMultus: CniSetup = {
+  plugins: { multus: producerBin('multus'), whereabouts: producerBin('whereabouts') },
+  bridges: [WB_BRIDGE],
+  conf: ({ dir, kubeconfig, binDir }) => {
+    whereaboutsConf(dir, kubeconfig);
+    return {
+      '00-multus.conf': JSON.stringify({
+        cniVersion: '0.4.0',
+        name: 'multus-cni-network',
+        type: 'multus',
+        kubeconfig,
+        binDir,
+        cniDir: join(dir, 'multus'),
+        confDir: join(dir, 'multus-conf'),
+        logFile: join(dir, 'multus.log'),
+        logLevel: 'debug',
+        delegates: [clusterNetwork(dir)],
+      }),
+    };
+  },
+};
+
+/** The NetworkAttachmentDefinition of a whereabouts network on tp1, for pods that ask for it. */
+export function whereaboutsNad(dir: string, r: WbRange, namespace = 'default') {
+  return {
+    apiVersion: 'k8s.cni.cncf.io/v1',
+    kind: 'NetworkAttachmentDefinition',
+    metadata: { name: WB_NAD, namespace },
+    spec: {
+      config: JSON.stringify({
+        cniVersion: '0.4.0',
+        name: WB_NAD,
+        type: 'bridge',
+        bridge: WB_BRIDGE,
+        ipam: wbIpam(r, join(dir, 'whereabouts.conf')),
+      }),
+    },
+  };
+}
+
+/** No Multus: whereabouts is the IPAM of the cluster network on tp0 (so no pod has a network-status). */
+export function whereaboutsPrimary(r: WbRange): CniSetup {
+  return {
+    plugins: { whereabouts: producerBin('whereabouts') },
+    conf: ({ dir, kubeconfig }) => ({
+      '10-whereabouts.conflist': JSON.stringify({
+        cniVersion: '0.4.0',
+        name: 'twopass-wb',
+        plugins: [
+          {
+            type: 'bridge',
+            bridge: BRIDGE,
+            isGateway: true,
+            ipMasq: false,
+            ipam: wbIpam(r, whereaboutsConf(dir, kubeconfig), {
+              gateway: BRIDGE_IP,
+              routes: [{ dst: '0.0.0.0/0' }],
+            }),
+          },
+          { type: 'loopback' },
+        ],
+      }),
+    }),
+  };
+}
+
+/** The pool whereabouts names after its range (`10.89.0.0/24` is `10.89.0.0-24`). */
+export const poolName = (range: string) => range.replace(/:/g, '-').replace('/', '-');
