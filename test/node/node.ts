@@ -63,6 +63,8 @@ export type Node = Readonly<{
   /** An admin kubeconfig on the host (127.0.0.1), as the CNI plugins use it. */
   kubeconfig: string;
   ctr: (...args: string[]) => string;
+  /** `ctr images tag SRC DST`, done again after a restart (containerd's store is wiped with the node). */
+  tag: (src: string, dst: string) => void;
   /**
    * The node is lost: the kubelet, containerd and the shims killed, the pods' network
    * namespaces gone, containerd's state and the CNI caches wiped. No CNI DEL is ever called.
@@ -366,11 +368,17 @@ export async function startNode(
         for (const f of readdirSync(results))
           if (networks.some((n) => f.startsWith(`${n}-`))) rmSync(join(results, f), { force: true });
     };
+    const tags: [string, string][] = [];
+    const tag = (src: string, dst: string) => {
+      ctr('images', 'tag', src, dst);
+      tags.push([src, dst]);
+    };
     const restart = async () => {
       await startContainerd();
+      for (const [src, dst] of tags) ctr('images', 'tag', src, dst);
       startKubelet();
     };
-    return { dir, kubeconfig, ctr, expose, lose, restart, stop };
+    return { dir, kubeconfig, ctr, tag, expose, lose, restart, stop };
   } catch (err) {
     await stop();
     throw err;

@@ -62,13 +62,18 @@ function whereaboutsConf(dir: string, kubeconfig: string): string {
   return path;
 }
 
-/** The IPAM section whereabouts reads: a range (`range_start`..`range_end` inside it, both included). */
-export type WbRange = { range: string; rangeStart?: string; rangeEnd?: string };
+/**
+ * The IPAM section whereabouts reads: a range (`range_start`..`range_end` inside it, both
+ * included); `sleepForRace` is whereabouts' own knob for race tests: seconds its ADD and DEL
+ * wait, holding its Lease, between reading the pool and writing it.
+ */
+export type WbRange = { range: string; rangeStart?: string; rangeEnd?: string; sleepForRace?: number };
 const wbIpam = (r: WbRange, configuration_path: string, extra: Record<string, unknown> = {}) => ({
   type: 'whereabouts',
   range: r.range,
   ...(r.rangeStart ? { range_start: r.rangeStart } : {}),
   ...(r.rangeEnd ? { range_end: r.rangeEnd } : {}),
+  ...(r.sleepForRace ? { sleep_for_race: r.sleepForRace } : {}),
   configuration_path,
   ...extra,
 });
@@ -97,15 +102,15 @@ export const withMultus: CniSetup = {
 };
 
 /** The NetworkAttachmentDefinition of a whereabouts network on tp1, for pods that ask for it. */
-export function whereaboutsNad(dir: string, r: WbRange, namespace = 'default') {
+export function whereaboutsNad(dir: string, r: WbRange, namespace = 'default', name = WB_NAD) {
   return {
     apiVersion: 'k8s.cni.cncf.io/v1',
     kind: 'NetworkAttachmentDefinition',
-    metadata: { name: WB_NAD, namespace },
+    metadata: { name, namespace },
     spec: {
       config: JSON.stringify({
         cniVersion: '0.4.0',
-        name: WB_NAD,
+        name,
         type: 'bridge',
         bridge: WB_BRIDGE,
         ipam: wbIpam(r, join(dir, 'whereabouts.conf')),
