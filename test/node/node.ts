@@ -194,7 +194,10 @@ export async function startNode(
   };
   const sock = join(dir, 'containerd.sock');
   const ctr = (...args: string[]) =>
-    execFileSync('ctr', ['-a', sock, '-n', 'k8s.io', ...args], { encoding: 'utf8' }).trim();
+    execFileSync('ctr', ['-a', sock, '-n', 'k8s.io', ...args], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }).trim();
   const rules: string[][] = [];
   const stop = async () => {
     for (const c of [...children].reverse()) c.kill('SIGTERM');

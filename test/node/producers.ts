@@ -7,7 +7,8 @@
  *   interface on bridge tp1 with an address from whereabouts; Multus writes network-status.
  * - `whereaboutsPrimary`: no Multus; whereabouts is the IPAM of the cluster network itself.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -147,3 +148,94 @@ export function whereaboutsPrimary(r: WbRange): CniSetup {
 
 /** The pool whereabouts names after its range (`10.89.0.0/24` is `10.89.0.0-24`). */
 export const poolName = (range: string) => range.replace(/:/g, '-').replace('/', '-');
+
+export const WB_IMAGE = 'localhost/whereabouts:test';
+/**
+ * whereabouts' pod controller and reconciler in an image of their own (`/controlloop`,
+ * `/reconciler`, both static), built once with buildah into an OCI archive for containerd.
+ * They read the cluster only as pods do (in-cluster config), and the reconciler its schedule
+ * from `/cron-schedule/config`.
+ */
+export function whereaboutsImage(): string {
+  const out = join(producersDir(), 'whereabouts-image.tar');
+  if (existsSync(out)) return out;
+  const sh = (...a: string[]) => execFileSync('buildah', a, { encoding: 'utf8' }).trim();
+  const c = sh('from', 'scratch');
+  try {
+    const m = sh('mount', c);
+    for (const b of ['controlloop', 'reconciler'] as const) copyFileSync(producerBin(b), join(m, b));
+    execFileSync('chmod', ['0755', join(m, 'controlloop'), join(m, 'reconciler')]);
+    mkdirSync(join(m, 'tmp'), { recursive: true });
+    sh('umount', c);
+    sh('commit', '--quiet', c, WB_IMAGE);
+  } finally {
+    sh('rm', c);
+  }
+  sh('push', '--quiet', WB_IMAGE, `oci-archive:${out}.part:${WB_IMAGE}`);
+  execFileSync('mv', [`${out}.part`, out]);
+  return out;
+}
+
+/**
+ * whereabouts' own garbage collectors as its manifests run them, in kube-system: the pod
+ * controller (`controlloop`, NODENAME of its node, the node's whereabouts configuration
+ * mounted where the NetworkAttachmentDefinitions name it) and the standalone reconciler
+ * (its cron expression from the whereabouts-config ConfigMap), with a ServiceAccount bound
+ * to cluster-admin (a test's shortcut for whereabouts' ClusterRole).
+ */
+export function whereaboutsGc(nodeDir: string, cron = '* * * * *'): Record<string, unknown>[] {
+  const ns = POOL_NS;
+  const env = [
+    { name: 'WHEREABOUTS_NAMESPACE', value: ns },
+    { name: 'NODENAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
+  ];
+  const pod = (
+    name: string,
+    command: string[],
+    volumes: Record<string, unknown>[],
+    mounts: Record<string, unknown>[],
+  ) => ({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: ns, labels: { app: name } },
+    spec: {
+      serviceAccountName: 'whereabouts',
+      terminationGracePeriodSeconds: 0,
+      containers: [{ name, image: WB_IMAGE, imagePullPolicy: 'Never', command, env, volumeMounts: mounts }],
+      volumes,
+    },
+  });
+  return [
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'whereabouts', namespace: ns } },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: 'whereabouts-test' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cluster-admin' },
+      subjects: [{ kind: 'ServiceAccount', name: 'whereabouts', namespace: ns }],
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'whereabouts-config', namespace: ns },
+      data: { 'cron-expression': cron },
+    },
+    pod(
+      'whereabouts-controller',
+      ['/controlloop', '-log-level', 'debug'],
+      [{ name: 'node', hostPath: { path: nodeDir } }],
+      [{ name: 'node', mountPath: nodeDir, readOnly: true }],
+    ),
+    pod(
+      'whereabouts-reconciler',
+      ['/reconciler', '-log-level', 'debug'],
+      [
+        {
+          name: 'cron',
+          configMap: { name: 'whereabouts-config', items: [{ key: 'cron-expression', path: 'config' }] },
+        },
+      ],
+      [{ name: 'cron', mountPath: '/cron-schedule' }],
+    ),
+  ];
+}
