@@ -146,7 +146,7 @@ export async function demo(opts: {
       'and its address, set before its DanmEp existed, was indeterminate (the pod was being set up), never a candidate.',
     );
     say(
-      `whereabouts: the re-created db-0 kept 192.168.2.11; the old allocation 192.168.2.10 was reclaimed (${wb.reclaimed})`,
+      `whereabouts: the re-created db-0 took 192.168.2.10 over, then moved to 192.168.2.11 on net2; the left net1 allocation was reclaimed (${wb.reclaimed})`,
     );
     say(
       `rule cilium-endpoints: the re-created web-0 kept its endpoint; the endpoint of the gone cache-0 was reclaimed (${rl.reclaimed})`,

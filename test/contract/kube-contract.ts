@@ -328,6 +328,20 @@ export function kubeContract(
     assert.is(err.status, 422, 'a failed test op is 422 Invalid');
     const after = await kube.get(CONFIGMAPS, ns, 'patch');
     assert.equal((after as unknown as { data: Record<string, string> }).data, { c: '3' }, 'nothing applied');
+    // whereabouts guards each allocation it adds with a test that the member is null: a
+    // missing member passes it, a present one fails it
+    const added = await kube.jsonPatch(CONFIGMAPS, ns, 'patch', [
+      { op: 'test', path: '/data/d', value: null },
+      { op: 'add', path: '/data/d', value: '4' },
+    ]);
+    assert.equal((added as unknown as { data: Record<string, string> }).data, { c: '3', d: '4' });
+    const taken = (await rejects(
+      kube.jsonPatch(CONFIGMAPS, ns, 'patch', [
+        { op: 'test', path: '/data/d', value: null },
+        { op: 'add', path: '/data/d', value: '5' },
+      ]),
+    )) as KubeApiError;
+    assert.is(taken.status, 422, 'a member that is there does not test equal to null');
   });
 
   it('pods: a scheduled pod stays Terminating after delete; grace 0 removes it', async ({ kube, ns }) => {

@@ -21,6 +21,7 @@ import {
   createReservation,
   networkStatus,
   offsetOf,
+  reallocate,
   setNetworkStatus,
 } from '../../shared/sandbox/scenarios/whereabouts.ts';
 import { FileTombstones } from '../../shared/state/tombstones.ts';
@@ -272,7 +273,7 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
     const t2 = obs2.targets.find((x) => (x.data as { ip?: string } | undefined)?.ip === '192.168.2.52')!;
     const reuse: KubeClient = Object.assign(Object.create(Object.getPrototypeOf(kube)), kube, {
       jsonPatch: async (...args: Parameters<KubeClient['jsonPatch']>) => {
-        await allocate(kube, ns, 'pool', RANGE, '192.168.2.52', { id: 'new', podref: `${ns}/new-1` });
+        await reallocate(kube, ns, 'pool', RANGE, '192.168.2.52', { id: 'new', podref: `${ns}/new-1` });
         return kube.jsonPatch(...args);
       },
     });
@@ -369,7 +370,7 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
       jsonPatch: async (...args: Parameters<KubeClient['jsonPatch']>) => {
         if (!raced) {
           raced = true;
-          await allocate(kube, ns, 'pool', RANGE, '192.168.2.131', { id: 'new-b', podref: `${ns}/new-b` });
+          await reallocate(kube, ns, 'pool', RANGE, '192.168.2.131', { id: 'new-b', podref: `${ns}/new-b` });
         }
         return kube.jsonPatch(...args);
       },

@@ -380,7 +380,10 @@ function applyJsonPatchOp(
   switch (op.op) {
     case 'test': {
       const actual = Array.isArray(parent) ? parent[Number(last)] : container[last];
-      if (JSON.stringify(actual) !== JSON.stringify(op.value)) {
+      // as the apiserver's JSON Patch does: a missing member tests equal to null (whereabouts
+      // guards each allocation it adds with such a test)
+      const missingIsNull = actual === undefined && (op.value === null || op.value === undefined);
+      if (!missingIsNull && JSON.stringify(actual) !== JSON.stringify(op.value)) {
         const kind = ref.group ? `${ref.plural}.${ref.group}` : ref.plural;
         throw new FakeApiError(
           422,

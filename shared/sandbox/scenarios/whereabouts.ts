@@ -1,4 +1,17 @@
-/** whereabouts worlds for the sandbox and the tests, written over HTTP. */
+/**
+ * whereabouts worlds for the sandbox and the tests, written over HTTP as whereabouts v0.9.4
+ * and Multus v3.9.3 write them (read from the real plugins on the test node):
+ * - the IPPool is the plugin's own, in the namespace of its kubeconfig's context
+ *   (kube-system by default), named after its range (`10.89.0.0/24` is `10.89.0.0-24`);
+ *   allocations are keyed by offset: `{id: <sandbox id>, podref: ns/name, ifname}`;
+ * - an ADD takes the Lease `whereabouts`, patches the pool (a JSON Patch that tests the
+ *   resourceVersion and that each added path is empty), then creates the reservation
+ *   (named by the address, `{podref, ifname}`: no container id); Multus writes the pod's
+ *   network-status after the whole ADD;
+ * - an ADD whose podref and interface already have an allocation takes it over: the same
+ *   address, the new sandbox id (a StatefulSet pod re-created under its name keeps its address);
+ * - a DEL frees by sandbox id and interface, and deletes the reservation.
+ */
 import { randomUUID } from 'node:crypto';
 import { IPPOOLS, NETWORK_STATUS, RESERVATIONS } from '../../../functions/whereabouts-ips/model.ts';
 import type { KubeClient } from '../../kube/ports.ts';
@@ -34,6 +47,7 @@ export async function createPool(
   });
 }
 
+/** The allocation at `ip`, written as whereabouts does: a JSON Patch on the resourceVersion read. */
 export async function allocate(
   kube: KubeClient,
   ns: string,
@@ -43,19 +57,79 @@ export async function allocate(
   a: Alloc,
 ): Promise<void> {
   const p = (await kube.get(IPPOOLS, ns, pool))!;
-  const spec = p.spec as { allocations: Record<string, Alloc> };
-  await kube.replace(IPPOOLS, {
-    ...p,
-    spec: { ...spec, allocations: { ...spec.allocations, [offsetOf(range, ip)]: { ifname: 'net1', ...a } } },
-  } as KubeObject);
-}
-
-export function networkStatus(ips: readonly string[]): string {
-  return JSON.stringify([
-    { name: 'cbr0', interface: 'eth0', ips: ['10.244.0.9'], default: true },
-    { name: 'default/macvlan', interface: 'net1', ips, mac: '02:00:00:00:00:02' },
+  const path = `/spec/allocations/${offsetOf(range, ip)}`;
+  await kube.jsonPatch(IPPOOLS, ns, pool, [
+    { op: 'test', path: '/metadata/resourceVersion', value: p.metadata.resourceVersion },
+    { op: 'test', path, value: null },
+    { op: 'add', path, value: { ifname: 'net1', ...a } },
   ]);
 }
+
+/** A DEL of whatever holds `ip`, then an ADD that gets `ip` again for `a` (two patches, as whereabouts writes them). */
+export async function reallocate(
+  kube: KubeClient,
+  ns: string,
+  pool: string,
+  range: string,
+  ip: string,
+  a: Alloc,
+): Promise<void> {
+  const p = (await kube.get(IPPOOLS, ns, pool))!;
+  await kube.jsonPatch(IPPOOLS, ns, pool, [
+    { op: 'test', path: '/metadata/resourceVersion', value: p.metadata.resourceVersion },
+    { op: 'remove', path: `/spec/allocations/${offsetOf(range, ip)}` },
+  ]);
+  await allocate(kube, ns, pool, range, ip, a);
+}
+
+/**
+ * whereabouts' ADD for a pod of `podref` whose allocation on `ifname` exists already: it
+ * takes it over (its address, the new sandbox id). Undefined when there is none.
+ */
+export async function takeOver(
+  kube: KubeClient,
+  ns: string,
+  pool: string,
+  a: Required<Alloc>,
+): Promise<string | undefined> {
+  const p = (await kube.get(IPPOOLS, ns, pool))!;
+  const allocs = (p.spec as { allocations?: Record<string, Alloc> }).allocations ?? {};
+  const offset = Object.keys(allocs).find(
+    (o) => allocs[o]!.podref === a.podref && (allocs[o]!.ifname ?? '') === a.ifname,
+  );
+  if (offset === undefined) return undefined;
+  await kube.jsonPatch(IPPOOLS, ns, pool, [
+    { op: 'test', path: '/metadata/resourceVersion', value: p.metadata.resourceVersion },
+    { op: 'replace', path: `/spec/allocations/${offset}/id`, value: a.id },
+  ]);
+  return offset;
+}
+
+/**
+ * Multus' network-status: the cluster network (named as its delegate's configuration) first,
+ * `default: true`; then each attachment named `namespace/NetworkAttachmentDefinition`; each
+ * entry indented by four spaces, joined by commas (as Multus v3.9 prints it).
+ */
+export function networkStatus(ips: readonly string[], attachment = 'default/macvlan'): string {
+  const entries = [
+    {
+      name: 'cbr0',
+      interface: 'eth0',
+      ips: ['10.244.0.9'],
+      mac: '0a:58:0a:f4:00:09',
+      default: true,
+      dns: {},
+    },
+    { name: attachment, interface: 'net1', ips, mac: '02:00:00:00:00:02', dns: {} },
+  ];
+  return `[${entries.map((e) => JSON.stringify(e, null, 4)).join(',')}]`;
+}
+
+/** Multus writes the deprecated `networks-status` beside `network-status`, the same text. */
+const statusAnnotations = (value: string) => ({
+  [NETWORK_STATUS]: value,
+  'k8s.v1.cni.cncf.io/networks-status': value,
+});
 
 /** A pod; `ips` undefined leaves the network-status annotation off (CNI ADD not reported yet). */
 export async function createPodWithStatus(
@@ -64,12 +138,7 @@ export async function createPodWithStatus(
   name: string,
   ips?: readonly string[],
 ): Promise<KubeObject> {
-  return createPodObject(
-    kube,
-    ns,
-    name,
-    ips ? { annotations: { [NETWORK_STATUS]: networkStatus(ips) } } : {},
-  );
+  return createPodObject(kube, ns, name, ips ? { annotations: statusAnnotations(networkStatus(ips)) } : {});
 }
 
 export async function setNetworkStatus(
@@ -78,7 +147,7 @@ export async function setNetworkStatus(
   name: string,
   value: string,
 ): Promise<void> {
-  await kube.mergePatch(PODS, ns, name, { metadata: { annotations: { [NETWORK_STATUS]: value } } });
+  await kube.mergePatch(PODS, ns, name, { metadata: { annotations: statusAnnotations(value) } });
 }
 
 /**
