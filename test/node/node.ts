@@ -16,10 +16,11 @@
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import {
-  createWriteStream,
+  closeSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readdirSync,
   readFileSync,
   rmSync,
@@ -184,11 +185,12 @@ export async function startNode(
   const dir = mkdtempSync(join(tmpdir(), 'twopass-node-'));
   const children: ChildProcess[] = [];
   const netnsBefore = netnsNames();
+  // The servers write their logs to files themselves: a pipe drained by this process would
+  // stall them (and a `ctr` waiting on containerd) whenever a test blocks on a synchronous call.
   const launch = (name: string, bin: string, args: string[]) => {
-    const log = createWriteStream(join(dir, `${name}.log`), { flags: 'a' });
-    const c = track(spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
-    c.stdout?.pipe(log);
-    c.stderr?.pipe(log);
+    const log = openSync(join(dir, `${name}.log`), 'a');
+    const c = track(spawn(bin, args, { stdio: ['ignore', log, log] }));
+    closeSync(log);
     children.push(c);
     return c;
   };
@@ -197,6 +199,7 @@ export async function startNode(
     execFileSync('ctr', ['-a', sock, '-n', 'k8s.io', ...args], {
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: 120_000,
     }).trim();
   const rules: string[][] = [];
   const stop = async () => {
