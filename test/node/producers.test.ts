@@ -465,7 +465,12 @@ type Churn = Readonly<{
   runs: readonly { name: string; started: number; condition: string }[];
   /** Leaks gone from the pool, by whom: twopass, or whereabouts (its controller or reconciler). */
   leaksFreedBy: Readonly<{ twopass: number; whereabouts: number; notYet: number }>;
+  /** twopass's faults: a wrong free, a duplicate address, a Job that failed on its own. */
   violations: readonly string[];
+  /** Allocations of running sandboxes freed by another writer (whereabouts' own GC). */
+  wrongByOthers: readonly string[];
+  /** Jobs killed with their node (status unknown). */
+  killedRuns: number;
   late: readonly string[];
 }>;
 
@@ -488,7 +493,10 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
   const runs: { name: string; started: number; condition: string }[] = [];
   const seenJobs = new Set<string>();
   let lostRaces = 0;
+  let killedRuns = 0;
   let pods = 0;
+  /** Allocations that left the pool while their sandbox ran: twopass's (from its log) or another writer's. */
+  const freedLive: { id: string; text: string }[] = [];
   let before: Record<string, Allocation> = {};
   const base = range.split('/')[0]!.split('.').slice(0, 3).join('.');
 
@@ -513,9 +521,10 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
     const running = runningTasks(node);
     for (const [off, a] of Object.entries(before))
       if (allocs[off]?.id !== a.id && running.has(a.id))
-        violations.push(
-          `${base}.${off} of ${a.podref} left the pool while its sandbox ${a.id.slice(0, 12)} runs`,
-        );
+        freedLive.push({
+          id: a.id,
+          text: `${base}.${off} of ${a.podref} left the pool while its sandbox ${a.id.slice(0, 12)} runs`,
+        });
     before = allocs;
     // the CronJob's Jobs, read as each ends (its pod's log holds the diff log)
     const jobs = JSON.parse(kubectl(cluster, ['get', 'jobs', '-n', NS, '-o', 'json'])) as { items: Obj[] };
@@ -531,7 +540,9 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
         started: Date.parse(String(j.status?.startTime)),
         condition: end.condition,
       });
-      if (end.condition !== 'Complete') violations.push(`Job ${j.metadata.name} ${summary(end)}`);
+      // a Job whose pod went with a lost node (killed, its status unknown) is the churn's casualty
+      if (end.reason === 'ContainerStatusUnknown') killedRuns++;
+      else if (end.condition !== 'Complete') violations.push(`Job ${j.metadata.name} ${summary(end)}`);
       for (const e of end.events) {
         if (e.event === 'delete.skipped' && /changed|gone/.test(String(e.reason))) lostRaces++;
         if (e.event === 'resource.gone') lostRaces++;
@@ -593,6 +604,26 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
       },
       300_000,
     ).catch(() => undefined);
+    // the Job that freed the last leak may still run: its log is read once it ends
+    kubectl(cluster, [
+      'patch',
+      'cronjob',
+      'twopass-whereabouts-ips',
+      '-n',
+      NS,
+      '-p',
+      '{"spec":{"suspend":true}}',
+    ]);
+    await eventually(
+      'the last Job ended and was read',
+      () => {
+        const jobs = JSON.parse(kubectl(cluster, ['get', 'jobs', '-n', NS, '-o', 'json'])) as {
+          items: Obj[];
+        };
+        return jobs.items.every((j) => seenJobs.has(j.metadata.name)) || undefined;
+      },
+      240_000,
+    ).catch(() => undefined);
   } finally {
     monitoring = false;
     await monitor;
@@ -619,7 +650,11 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
     if (between > 2) late.push(`${l.ip} (${l.podref}) freed by the ${between}th run after it leaked`);
   }
   const leaked = [...leaks.keys()];
+  for (const f of freedLive) if (byTwopass.has(f.id)) violations.push(`twopass: ${f.text}`);
+  const wrongByOthers = freedLive.filter((f) => !byTwopass.has(f.id)).map((f) => f.text);
   return {
+    wrongByOthers,
+    killedRuns,
     pods,
     seconds: Math.round((Date.now() - started) / 1000),
     leaks,
@@ -639,7 +674,8 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
 const churnLine = (name: string, c: Churn) =>
   `  ${name}: ${c.pods} pods in ${c.seconds} s, ${c.leaks.size} leaks made, freed by twopass ${c.leaksFreedBy.twopass}, ` +
   `by whereabouts ${c.leaksFreedBy.whereabouts}, not freed ${c.leaksFreedBy.notYet}; ${c.runs.length} runs, ` +
-  `${c.lostRaces} twopass deletions lost to another writer (re-read, left), wrong frees = ${c.violations.filter((v) => v.includes('sandbox')).length}`;
+  `${c.killedRuns} killed with the node, ${c.lostRaces} twopass deletions lost to another writer (re-read, left); ` +
+  `wrong frees: twopass ${c.violations.filter((v) => v.includes('sandbox')).length}, others ${c.wrongByOthers.length}`;
 
 /** The shipped chart deleting whereabouts-ips, its CronJob every minute at the test grace. */
 function installChartEveryMinute(ctx: Ctx): void {
@@ -676,6 +712,7 @@ it('churn: pods created and deleted (some force-deleted, some on a node that is 
   const c = await churn(ctx, RANGE, NET, 'p', 8);
   console.log(churnLine('churn', c));
   assert.equal(c.violations, [], c.violations.join('\n'));
+  assert.equal(c.wrongByOthers, [], 'no allocation of a running sandbox left the pool');
   assert.ok(c.leaks.size >= 6, `the lost nodes made leaks (${c.leaks.size})`);
   assert.is(c.leaksFreedBy.twopass, c.leaks.size, churnLine('churn', c));
   assert.equal(c.late, [], c.late.join('\n'));
@@ -713,6 +750,9 @@ it("beside whereabouts' own garbage collectors (its pod controller and its recon
     const c = await churn(ctx, RANGE, NET, 'g', 8);
     console.log(churnLine('beside whereabouts GC (Multus)', c));
     recordGc('with Multus', c, podLog(node, POOL_NS, 'whereabouts-reconciler', 'whereabouts-reconciler'));
+    // what whereabouts' own collectors freed under running sandboxes is recorded, not asserted:
+    // it is theirs (the reconciler frees a Pending pod's address before Multus lists it)
+    for (const w of c.wrongByOthers) console.log(`  whereabouts GC: ${w}`);
     assert.equal(c.violations, [], c.violations.join('\n'));
     assert.ok(c.leaks.size >= 6, `the lost nodes made leaks (${c.leaks.size})`);
     assert.is(c.leaksFreedBy.notYet, 0, churnLine('gc', c));
@@ -731,7 +771,8 @@ function recordGc(config: string, c: Churn, reconcilerLog: string): void {
   const reconcilerRuns = reconcilerLog.match(/starting reconciler run/g)?.length ?? 0;
   console.log(
     `  | ${config} | ${c.pods} | ${c.leaks.size} | ${c.leaksFreedBy.twopass} | ${c.leaksFreedBy.whereabouts} | ` +
-      `${c.violations.filter((v) => v.includes('sandbox')).length} | ${c.runs.length} | ${reconcilerRuns} | ${c.lostRaces} |`,
+      `${c.violations.filter((v) => v.includes('sandbox')).length} | ${c.wrongByOthers.length} | ${c.runs.length} | ` +
+      `${reconcilerRuns} | ${c.lostRaces} |`,
   );
 }
 
