@@ -8,6 +8,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import type { Test } from 'uvu';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { binDir, type Cluster } from '../cluster/cluster.ts';
 import { type Node, podLog } from './node.ts';
@@ -200,3 +201,25 @@ export function eventsOn(cluster: Cluster, ns: string, kind: string, name: strin
 
 export const summary = (j: JobEnd) =>
   `${j.condition} exit=${j.exitCode} (${j.reason}) pods=${j.pods.length}\n${j.log.slice(-1500)}`;
+
+/** What a node suite's context holds: its cluster, node, client and the running test's install. */
+export type NodeSuiteContext = {
+  cluster: Cluster;
+  node: Node;
+  kube: { close: () => Promise<void> };
+  /** What the running test installed: removed after it, passed or failed. */
+  installed?: Obj[];
+};
+
+/** A node suite's closing hooks: each test's install removed after it; client, node and cluster stopped by PID at the end. */
+export function stopsAfter<C extends NodeSuiteContext>(s: Test<C>): void {
+  s.after.each(async (ctx) => {
+    if (ctx.installed) await uninstall(ctx.cluster, ctx.installed);
+    delete ctx.installed;
+  });
+  s.after(async (ctx) => {
+    await ctx.kube?.close();
+    await ctx.node?.stop();
+    await ctx.cluster?.stop();
+  });
+}

@@ -43,6 +43,7 @@ import {
   renderOverlay,
   runJob,
   shortGrace,
+  stopsAfter,
   summary,
   uninstall,
   withConfig,
@@ -98,15 +99,7 @@ test.before(async (ctx) => {
     90_000,
   );
 });
-test.after.each(async (ctx) => {
-  if (ctx.installed) await uninstall(ctx.cluster, ctx.installed);
-  delete ctx.installed;
-});
-test.after(async (ctx) => {
-  await ctx.kube?.close();
-  await ctx.node?.stop();
-  await ctx.cluster?.stop();
-});
+stopsAfter(test);
 
 const NODES = { group: '', version: 'v1', plural: 'nodes', kind: 'Node', namespaced: false } as const;
 

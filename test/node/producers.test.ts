@@ -28,8 +28,8 @@ import {
   renderOverlay,
   runJob,
   shortGrace,
+  stopsAfter,
   summary,
-  uninstall,
   withConfig,
 } from './jobs.ts';
 import { IMAGE_ARCHIVE, NODE_NAME, type Node, nodeAvailable, podLog, startNode } from './node.ts';
@@ -102,15 +102,7 @@ async function nodeReady(ctx: Ctx): Promise<void> {
     90_000,
   );
 }
-test.after.each(async (ctx) => {
-  if (ctx.installed) await uninstall(ctx.cluster, ctx.installed);
-  delete ctx.installed;
-});
-test.after(async (ctx) => {
-  await ctx.kube?.close();
-  await ctx.node?.stop();
-  await ctx.cluster?.stop();
-});
+stopsAfter(test);
 
 /** A pod that sleeps (the local pause image) and asks for `network` through Multus. */
 async function createPod(kube: KubeHttpClient, name: string, network: string): Promise<KubeObject> {
@@ -312,6 +304,21 @@ it('node lost, pod force-deleted, pool exhausted: the third pod cannot get an ad
   for (const p of ['b', 'c']) await kube.delete(PODS, APPS, p);
 });
 
+/** Two Jobs of the CronJob a grace apart: both complete, and no event of theirs is `unwanted`. */
+async function twoRunsDeleteNothing(
+  cluster: Cluster,
+  node: Node,
+  unwanted: (e: Record<string, unknown>) => boolean = (e) => e.event === 'resource.deleted',
+): Promise<void> {
+  const first = await runJob(cluster, node, 'twopass-whereabouts-ips');
+  await new Promise((r) => setTimeout(r, 2500)); // the grace
+  const second = await runJob(cluster, node, 'twopass-whereabouts-ips');
+  for (const j of [first, second]) {
+    assert.is(j.condition, 'Complete', summary(j));
+    assert.not.ok(j.events.some(unwanted), summary(j));
+  }
+}
+
 /** The whereabouts log's text after `from` bytes (the plugin's own debug log, on the node). */
 const wbLog = (node: Node, from = 0) => {
   const f = join(node.dir, 'whereabouts.log');
@@ -389,16 +396,11 @@ it("a StatefulSet pod re-created under the same name while its ADD is in flight:
     180_000,
   );
   // two runs inside the window: the pod of that name exists, its network-status is not written yet
-  const first = await runJob(cluster, node, 'twopass-whereabouts-ips');
-  await new Promise((r) => setTimeout(r, 2500));
-  const second = await runJob(cluster, node, 'twopass-whereabouts-ips');
-  for (const j of [first, second]) {
-    assert.is(j.condition, 'Complete', summary(j));
-    assert.not.ok(
-      j.events.some((e) => e.event === 'resource.deleted' || e.event === 'candidate.confirmed'),
-      summary(j),
-    );
-  }
+  await twoRunsDeleteNothing(
+    cluster,
+    node,
+    (e) => e.event === 'resource.deleted' || e.event === 'candidate.confirmed',
+  );
   const inWindow = (await pool(kube, RANGE))[offset(ip)];
   assert.is(
     inWindow?.id,
@@ -421,16 +423,7 @@ it("a StatefulSet pod re-created under the same name while its ADD is in flight:
   assert.is.not(taken.id, oldAlloc.id, 'the allocation carries the new sandbox');
   assert.is(Object.keys(await pool(kube, RANGE)).length, 1, 'no second allocation was made');
   assert.is((await kube.get(PODS, APPS, 'db-0'))!.metadata.uid, fresh.metadata.uid);
-  const third = await runJob(cluster, node, 'twopass-whereabouts-ips');
-  await new Promise((r) => setTimeout(r, 2500));
-  const fourth = await runJob(cluster, node, 'twopass-whereabouts-ips');
-  for (const j of [third, fourth]) {
-    assert.is(j.condition, 'Complete', summary(j));
-    assert.not.ok(
-      j.events.some((e) => e.event === 'resource.deleted'),
-      summary(j),
-    );
-  }
+  await twoRunsDeleteNothing(cluster, node);
   assert.is((await pool(kube, RANGE))[offset(ip)]?.id, taken.id, 'the live allocation stays');
   assert.ok(await kube.get(RESERVATIONS, POOL_NS, ip), 'and its reservation');
   kubectl(cluster, ['delete', 'statefulset', 'db', '-n', APPS, '--wait=false']);
@@ -796,15 +789,7 @@ bare.before(async (ctx) => {
   await ctx.kube.create(NAMESPACES, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: APPS } });
   await nodeReady(ctx);
 });
-bare.after.each(async (ctx) => {
-  if (ctx.installed) await uninstall(ctx.cluster, ctx.installed);
-  delete ctx.installed;
-});
-bare.after(async (ctx) => {
-  await ctx.kube?.close();
-  await ctx.node?.stop();
-  await ctx.cluster?.stop();
-});
+stopsAfter(bare);
 
 bareIt(
   "twopass keeps the allocations of running pods; whereabouts' reconciler frees them and the next pod gets a running pod's address",
@@ -837,16 +822,7 @@ bareIt(
     const objs = withConfig(renderOverlay('whereabouts-ips'), shortGrace('whereabouts-ips'));
     ctx.installed = objs;
     apply(cluster, objs);
-    const first = await runJob(cluster, node, 'twopass-whereabouts-ips');
-    await new Promise((r) => setTimeout(r, 2500));
-    const second = await runJob(cluster, node, 'twopass-whereabouts-ips');
-    for (const j of [first, second]) {
-      assert.is(j.condition, 'Complete', summary(j));
-      assert.not.ok(
-        j.events.some((e) => e.event === 'resource.deleted'),
-        summary(j),
-      );
-    }
+    await twoRunsDeleteNothing(cluster, node);
     const kept = Object.values(await pool(kube, PRIMARY.range)).filter((a) =>
       a.podref.startsWith(`${APPS}/x-`),
     );

@@ -14,7 +14,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { IPPOOLS, NETWORK_STATUS, RESERVATIONS } from '../../../functions/whereabouts-ips/model.ts';
-import type { KubeClient } from '../../kube/ports.ts';
+import type { JsonPatchOp, KubeClient } from '../../kube/ports.ts';
 import { type KubeObject, PODS } from '../../kube/resources.ts';
 import { parseAddress, parseCidr } from '../../net/ip.ts';
 import { createPodObject } from './danm.ts';
@@ -47,6 +47,20 @@ export async function createPool(
   });
 }
 
+/** A JSON Patch on the pool whose first operation tests the resourceVersion just read, as whereabouts writes. */
+async function patchPool(
+  kube: KubeClient,
+  ns: string,
+  pool: string,
+  ops: (p: KubeObject) => JsonPatchOp[],
+): Promise<void> {
+  const p = (await kube.get(IPPOOLS, ns, pool))!;
+  await kube.jsonPatch(IPPOOLS, ns, pool, [
+    { op: 'test', path: '/metadata/resourceVersion', value: p.metadata.resourceVersion },
+    ...ops(p),
+  ]);
+}
+
 /** The allocation at `ip`, written as whereabouts does: a JSON Patch on the resourceVersion read. */
 export async function allocate(
   kube: KubeClient,
@@ -56,10 +70,8 @@ export async function allocate(
   ip: string,
   a: Alloc,
 ): Promise<void> {
-  const p = (await kube.get(IPPOOLS, ns, pool))!;
   const path = `/spec/allocations/${offsetOf(range, ip)}`;
-  await kube.jsonPatch(IPPOOLS, ns, pool, [
-    { op: 'test', path: '/metadata/resourceVersion', value: p.metadata.resourceVersion },
+  await patchPool(kube, ns, pool, () => [
     { op: 'test', path, value: null },
     { op: 'add', path, value: { ifname: 'net1', ...a } },
   ]);
@@ -74,11 +86,7 @@ export async function reallocate(
   ip: string,
   a: Alloc,
 ): Promise<void> {
-  const p = (await kube.get(IPPOOLS, ns, pool))!;
-  await kube.jsonPatch(IPPOOLS, ns, pool, [
-    { op: 'test', path: '/metadata/resourceVersion', value: p.metadata.resourceVersion },
-    { op: 'remove', path: `/spec/allocations/${offsetOf(range, ip)}` },
-  ]);
+  await patchPool(kube, ns, pool, () => [{ op: 'remove', path: `/spec/allocations/${offsetOf(range, ip)}` }]);
   await allocate(kube, ns, pool, range, ip, a);
 }
 
@@ -92,16 +100,16 @@ export async function takeOver(
   pool: string,
   a: Required<Alloc>,
 ): Promise<string | undefined> {
-  const p = (await kube.get(IPPOOLS, ns, pool))!;
-  const allocs = (p.spec as { allocations?: Record<string, Alloc> }).allocations ?? {};
-  const offset = Object.keys(allocs).find(
-    (o) => allocs[o]!.podref === a.podref && (allocs[o]!.ifname ?? '') === a.ifname,
-  );
-  if (offset === undefined) return undefined;
-  await kube.jsonPatch(IPPOOLS, ns, pool, [
-    { op: 'test', path: '/metadata/resourceVersion', value: p.metadata.resourceVersion },
-    { op: 'replace', path: `/spec/allocations/${offset}/id`, value: a.id },
-  ]);
+  let offset: string | undefined;
+  await patchPool(kube, ns, pool, (p) => {
+    const allocs = (p.spec as { allocations?: Record<string, Alloc> }).allocations ?? {};
+    offset = Object.keys(allocs).find(
+      (o) => allocs[o]!.podref === a.podref && (allocs[o]!.ifname ?? '') === a.ifname,
+    );
+    return offset === undefined
+      ? []
+      : [{ op: 'replace', path: `/spec/allocations/${offset}/id`, value: a.id }];
+  });
   return offset;
 }
 
