@@ -563,6 +563,16 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
   })();
   const live: string[] = [];
   const take = (n: number) => live.splice(0, n);
+  const suspend = () =>
+    kubectl(cluster, [
+      'patch',
+      'cronjob',
+      'twopass-whereabouts-ips',
+      '-n',
+      NS,
+      '-p',
+      '{"spec":{"suspend":true}}',
+    ]);
   const started = Date.now();
   try {
     for (let round = 1; round <= rounds; round++) {
@@ -598,15 +608,7 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
       300_000,
     ).catch(() => undefined);
     // the Job that freed the last leak may still run: its log is read once it ends
-    kubectl(cluster, [
-      'patch',
-      'cronjob',
-      'twopass-whereabouts-ips',
-      '-n',
-      NS,
-      '-p',
-      '{"spec":{"suspend":true}}',
-    ]);
+    suspend();
     await eventually(
       'the last Job ended and was read',
       () => {
@@ -620,15 +622,7 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
   } finally {
     monitoring = false;
     await monitor;
-    kubectl(cluster, [
-      'patch',
-      'cronjob',
-      'twopass-whereabouts-ips',
-      '-n',
-      NS,
-      '-p',
-      '{"spec":{"suspend":true}}',
-    ]);
+    suspend();
     for (const p of live) await kube.delete(PODS, APPS, p).catch(() => undefined);
   }
   const ids = new Set(Object.values(await pool(kube, range)).map((a) => a.id));
