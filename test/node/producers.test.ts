@@ -32,7 +32,15 @@ import {
   summary,
   withConfig,
 } from './jobs.ts';
-import { IMAGE_ARCHIVE, NODE_NAME, type Node, nodeAvailable, podLog, startNode } from './node.ts';
+import {
+  type CniSetup,
+  IMAGE_ARCHIVE,
+  NODE_NAME,
+  type Node,
+  nodeAvailable,
+  podLog,
+  startNode,
+} from './node.ts';
 import {
   POOL_NS,
   poolName,
@@ -62,8 +70,11 @@ const NODES = { group: '', version: 'v1', plural: 'nodes', kind: 'Node', namespa
 const APPS = 'wb-apps';
 const NETWORKS = 'k8s.v1.cni.cncf.io/networks';
 
-test.before(async (ctx) => {
-  if (why) return;
+/**
+ * A suite's own apiserver and node with `cni`: the producers' CRDs, the images (twopass's,
+ * tagged as the manifests name it, and whereabouts' collectors'), the test namespace.
+ */
+async function startProducerNode(ctx: Ctx, cni: CniSetup): Promise<void> {
   const built = spawnSync('bash', [join(ROOT, 'test/node/image.sh')], {
     encoding: 'utf8',
     timeout: 1_200_000,
@@ -77,11 +88,14 @@ test.before(async (ctx) => {
       .map((d) => stringify(d))
       .join('---\n'),
   );
-  ctx.node = await startNode(ctx.cluster, [IMAGE_ARCHIVE, whereaboutsImage()], { cni: withMultus });
+  ctx.node = await startNode(ctx.cluster, [IMAGE_ARCHIVE, whereaboutsImage()], { cni });
   ctx.node.tag('localhost/twopass:test', 'docker.io/library/twopass:0.1.0');
   ctx.kube = adminClient(ctx.cluster);
   await ctx.kube.create(NAMESPACES, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: APPS } });
   await nodeReady(ctx);
+}
+test.before(async (ctx) => {
+  if (!why) await startProducerNode(ctx, withMultus);
 });
 
 async function nodeReady(ctx: Ctx): Promise<void> {
@@ -762,26 +776,12 @@ test.run();
 const bare = suite<Ctx>(
   "whereabouts without Multus (the cluster network's IPAM): no pod has a network-status",
 );
-const bareIt = why || (only && !'without Multus'.includes(only)) ? bare.skip : bare;
+const skipBare = why || (only && !'without Multus'.includes(only));
+const bareIt = skipBare ? bare.skip : bare;
 const PRIMARY = { range: '10.88.0.0/16', rangeStart: '10.88.1.10', rangeEnd: '10.88.1.250' };
 
 bare.before(async (ctx) => {
-  if (why || (only && !'without Multus'.includes(only))) return;
-  ctx.cluster = await startCluster({ serviceAccounts: true });
-  kubectl(
-    ctx.cluster,
-    ['apply', '-f', '-'],
-    producerCrds()
-      .map((d) => stringify(d))
-      .join('---\n'),
-  );
-  ctx.node = await startNode(ctx.cluster, [IMAGE_ARCHIVE, whereaboutsImage()], {
-    cni: whereaboutsPrimary(PRIMARY),
-  });
-  ctx.node.tag('localhost/twopass:test', 'docker.io/library/twopass:0.1.0');
-  ctx.kube = adminClient(ctx.cluster);
-  await ctx.kube.create(NAMESPACES, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: APPS } });
-  await nodeReady(ctx);
+  if (!skipBare) await startProducerNode(ctx, whereaboutsPrimary(PRIMARY));
 });
 stopsAfter(bare);
 
