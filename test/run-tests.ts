@@ -111,5 +111,14 @@ const skipped = num('Skipped');
 const failLines = plain.match(/^\s*FAIL\s/gm)?.length ?? 0;
 let failed = Math.max(failLines, total - passed - skipped);
 if (code !== 0 && failed === 0) failed = 1; // a file that crashed before uvu could count it
+// uvu prints each failure beside its suite, far above the end; repeat their first lines here, so
+// the tail of a long run says which tests failed and why.
+const failures = [...plain.matchAll(/^\s*FAIL\s[^\n]*(?:\n(?!\s*FAIL\s)[^\n]*){0,6}/gm)].map((m) =>
+  m[0].trim(),
+);
+if (failures.length > 0) {
+  console.log(`\n${failures.length} failed (as uvu printed them above):`);
+  for (const f of failures) console.log(`${f}\n`);
+}
 console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
 process.exit(code !== 0 || failed > 0 ? 1 : 0);
