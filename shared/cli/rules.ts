@@ -237,7 +237,13 @@ export async function decideWorld(
     const cloud = new WorldNeutron(world.objects, world.source);
     snap = await cloudRuleFunction(rule).observe(cloud.reader(world), {
       ...ctx,
-      settings: { projectId: cloud.projectId, cluster: cloud.cluster },
+      // a world is judged, never deleted from: what an operator acknowledges before a real run is taken as said
+      settings: {
+        projectId: cloud.projectId,
+        cluster: cloud.cluster,
+        clusterNameIsUnique: true,
+        ...Object.fromEntries(rule.acknowledgements.map((a) => [a.setting, true])),
+      },
     });
   } else snap = await ruleFunction(rule).observe(world, { ...ctx, settings: {} });
   const used = new Set(snap.used);

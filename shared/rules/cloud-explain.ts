@@ -2,6 +2,7 @@
 import { formatDuration } from '../engine/duration.ts';
 import { apiVersionOf } from '../kube/resources.ts';
 import { COST_LIMIT } from './cel.ts';
+import { OCCM_DEFAULT_CLUSTER } from './cloud-function.ts';
 import { CLOUD_TARGETS, type CloudRule } from './cloud-rule.ts';
 import { ruleDefaults } from './function.ts';
 
@@ -18,6 +19,11 @@ export function explainCloudRule(r: CloudRule) {
       ...(r.tags.length ? { tags: r.tags } : {}),
     },
     owner: `${r.owner.describe}, with \${cluster} = functions.${r.name}.settings.cluster, in the project`,
+    /** What the operator must set before it runs (the cluster name's own check is in every cloud rule). */
+    requires: [
+      `functions.${r.name}.settings.clusterNameIsUnique: true, if the cluster is named ${OCCM_DEFAULT_CLUSTER} (cloud-provider-openstack's default, shared by every cluster that never set --cluster-name)`,
+      ...r.acknowledgements.map((a) => `functions.${r.name}.settings.${a.setting}: true (${a.why})`),
+    ],
     evidence: r.evidence
       .map((e) => ({
         name: e.name,
@@ -63,6 +69,7 @@ export function describeCloudRule(r: CloudRule): string {
     `  ${x.description}`,
     `  targets:     ${x.target.resource}${x.target.tags ? `, tags ${x.target.tags.join(', ')}` : ''}`,
     `  owned by:    ${x.owner}`,
+    ...x.requires.map((q) => `  requires:    ${q}`),
     ...x.evidence.map(
       (e) => `  evidence.${e.name}: ${e.resource}, keyed by ${e.key}${e.optional ? `, ${e.optional}` : ''}`,
     ),

@@ -104,9 +104,22 @@ export const cloudRuleSchema = z
     indeterminate: expr.optional(),
     fingerprint: z.array(expr).optional(),
     unused: z.string().optional(),
+    /**
+     * What the operator must say before the rule runs: each a setting (set to `true` under
+     * `functions.NAME.settings`) and why it is asked, for a doubt no list can settle.
+     */
+    acknowledge: z
+      .record(
+        z.string().regex(/^[a-z][A-Za-z0-9]*$/, { error: 'expected a setting name (camelCase)' }),
+        z.string().min(1),
+      )
+      .optional(),
     defaults: defaultsSchema.optional(),
   })
   .strict();
+
+/** The settings every cloud rule has: an acknowledgement may not take one of their names. */
+export const CLOUD_SETTING_NAMES = ['projectId', 'cluster', 'cloud', 'pageSize', 'clusterNameIsUnique'];
 
 export type CloudOwnership = Readonly<{
   field: 'tag' | 'name' | 'description' | 'metadata';
@@ -149,6 +162,8 @@ export type CloudRule = Readonly<{
   indeterminate?: Compiled | undefined;
   fingerprint: readonly Compiled[];
   unused: string;
+  /** Settings the operator must set to `true` before it runs, with why each is asked. */
+  acknowledgements: readonly Readonly<{ setting: string; why: string }>[];
   defaults: NonNullable<RuleFile['defaults']>;
   /** The rule document as it was read (what `rules manifests` ships). */
   file: unknown;
@@ -245,6 +260,11 @@ export function compileCloudRule(doc: unknown, source: string): CloudRule {
     );
   if (f.target.tags?.length && target.service !== 'Neutron')
     throw new ConfigError(`${where}: \`target.tags\`: ${target.service} ${f.target.openstack} have no tags`);
+  for (const setting of Object.keys(f.acknowledge ?? {}))
+    if (CLOUD_SETTING_NAMES.includes(setting))
+      throw new ConfigError(
+        `${where}: \`acknowledge.${setting}\`: \`${setting}\` is a setting of every cloud rule; name the acknowledgement otherwise`,
+      );
   const kube: Record<string, KubeEvidence> = {};
   const cloud: Record<string, CloudEvidence> = {};
   for (const [name, e] of Object.entries(f.evidence ?? {})) {
@@ -272,6 +292,10 @@ export function compileCloudRule(doc: unknown, source: string): CloudRule {
     indeterminate,
     fingerprint,
     unused: f.unused ?? `\`inUse\` is false: ${f.inUse.trim()}`,
+    acknowledgements: Object.entries(f.acknowledge ?? {}).map(([setting, why]) => ({
+      setting,
+      why: why.trim(),
+    })),
     defaults: f.defaults ?? {},
     file: doc,
   };

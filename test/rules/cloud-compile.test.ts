@@ -14,7 +14,7 @@ import { ConfigError } from '../../shared/errors.ts';
 import { CLUSTER as CLUSTER_MARK, compileCloudRule } from '../../shared/rules/cloud-rule.ts';
 import { functionsOf } from '../../shared/rules/registry.ts';
 import { twopass } from '../helpers/cli.ts';
-import { CLUSTER, FIP_PACK, describe as fipDescription } from './cloud-scenarios.ts';
+import { CLUSTER, FIP_PACK, describe as fipDescription, settingsFor } from './cloud-scenarios.ts';
 
 const test = suite('cloud rules: loading and explaining');
 
@@ -197,7 +197,7 @@ test("a server that ignores project_id (or an admin's token): another project's 
     {
       now: Date.now(),
       signal: new AbortController().signal,
-      settings: { projectId: 'p-1', cluster: CLUSTER },
+      settings: settingsFor(pack, 'p-1'),
       note: (event: string, fields: Record<string, unknown>) =>
         notes.push(`${event} ${JSON.stringify(fields)}`),
     },
@@ -284,6 +284,56 @@ test('`rules test` checks each cloud pack against its world file, and exits 1 on
   const none = twopass(['rules', 'test', FIP_PACK, join(dir, 'none.yaml')]);
   assert.is(none.code, 2);
   assert.match(none.err, /needs one `kind: Project`/);
+});
+
+test("ownership that cannot be borrowed: a run with cloud-provider-openstack's default cluster name, or without the pack's acknowledgement, is refused (exit 2) and says why and what to set", () => {
+  const dir = mkdtempSync(join(tmpdir(), 'twopass-cloud-refusals-'));
+  const run = (pack: string, settings: Record<string, unknown>) => {
+    const cfg = join(dir, `${pack}.yaml`);
+    writeFileSync(
+      cfg,
+      stringify({
+        rules: [{ file: join(FIP_PACK, '../..', pack, 'rule.yaml') }],
+        functions: { [pack]: { enabled: true, settings: { projectId: 'p-1', ...settings } } },
+      }),
+    );
+    // no kubeconfig and no cloud: a run that passes the settings stops at the connection instead
+    return twopass(['run', pack, '--config', cfg], { KUBECONFIG: join(dir, 'none'), OS_CLOUD: 'none' });
+  };
+  for (const pack of ['cpo-load-balancers', 'cpo-security-groups', 'cinder-csi-volumes']) {
+    const shared = run(pack, { cluster: 'kubernetes' });
+    assert.is(shared.code, 2, shared.err);
+    assert.match(
+      shared.err,
+      new RegExp(
+        `functions\\.${pack}\\.settings\\.cluster\`: \`kubernetes\` is cloud-provider-openstack's default --cluster-name`,
+      ),
+    );
+    assert.match(shared.err, /clusterNameIsUnique: true/);
+    const said = run(pack, { cluster: 'kubernetes', clusterNameIsUnique: true });
+    assert.not.match(said.err, /settings/, `${pack}: said, the name is taken: ${said.err}`);
+    const own = run(pack, { cluster: 'prod-1' });
+    assert.not.match(own.err, /settings/, `${pack}: a name of its own: ${own.err}`);
+  }
+  const unmarked = run('cpo-floating-ips', { cluster: 'prod-1' });
+  assert.is(unmarked.code, 2, unmarked.err);
+  assert.match(
+    unmarked.err,
+    /settings\.keptFloatingIpsMarked`: this rule runs only once `keptFloatingIpsMarked: true` is set/,
+  );
+  assert.match(unmarked.err, /keep-floatingip/);
+  const marked = run('cpo-floating-ips', { cluster: 'prod-1', keptFloatingIpsMarked: true });
+  assert.not.match(marked.err, /settings/, marked.err);
+  const check = twopass(['rules', 'check', FIP_PACK, '--output', 'table']);
+  assert.match(check.out, /requires: +functions\.cpo-floating-ips\.settings\.keptFloatingIpsMarked: true/);
+});
+
+test('a rule may not name an acknowledgement after a setting every cloud rule has', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'twopass-cloud-ack-'));
+  writeFileSync(join(dir, 'r.yaml'), stringify({ ...base, acknowledge: { cluster: 'why' } }));
+  const r = twopass(['rules', 'check', join(dir, 'r.yaml')]);
+  assert.is(r.code, 2, r.err);
+  assert.match(r.err, /`acknowledge\.cluster`: `cluster` is a setting of every cloud rule/);
 });
 
 test.run();

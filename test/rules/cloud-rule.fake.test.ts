@@ -1,6 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { KEEP_MARK } from '../../shared/contract/index.ts';
 import { FakeOpenStack } from '../../shared/sandbox/openstack/server.ts';
 import { fakeTarget } from '../helpers/kube-target.ts';
 import { cloudRuleScenarios } from './cloud-scenarios.ts';
@@ -34,6 +35,10 @@ cloudRuleScenarios(
       exists: async (id) => os.fips.has(id),
       touch: async (id) => {
         os.update(os.fips.get(id)!, { description: `${os.fips.get(id)!.description}` });
+      },
+      keep: async (id) => {
+        const fip = os.fips.get(id)!;
+        os.update(fip, { tags: [...(fip.tags ?? []), KEEP_MARK].sort() });
       },
       adminEnv: { OS_CLOUD: 'fake', OS_CLIENT_CONFIG_FILE: join(dir, 'admin.yaml') },
       foreignFip: async (description) =>

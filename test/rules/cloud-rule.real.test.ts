@@ -1,6 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { KEEP_MARK } from '../../shared/contract/index.ts';
 import { realTarget } from '../helpers/kube-target.ts';
 import { passwordToken, realOpenStack } from '../openstack/real-openstack.ts';
 import { realWorld } from '../openstack/real-world.ts';
@@ -59,6 +60,9 @@ cloudRuleScenarios(
         exists,
         touch: async (id: string) => {
           await neutron('PUT', `/floatingips/${id}/tags`, { tags: ['touched'] });
+        },
+        keep: async (id: string) => {
+          await neutron('PUT', `/floatingips/${id}/tags`, { tags: [KEEP_MARK] });
         },
         adminEnv: { OS_CLOUD: 'real', OS_CLIENT_CONFIG_FILE: join(dir, 'admin.yaml') },
         foreignFip: async (description: string) => {

@@ -36,6 +36,8 @@ export type CloudWorld = Readonly<{
   exists: (id: string) => Promise<boolean>;
   /** Changes the floating IP (its revision moves). */
   touch: (id: string) => Promise<void>;
+  /** Tags the floating IP `twopass.io/keep`, as an operator marks one kept on purpose. */
+  keep: (id: string) => Promise<void>;
   /** A security group with this name and description; its id. */
   sg: (name: string, description: string) => Promise<string>;
   sgExists: (id: string) => Promise<boolean>;
@@ -54,6 +56,14 @@ export const sgDescription = (service: string, cluster = CLUSTER) =>
 export const describe = (service: string, cluster = CLUSTER) =>
   `Floating IP for Kubernetes external service ${service} from cluster ${cluster}`;
 
+/** A rule's settings in the tests: the project, the cluster, and every acknowledgement the rule asks for, given. */
+export const settingsFor = (r: Pick<CloudRule, 'acknowledgements'>, projectId: string, extra = {}) => ({
+  projectId,
+  cluster: CLUSTER,
+  ...Object.fromEntries(r.acknowledgements.map((a) => [a.setting, true])),
+  ...extra,
+});
+
 export function cloudRuleScenarios(
   label: string,
   getTarget: () => Promise<KubeTarget | undefined>,
@@ -71,7 +81,7 @@ export function cloudRuleScenarios(
       t.options,
       [],
       Date.now() + MIN,
-      { enabled: true, maxEvidenceDropPercent: 100, settings: { projectId: w.projectId, cluster: CLUSTER } },
+      { enabled: true, maxEvidenceDropPercent: 100, settings: settingsFor(r, w.projectId) },
       w.env,
     );
   const it = (name: string, fn: (t: KubeTarget, kube: KubeHttpClient, w: CloudWorld) => Promise<void>) =>
@@ -121,7 +131,7 @@ export function cloudRuleScenarios(
     // choosing a floating IP's address is admin-only in Neutron's default policy: restored as an admin
     const ports = await fn.connect!({
       kube: t.client(),
-      settings: { projectId: w.projectId, cluster: CLUSTER, pageSize: 100 },
+      settings: settingsFor(rule, w.projectId, { pageSize: 100 }),
       env: w.adminEnv,
       time: testTime(),
       callTimeoutMs: 10_000,
@@ -130,7 +140,7 @@ export function cloudRuleScenarios(
     const ctx = (apply: boolean) => ({
       now: r.now,
       signal: AbortSignal.timeout(30_000),
-      settings: { projectId: w.projectId, cluster: CLUSTER },
+      settings: settingsFor(rule, w.projectId),
       note: () => {},
       apply,
     });
@@ -188,6 +198,28 @@ export function cloudRuleScenarios(
     );
   });
 
+  it('keep-floatingip: a floating IP kept on purpose after its Service went (the controller leaves it as it was) is kept by the keep-mark the pack asks for; its unmarked twin goes', async (t, kube, w) => {
+    const ns = await t.namespace();
+    // both Services had load balancers; `kept` carried keep-floatingip, so the controller left
+    // its floating IP (description unchanged, on no port) when the Service was deleted
+    const kept = await w.fip(describe(`${ns}/kept`));
+    const leaked = await w.fip(describe(`${ns}/leaked`));
+    await w.keep(kept);
+    await createService(kube, ns, 'kept');
+    await kube.delete(SERVICES, ns, 'kept');
+    const r = mk(t, w);
+    await r.run();
+    r.now += 31 * MIN;
+    const res = await r.run();
+    assert.is(res.exitCode, EXIT.ok, JSON.stringify(r.events('delete.failed')));
+    assert.ok(res.deleted.includes(leaked), 'the unmarked one is a leak like any other');
+    assert.not.ok(res.deleted.includes(kept));
+    assert.ok(await w.exists(kept), 'the marked one stays');
+    r.now += 31 * MIN;
+    assert.not.ok((await r.run()).deleted.includes(kept), 'and stays on every later run');
+    assert.ok(await w.exists(kept));
+  });
+
   it('a floating IP changed between the observations is not deleted: its revision is its fingerprint', async (t, _kube, w) => {
     const ns = await t.namespace();
     const id = await w.fip(describe(`${ns}/gone`));
@@ -224,7 +256,7 @@ export function cloudRuleScenarios(
       t.options,
       [],
       Date.now() + MIN,
-      { enabled: true, maxEvidenceDropPercent: 100, settings: { projectId: w.projectId, cluster: CLUSTER } },
+      { enabled: true, maxEvidenceDropPercent: 100, settings: settingsFor(rule, w.projectId) },
       w.env,
     );
     await r.run();
@@ -264,7 +296,7 @@ export function cloudRuleScenarios(
       t.options,
       [],
       Date.now() + MIN,
-      { enabled: true, maxEvidenceDropPercent: 100, settings: { projectId: w.projectId, cluster: CLUSTER } },
+      { enabled: true, maxEvidenceDropPercent: 100, settings: settingsFor(rule, w.projectId) },
       w.adminEnv,
     );
     await r.run();
