@@ -28,6 +28,13 @@ export type KubeObject = {
 };
 
 export const PODS: ResourceRef = { group: '', version: 'v1', plural: 'pods', kind: 'Pod', namespaced: true };
+export const NODES: ResourceRef = {
+  group: '',
+  version: 'v1',
+  plural: 'nodes',
+  kind: 'Node',
+  namespaced: false,
+};
 export const SERVICES: ResourceRef = {
   group: '',
   version: 'v1',

@@ -47,6 +47,16 @@ export type LoadBalancerTree = {
 
 export type OctaviaDelete = 'deleted' | 'gone' | 'conflict';
 
+/** A pool's member, with the pool and the load balancer it stands behind. */
+export type Member = OctaviaChild & {
+  address?: string;
+  protocol_port?: number;
+  project_id?: string;
+  pool_id: string;
+  /** The load balancer of its pool ('' for a pool that names none). */
+  loadbalancer_id: string;
+};
+
 export interface OctaviaReader {
   listLoadBalancers(
     f: { project_id: string },
@@ -55,6 +65,11 @@ export interface OctaviaReader {
   getLoadBalancer(id: string, signal?: AbortSignal): Promise<LoadBalancer | undefined>;
   /** Its listeners, pools and members, read whole; a child gone meanwhile is an error (read again later). */
   loadBalancerTree(lb: LoadBalancer, signal?: AbortSignal): Promise<LoadBalancerTree>;
+  /**
+   * Every member of every pool of the project: the pools over proven pages, then each pool's
+   * members over proven pages (one list a pool: Octavia has no project-wide member list).
+   */
+  listMembers(f: { project_id: string }, signal?: AbortSignal): Promise<{ items: Member[]; pages: number }>;
 }
 
 /** Octavia's own answer that the load balancer does not exist (not a proxy's 404). */
@@ -141,6 +156,33 @@ export class OctaviaClient implements OctaviaReader {
       pools.push({ ...pool, members: members.items });
     }
     return { listeners, pools };
+  }
+
+  async listMembers(f: { project_id: string }, signal?: AbortSignal) {
+    const root = await this.root(signal);
+    const get = (what: string, url: string) => this.call(what, 'GET', url, signal);
+    const pools = await listProven<OctaviaChild & { loadbalancers?: { id: string }[] }>({
+      what: 'octavia list pools',
+      url: `${root}/pools`,
+      query: new URLSearchParams({ project_id: f.project_id, limit: String(this.pageSize) }),
+      key: 'pools',
+      get,
+    });
+    const items: Member[] = [];
+    let pages = pools.pages;
+    for (const p of pools.items) {
+      const members = await listProven<OctaviaChild>({
+        what: `octavia list members of pool ${p.id}`,
+        url: `${root}/pools/${encodeURIComponent(p.id)}/members`,
+        query: new URLSearchParams({ limit: String(this.pageSize) }),
+        key: 'members',
+        get,
+      });
+      pages += members.pages;
+      const loadbalancer_id = p.loadbalancers?.[0]?.id ?? '';
+      for (const m of members.items) items.push({ ...m, pool_id: p.id, loadbalancer_id });
+    }
+    return { items, pages };
   }
 
   /** DELETE with cascade (its listeners, pools and members go with it); 409: it is immutable now. */

@@ -3,7 +3,7 @@ import { formatDuration } from '../engine/duration.ts';
 import { apiVersionOf } from '../kube/resources.ts';
 import { COST_LIMIT } from './cel.ts';
 import { OCCM_DEFAULT_CLUSTER } from './cloud-function.ts';
-import { CLOUD_TARGETS, type CloudRule } from './cloud-rule.ts';
+import { CLOUD_EVIDENCE, CLOUD_TARGETS, type CloudRule } from './cloud-rule.ts';
 import { ruleDefaults } from './function.ts';
 
 export function explainCloudRule(r: CloudRule) {
@@ -34,7 +34,7 @@ export function explainCloudRule(r: CloudRule) {
       .concat(
         r.cloudEvidence.map((e) => ({
           name: e.name,
-          resource: `OpenStack ${CLOUD_TARGETS[e.collection as keyof typeof CLOUD_TARGETS].service} ${e.collection} of the project${e.tags.length ? `, tags ${e.tags.join(', ')}` : ''}`,
+          resource: `OpenStack ${CLOUD_EVIDENCE[e.collection as keyof typeof CLOUD_EVIDENCE].service} ${e.collection} of the project${e.tags.length ? `, tags ${e.tags.join(', ')}` : ''}`,
           key: `${e.key.source.trim()} (${e.key.type})`,
         })),
       ),

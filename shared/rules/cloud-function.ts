@@ -34,7 +34,7 @@ import {
 import { type LoadBalancer, OctaviaClient, type OctaviaReader } from '../openstack/octavia.ts';
 import { restoreFip, restorePort } from '../openstack/restore.ts';
 import { toCel } from './cel.ts';
-import { CLOUD_TARGETS, CLUSTER, type CloudCollection, type CloudRule } from './cloud-rule.ts';
+import { CLOUD_TARGETS, CLUSTER, type CloudEvidenceCollection, type CloudRule } from './cloud-rule.ts';
 import { type EvidenceRead, indexEvidence, readEvidence, reportEvidence } from './evidence.ts';
 import { judge, ruleDefaults } from './function.ts';
 
@@ -139,13 +139,14 @@ const nameOf = (o: Resource) =>
       ? `${o.name} (${o.id})`
       : o.id;
 
-/** One Neutron (or Cinder) collection of a project, every page (the client proves the list complete). */
+/** One Neutron, Cinder or Octavia collection of a project, every page (the client proves the list complete). */
 function listCollection(
   r: CloudReader,
-  c: CloudCollection,
+  c: CloudEvidenceCollection,
   f: { project_id: string; tags: string[] },
   signal: AbortSignal,
 ): Promise<{ items: readonly unknown[]; pages: number }> {
+  if (c === 'members') return octaviaOf(r).listMembers({ project_id: f.project_id }, signal);
   if (c === 'volumes') return cinderOf(r).listVolumes({ project_id: f.project_id }, signal);
   if (c === 'loadbalancers') return octaviaOf(r).listLoadBalancers({ project_id: f.project_id }, signal);
   return c === 'ports'
@@ -224,7 +225,7 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
     for (const e of rule.cloudEvidence) {
       const l = await listCollection(
         r,
-        e.collection as CloudCollection,
+        e.collection as CloudEvidenceCollection,
         { project_id: s.projectId, tags: [...e.tags] },
         signal,
       );
@@ -394,7 +395,7 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
       const cinder = readsVolumes ? new CinderClient(auth, http, c.settings.pageSize) : undefined;
       const readsLbs =
         rule.collection === 'loadbalancers' ||
-        rule.cloudEvidence.some((e) => e.collection === 'loadbalancers');
+        rule.cloudEvidence.some((e) => e.collection === 'loadbalancers' || e.collection === 'members');
       const octavia = readsLbs ? new OctaviaClient(auth, http, c.settings.pageSize) : undefined;
       return {
         reader: { kube: c.kube, neutron, cinder, octavia },

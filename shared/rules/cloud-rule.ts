@@ -36,15 +36,29 @@ export const CLOUD_TARGETS = {
 } as const;
 export type CloudCollection = keyof typeof CLOUD_TARGETS;
 
+/**
+ * What a cloud rule may read as evidence: every target collection, and Octavia's members
+ * (each pool's, with `pool_id` and `loadbalancer_id` added: what stands behind a load
+ * balancer), which are never targets.
+ */
+export const CLOUD_EVIDENCE = {
+  ...CLOUD_TARGETS,
+  members: { kind: 'Member', service: 'Octavia' },
+} as const;
+export type CloudEvidenceCollection = keyof typeof CLOUD_EVIDENCE;
+
 // biome-ignore lint/suspicious/noTemplateCurlyInString: the placeholder rule files write, not a template
 export const CLUSTER = '${cluster}';
 
 /** Another OpenStack list of the rule's project as evidence: listed after the targets, indexed by `key`. */
 const cloudEvidenceSchema = z
   .object({
-    openstack: z.enum(Object.keys(CLOUD_TARGETS) as [CloudCollection, ...CloudCollection[]], {
-      error: `expected one of ${Object.keys(CLOUD_TARGETS).join(', ')}`,
-    }),
+    openstack: z.enum(
+      Object.keys(CLOUD_EVIDENCE) as [CloudEvidenceCollection, ...CloudEvidenceCollection[]],
+      {
+        error: `expected one of ${Object.keys(CLOUD_EVIDENCE).join(', ')}`,
+      },
+    ),
     /** Server-side: only resources carrying every one of these tags are listed. */
     tags: z.array(z.string().min(1)).optional(),
     key: expr,
@@ -268,6 +282,10 @@ export function compileCloudRule(doc: unknown, source: string): CloudRule {
   const kube: Record<string, KubeEvidence> = {};
   const cloud: Record<string, CloudEvidence> = {};
   for (const [name, e] of Object.entries(f.evidence ?? {})) {
+    if (e.cloud?.tags?.length && CLOUD_EVIDENCE[e.cloud.openstack].service !== 'Neutron')
+      throw new ConfigError(
+        `${where}: \`evidence.${name}.tags\`: ${CLOUD_EVIDENCE[e.cloud.openstack].service} ${e.cloud.openstack} have no tags`,
+      );
     if (e.cloud) cloud[name] = e.cloud;
     else if (e.kube) kube[name] = e.kube;
   }

@@ -3,9 +3,10 @@
  * OpenStack resources, written as objects of `apiVersion: openstack.twopass.io/v1`:
  *
  *   kind: Project       metadata.name: the project ID; spec.cluster: the cluster's name
- *   kind: FloatingIP | Port | SecurityGroup | Volume | LoadBalancer
+ *   kind: FloatingIP | Port | SecurityGroup | Volume | LoadBalancer | Member
  *                       metadata.name: the resource's id; metadata.annotations
- *                       twopass.io/expect as for any target; spec: its Neutron fields
+ *                       twopass.io/expect as for any target; spec: its fields (a Member's
+ *                       spec names its pool_id and loadbalancer_id, as the client adds them)
  *
  * Served read-only as the Neutron the rule lists (by project and tags, as the server does).
  */
@@ -13,7 +14,7 @@ import { ConfigError } from '../errors.ts';
 import type { KubeObject } from '../kube/resources.ts';
 import type { Volume } from '../openstack/cinder.ts';
 import type { Filters, FloatingIp, Port, SecurityGroup } from '../openstack/neutron.ts';
-import type { LoadBalancer } from '../openstack/octavia.ts';
+import type { LoadBalancer, Member } from '../openstack/octavia.ts';
 import type { CloudReader } from './cloud-function.ts';
 
 export const OPENSTACK_API = 'openstack.twopass.io/v1';
@@ -92,6 +93,7 @@ export class WorldNeutron {
             listeners: (lb.listeners ?? []).map((l) => ({ ...l })),
             pools: (lb.pools ?? []).map((p) => ({ ...p, members: [] })),
           }),
+        listMembers: (f) => this.list<Member>('Member', f),
       },
       cinder: {
         listVolumes: (f) => this.list<Volume>('Volume', f),

@@ -17,7 +17,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { parseAllDocuments } from 'yaml';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
-import { CONFIGMAPS, type KubeObject, LEASES, NAMESPACES, PODS } from '../../shared/kube/resources.ts';
+import { CONFIGMAPS, type KubeObject, LEASES, NAMESPACES, NODES, PODS } from '../../shared/kube/resources.ts';
 import {
   allocated,
   createEndpoint,
@@ -100,8 +100,6 @@ test.before(async (ctx) => {
   );
 });
 stopsAfter(test);
-
-const NODES = { group: '', version: 'v1', plural: 'nodes', kind: 'Node', namespaced: false } as const;
 
 it("the shipped CronJob's pod (65532, read-only root, /tmp, 512Mi) runs `twopass demo` from the image to Completed", async ({
   kube,

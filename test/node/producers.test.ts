@@ -15,7 +15,7 @@ import * as assert from 'uvu/assert';
 import { stringify } from 'yaml';
 import { IPPOOLS, NETWORK_STATUS, RESERVATIONS } from '../../functions/whereabouts-ips/model.ts';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
-import { type KubeObject, LEASES, NAMESPACES, PODS } from '../../shared/kube/resources.ts';
+import { type KubeObject, LEASES, NAMESPACES, NODES, PODS } from '../../shared/kube/resources.ts';
 import { adminClient, type Cluster, startCluster } from '../cluster/cluster.ts';
 import { eventually } from '../helpers/time.ts';
 import {
@@ -66,7 +66,6 @@ const only = process.env.TWOPASS_NODE_ONLY;
 const it = (name: string, fn: Parameters<typeof test>[1]) =>
   (why || (only && !name.includes(only)) ? test.skip : test)(name, fn);
 
-const NODES = { group: '', version: 'v1', plural: 'nodes', kind: 'Node', namespaced: false } as const;
 const APPS = 'wb-apps';
 const NETWORKS = 'k8s.v1.cni.cncf.io/networks';
 

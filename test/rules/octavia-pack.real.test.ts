@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import * as assert from 'uvu/assert';
 import { type AnyFunction, type ConnectContext, MINUTE as MIN } from '../../shared/contract/index.ts';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
-import { SERVICES } from '../../shared/kube/resources.ts';
+import { NODES, SERVICES } from '../../shared/kube/resources.ts';
 import { loadCloudConfig } from '../../shared/openstack/config.ts';
 import { Http } from '../../shared/openstack/http.ts';
 import { KeystoneAuth } from '../../shared/openstack/keystone.ts';
@@ -44,8 +44,12 @@ if (os && !octaviaUrl && process.env.TWOPASS_REQUIRE_REAL_OPENSTACK === '1') {
 type W = {
   env: Record<string, string>;
   lb: (name: string) => Promise<string>;
-  /** A listener on it, a pool behind the listener and a member in the pool, each ACTIVE. */
-  serve: (lbId: string, memberAddress: string) => Promise<{ listener: string; pool: string; member: string }>;
+  /** A listener on it, a pool behind the listener and a member in the pool (at `port`, 8080 unless given), each ACTIVE. */
+  serve: (
+    lbId: string,
+    memberAddress: string,
+    port?: number,
+  ) => Promise<{ listener: string; pool: string; member: string }>;
   status: (id: string) => Promise<string | undefined>;
   update: (id: string, description: string) => Promise<void>;
   gone: (id: string) => Promise<boolean>;
@@ -96,7 +100,7 @@ const suite = targetSuite<KubeTarget, W>('Octavia (real) and the cpo-load-balanc
         await settle(id, (s) => s === 'ACTIVE');
         return id;
       },
-      serve: async (lbId, memberAddress) => {
+      serve: async (lbId, memberAddress, port = 8080) => {
         // each child locks the load balancer (PENDING_UPDATE) until the provider reports it
         const made = async (
           under: string,
@@ -134,7 +138,7 @@ const suite = targetSuite<KubeTarget, W>('Octavia (real) and the cpo-load-balanc
         const member = await made(
           'pools',
           `/${pool}/members`,
-          { member: { address: memberAddress, protocol_port: 8080, subnet_id: os!.subnetId } },
+          { member: { address: memberAddress, protocol_port: port, subnet_id: os!.subnetId } },
           'member',
         );
         await settle(lbId, (s) => s === 'ACTIVE');
@@ -164,6 +168,15 @@ const mk = (t: KubeTarget, w: W, fn: AnyFunction = cloudRuleFunction(rule)) =>
     w.env,
   );
 const name = (ns: string, svc: string, cluster = CLUSTER) => `kube_service_${cluster}_${ns}_${svc}`;
+/** A Node of the cluster with this internal address (no kubelet: the object is the evidence). */
+const node = async (kube: KubeHttpClient, nodeName: string, address: string) => {
+  await kube.create(NODES, {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: { name: nodeName },
+    status: { addresses: [{ type: 'InternalIP', address }] },
+  } as never);
+};
 
 suite.it(
   'the client lists every load balancer of the project over proven pages (a full page has a next link)',
@@ -294,9 +307,11 @@ suite.it(
 
 suite.it(
   "a load balancer's tombstone holds its listeners, pools and members whole, read just before the cascading DELETE takes them",
-  async (t, _kube, w) => {
+  async (t, kube, w) => {
     const ns = await t.namespace();
     const id = await w.lb(name(ns, 'served'));
+    // its member stands on a node of the cluster, at a node port no Service holds: a leak
+    await node(kube, `${ns}-worker`, '10.0.0.77');
     const made = await w.serve(id, '10.0.0.77');
     const r = mk(t, w);
     await r.run();
@@ -328,6 +343,50 @@ suite.it(
     assert.equal(
       o.pools[0]!.members.map((m) => [m.id, m.address, m.protocol_port]),
       [[made.member, '10.0.0.77', 8080]],
+    );
+  },
+);
+
+suite.it(
+  "evidence from OpenStack: a load balancer whose Service is gone is kept while a member forwards to a node port a Service holds, or a member is no node of the cluster, or a floating IP not the controller's is on its VIP port; its twin on the nodes at a free node port goes",
+  async (t, kube, w) => {
+    const ns = await t.namespace();
+    await node(kube, `${ns}-worker`, '10.0.0.78');
+    const held = await createService(kube, ns, 'admin', { type: 'NodePort' });
+    const nodePort = (held.spec as { ports: { nodePort: number }[] }).ports[0]!.nodePort;
+    const forwarding = await w.lb(name(ns, 'forwarding'));
+    await w.serve(forwarding, '10.0.0.78', nodePort);
+    const extended = await w.lb(name(ns, 'extended'));
+    await w.serve(extended, '10.0.0.200');
+    const leaked = await w.lb(name(ns, 'leaked'));
+    // a node port no Service holds now (the apiserver's range is 30000-32767)
+    const taken = new Set(
+      (await kube.listAll(SERVICES)).items.flatMap((s) =>
+        ((s.spec as { ports?: { nodePort?: number }[] }).ports ?? []).map((p) => p.nodePort),
+      ),
+    );
+    let free = 32767;
+    while (taken.has(free)) free--;
+    await w.serve(leaked, '10.0.0.78', free);
+    const r = mk(t, w);
+    await r.run();
+    r.now += 31 * MIN;
+    const res = await r.run();
+    assert.is(res.exitCode, EXIT.ok, JSON.stringify(r.events('delete.failed')));
+    assert.ok(res.deleted.includes(leaked), JSON.stringify(r.lines.filter((l) => l.key === leaked)));
+    assert.not.ok(res.deleted.includes(forwarding) || res.deleted.includes(extended));
+    assert.not.ok(await w.gone(forwarding), 'traffic through it reaches a Service');
+    assert.not.ok(await w.gone(extended), 'something else stands behind it');
+    assert.ok(
+      r
+        .events('target.indeterminate')
+        .some((e) => e.key === extended && /is no node of this cluster/.test(String(e.reason))),
+      JSON.stringify(r.events('target.indeterminate')),
+    );
+    const sources = (r.events('snapshot.taken').at(-1)?.sources ?? []) as { name: string }[];
+    assert.ok(
+      sources.some((x) => x.name === 'evidence.members'),
+      'the members are listed as evidence',
     );
   },
 );

@@ -53,7 +53,7 @@ export async function createService(
   opts: {
     portId?: string;
     managed?: boolean;
-    type?: 'LoadBalancer' | 'ClusterIP';
+    type?: 'LoadBalancer' | 'ClusterIP' | 'NodePort';
     annotations?: Record<string, string>;
   } = {},
 ): Promise<KubeObject> {
