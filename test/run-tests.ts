@@ -7,9 +7,11 @@
  *                               packages they are skipped too, unless TWOPASS_REQUIRE_REAL_OPENSTACK=1
  *                               (CI), which makes their absence a failure
  *   npm test -- PATTERN         only test files whose path matches PATTERN
+ *   TWOPASS_LATE_BUILDS=DIR     (CI) the node, helm, monitoring and cloud suites run last, once the
+ *                               builds that DIR lists have ended
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Cluster, startCluster } from './cluster/cluster.ts';
@@ -82,17 +84,72 @@ if (process.env.TWOPASS_NO_REAL_CLUSTER === '1') {
 
 await openstackStarting;
 
-let out = '';
-const child = spawn(join(root, 'node_modules/.bin/uvu'), ['test', pattern], {
-  cwd: root,
-  env,
-  stdio: ['ignore', 'pipe', 'inherit'],
-});
-child.stdout.on('data', (chunk: Buffer) => {
-  process.stdout.write(chunk);
-  out += chunk.toString();
-});
-const code: number = await new Promise((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
+/** One uvu run over the test files; its output is echoed and kept for the count. */
+function uvu(args: string[]): Promise<{ code: number; out: string }> {
+  let out = '';
+  const child = spawn(join(root, 'node_modules/.bin/uvu'), ['test', ...args], {
+    cwd: root,
+    env,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  child.stdout.on('data', (chunk: Buffer) => {
+    process.stdout.write(chunk);
+    out += chunk.toString();
+  });
+  return new Promise((resolve) => child.on('exit', (c) => resolve({ code: c ?? 1, out })));
+}
+
+/**
+ * CI starts the tests as soon as the cluster is built, while the tools of a few suites are
+ * still building (TWOPASS_LATE_BUILDS: a directory where each such build leaves NAME.pending
+ * when it starts and NAME.rc, its exit code, when it ends). Those suites run last, once every
+ * build has ended; a build that failed is a failure, its log's end printed.
+ */
+const LATE_DIRS = '^(node|helm|monitoring|cloud)(/|$)';
+async function lateBuilds(dir: string): Promise<number> {
+  const names = () =>
+    readdirSync(dir)
+      .filter((f) => f.endsWith('.pending'))
+      .map((f) => f.slice(0, -'.pending'.length));
+  const t = Date.now();
+  let said = 0;
+  for (;;) {
+    const waiting = names().filter((n) => !existsSync(join(dir, `${n}.rc`)));
+    if (waiting.length === 0) break;
+    if (Date.now() - said > 60_000) {
+      console.log(
+        `waiting for the builds of ${waiting.join(', ')} (${Math.round((Date.now() - t) / 1000)} s)`,
+      );
+      said = Date.now();
+    }
+    await new Promise((r) => setTimeout(r, 2000));
+  }
+  let failed = 0;
+  for (const n of names()) {
+    const rc = readFileSync(join(dir, `${n}.rc`), 'utf8').trim();
+    if (rc === '0') continue;
+    failed++;
+    const log = join(dir, `${n}.log`);
+    console.log(
+      `the build of ${n} failed (exit ${rc})${existsSync(log) ? `:\n${readFileSync(log, 'utf8').slice(-4000)}` : ''}`,
+    );
+  }
+  return failed;
+}
+
+const lateDir = process.env.TWOPASS_LATE_BUILDS;
+const runs: { code: number; out: string }[] = [];
+let buildFailures = 0;
+if (lateDir) {
+  runs.push(await uvu([pattern, '-i', LATE_DIRS]));
+  buildFailures = await lateBuilds(lateDir);
+  const late = only
+    ? `^(?=.*(?:${only}))(node|helm|monitoring|cloud)/.*\\.test\\.ts$`
+    : '^(node|helm|monitoring|cloud)/.*\\.test\\.ts$';
+  runs.push(await uvu([late]));
+} else runs.push(await uvu([pattern]));
+const code = Math.max(...runs.map((r) => r.code));
+const out = runs.map((r) => r.out).join('\n');
 await cluster?.stop();
 await openstack?.stop();
 
@@ -102,14 +159,16 @@ const plain = out
   .split(ESC)
   .map((part, i) => (i === 0 ? part : part.replace(/^\[[0-9;]*m/, '')))
   .join('');
-const num = (label: string) => Number(new RegExp(`${label}:\\s+(\\d+)`).exec(plain)?.[1] ?? 0);
+// (summed over the runs: CI makes two)
+const num = (label: string) =>
+  [...plain.matchAll(new RegExp(`${label}:\\s+(\\d+)`, 'g'))].reduce((n, m) => n + Number(m[1]), 0);
 const total = num('Total');
 const passed = num('Passed');
 const skipped = num('Skipped');
 // Each failing test prints one `FAIL  <suite>  "<test>"` block; Total - Passed - Skipped can
 // under-count (uvu's Skipped also counts tests of suites that failed around them).
 const failLines = plain.match(/^\s*FAIL\s/gm)?.length ?? 0;
-let failed = Math.max(failLines, total - passed - skipped);
+let failed = Math.max(failLines, total - passed - skipped) + buildFailures;
 if (code !== 0 && failed === 0) failed = 1; // a file that crashed before uvu could count it
 // uvu prints each failure beside its suite, far above the end; repeat their first lines here, so
 // the tail of a long run says which tests failed and why.

@@ -355,6 +355,43 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
     return o;
   }
 
+  /**
+   * Sets a port's security groups, conditionally (If-Match: revision_number=N, never sent
+   * without it): 'updated', 'gone' (Neutron's own 404), or 'conflict' (412: the port changed).
+   */
+  async setPortSecurityGroups(
+    id: string,
+    groups: readonly string[],
+    revision: number,
+    signal?: AbortSignal,
+  ): Promise<'updated' | 'gone' | 'conflict'> {
+    const what = `neutron update port ${id} (security groups)`;
+    if (!Number.isSafeInteger(revision) || revision < 0)
+      throw new OpenStackApiError(
+        what,
+        0,
+        `the revision ${JSON.stringify(revision)} is not a count: not sent`,
+      );
+    if (!(await this.supports('revision-if-match', signal)))
+      throw new OpenStackApiError(
+        what,
+        0,
+        'Neutron does not offer the revision-if-match extension, so the update cannot carry its precondition: not sent',
+      );
+    const r = await this.call(
+      what,
+      'PUT',
+      `${await this.base(signal)}/ports/${encodeURIComponent(id)}`,
+      { 'if-match': `revision_number=${revision}` },
+      signal,
+      { port: { security_groups: groups } },
+    );
+    if (r.status === 200) return 'updated';
+    if (r.status === 404 && isNotFound(r.body, 'ports')) return 'gone';
+    if (r.status === 412) return 'conflict';
+    throw new OpenStackApiError(what, r.status, describeBody(r.body));
+  }
+
   deletePort(id: string, revision: number | undefined, signal?: AbortSignal) {
     return this.del('ports', id, revision, signal);
   }

@@ -52,9 +52,11 @@ export function explainCloudRule(r: CloudRule) {
       ? `never: ${r.collection} are only ever reported (a deleted ${r.kind}'s data cannot be had back)`
       : r.reportOnly
         ? 'never: a report-only rule is found and reported, never deleted'
-        : ifMatch
-          ? `DELETE with If-Match: revision_number=<observed> after a re-check on a fresh read and fresh evidence; a Neutron without revision-if-match gets no delete at all`
-          : 'DELETE without a precondition (the API offers none): the re-check on a fresh read is the last guard',
+        : r.release
+          ? `each port still in the group (evidence.${r.release.evidence}) taken off it first, with If-Match: the port's revision_number, when ${r.release.when.source.trim()} holds for every one (else nothing is written); then DELETE with If-Match: revision_number=<observed>, after a re-check on a fresh read and fresh evidence`
+          : ifMatch
+            ? `DELETE with If-Match: revision_number=<observed> after a re-check on a fresh read and fresh evidence; a Neutron without revision-if-match gets no delete at all`
+            : 'DELETE without a precondition (the API offers none): the re-check on a fresh read is the last guard',
     unused: r.unused,
     cost: Math.max(r.inUse.cost, r.indeterminate?.cost ?? 0),
     schedule: d.schedule,

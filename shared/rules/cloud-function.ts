@@ -243,6 +243,32 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
     return ev;
   }
   const allEvidence = { evidence: [...rule.evidence, ...rule.cloudEvidence] };
+  /**
+   * The ports still in security group `id` (from the rule's `release.evidence`), when
+   * `release.when` allows taking it off every one of them; else why not.
+   */
+  const releasable = (
+    indexes: EvidenceRead['indexes'],
+    id: string,
+  ):
+    | { ports: { id: string; security_groups: string[]; revision_number: number }[] }
+    | { refused: string } => {
+    const r = rule.release!;
+    const ports: { id: string; security_groups: string[]; revision_number: number }[] = [];
+    for (const p of (indexes[r.evidence]?.get(id) ?? []) as Record<string, unknown>[]) {
+      const ok = r.when.evaluate({ object: p, evidence: indexes });
+      if (!ok.ok || ok.value !== true)
+        return {
+          refused: `port ${String(p.id)} is in the group and is not one it may be taken off (release.when${ok.ok ? '' : `: ${ok.error}`})`,
+        };
+      const groups = p.security_groups;
+      const revision = typeof p.revision_number === 'bigint' ? Number(p.revision_number) : p.revision_number;
+      if (typeof p.id !== 'string' || !Array.isArray(groups) || typeof revision !== 'number')
+        return { refused: `port ${String(p.id)}: its security groups or revision cannot be read` };
+      ports.push({ id: p.id, security_groups: groups.map(String), revision_number: revision });
+    }
+    return { ports };
+  };
   const freshLists = (r: CloudReader, ctx: RunContext<Settings>) =>
     freshEvidence(ctx, `rule:${rule.name}`, () => readAll(r, ctx.settings, ctx.signal));
 
@@ -307,9 +333,11 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
     unused: rule.unused,
     removal: !CLOUD_TARGETS[c].deletes
       ? `never: a ${kind} is only reported`
-      : CLOUD_TARGETS[c].ifMatch
-        ? `DELETE the ${kind} with If-Match: revision_number=<the revision observed> (Neutron's revision-if-match: a changed ${kind} answers 412 and is skipped)`
-        : `DELETE the ${kind} (cascade) without a precondition, which ${CLOUD_TARGETS[c].service} does not offer: the re-check on a fresh read just before is the last guard; one being changed (PENDING_*) answers 409 and is skipped`,
+      : rule.release
+        ? `PUT each port still in the group without it (If-Match: the port's revision_number; only ports release.when allows), then DELETE the ${kind} with If-Match: revision_number=<the revision observed>`
+        : CLOUD_TARGETS[c].ifMatch
+          ? `DELETE the ${kind} with If-Match: revision_number=<the revision observed> (Neutron's revision-if-match: a changed ${kind} answers 412 and is skipped)`
+          : `DELETE the ${kind} (cascade) without a precondition, which ${CLOUD_TARGETS[c].service} does not offer: the re-check on a fresh read just before is the last guard; one being changed (PENDING_*) answers 409 and is skipped`,
     async recheck(r, { key, data: d }, ctx) {
       const o = await get(r, d.id, ctx.signal);
       if (!o) return { ok: false, reason: `${kind} is already gone` };
@@ -331,6 +359,12 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
       if ('used' in verdict) return { ok: false, reason: 'fresh evidence shows it in use' };
       if ('indeterminate' in verdict)
         return { ok: false, reason: `fresh evidence: ${verdict.indeterminate}` };
+      if (rule.release) {
+        // the ports it is taken off before its delete, as they were: the tombstone holds them
+        const ports = releasable(ev.indexes, d.id);
+        if ('refused' in ports) return { ok: false, reason: ports.refused };
+        return { ok: true, before: { ...o, released_from: ports.ports } };
+      }
       // the cascade takes its listeners, pools and members: the tombstone holds them whole
       if (c === 'loadbalancers')
         return {
@@ -340,6 +374,28 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
       return { ok: true, before: o };
     },
     async remove(w, { data: d }, ctx) {
+      if (rule.release) {
+        // Off its ports first, each write conditional on the port's revision; the evidence is
+        // the run's fresh read (the re-check's, while young enough), read again if older.
+        const ev = (await freshLists({ kube: w.kube, neutron: w.neutron } as CloudReader, ctx)).value;
+        if (ev.blockers.length > 0)
+          return { outcome: 'skipped', reason: `fresh evidence: ${ev.blockers.join('; ')}` };
+        const ports = releasable(ev.indexes, d.id);
+        if ('refused' in ports) return { outcome: 'skipped', reason: ports.refused };
+        for (const p of ports.ports) {
+          const out = await w.neutron.setPortSecurityGroups(
+            p.id,
+            p.security_groups.filter((g) => g !== d.id),
+            p.revision_number,
+            ctx.signal,
+          );
+          if (out === 'conflict')
+            return {
+              outcome: 'skipped',
+              reason: `precondition failed (412): port ${p.id} changed; the group stays on the ports not yet released`,
+            };
+        }
+      }
       const out = await del(w, d, ctx.signal);
       if (out === 'conflict')
         return {

@@ -8,7 +8,7 @@
 import { RE2JS } from 're2js';
 import { z } from 'zod';
 import { ConfigError } from '../errors.ts';
-import type { Compiled } from './cel.ts';
+import { type Compiled, compile, evidenceNames } from './cel.ts';
 import {
   type CloudEvidenceSpec,
   compileConditions,
@@ -119,6 +119,19 @@ export const cloudRuleSchema = z
     fingerprint: z.array(expr).optional(),
     unused: z.string().optional(),
     /**
+     * security-groups only: before the group is deleted, the ports still in it (the list
+     * `evidence.NAME[group id]`, an OpenStack ports list keyed by their security_groups) are
+     * taken out of it, each with If-Match on its revision, when `when` (the port as `object`,
+     * the evidence as `evidence`) holds for every one; otherwise the group is not deleted.
+     */
+    release: z
+      .object({
+        evidence: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: 'expected an evidence name' }),
+        when: expr,
+      })
+      .strict()
+      .optional(),
+    /**
      * What the operator must say before the rule runs: each a setting (set to `true` under
      * `functions.NAME.settings`) and why it is asked, for a doubt no list can settle.
      */
@@ -176,6 +189,8 @@ export type CloudRule = Readonly<{
   indeterminate?: Compiled | undefined;
   fingerprint: readonly Compiled[];
   unused: string;
+  /** security-groups: the ports a group may be taken off before its delete (see `release` in the schema). */
+  release?: Readonly<{ evidence: string; when: Compiled }> | undefined;
   /** Settings the operator must set to `true` before it runs, with why each is asked. */
   acknowledgements: readonly Readonly<{ setting: string; why: string }>[];
   defaults: NonNullable<RuleFile['defaults']>;
@@ -289,11 +304,34 @@ export function compileCloudRule(doc: unknown, source: string): CloudRule {
     if (e.cloud) cloud[name] = e.cloud;
     else if (e.kube) kube[name] = e.kube;
   }
-  const { inUse, indeterminate, fingerprint, evidence, cloudEvidence } = compileConditions(where, {
+  const compiled = compileConditions(where, {
     ...f,
     evidence: kube,
     cloudEvidence: cloud,
   });
+  const { inUse, indeterminate, fingerprint, evidence } = compiled;
+  let { cloudEvidence } = compiled;
+  let release: CloudRule['release'];
+  if (f.release) {
+    const r = f.release;
+    if (f.target.openstack !== 'security-groups')
+      throw new ConfigError(
+        `${where}: \`release\`: only a security group is taken off its ports before its delete (the target is ${f.target.openstack})`,
+      );
+    if (cloud[r.evidence]?.openstack !== 'ports')
+      throw new ConfigError(
+        `${where}: \`release.evidence\`: ${r.evidence} is not an evidence list of \`openstack: ports\` (keyed by the ports' security_groups)`,
+      );
+    const when = compile(`${where}: \`release.when\``, r.when, 'object+evidence', ['bool']);
+    for (const n of evidenceNames(r.when))
+      if (!(n in kube) && !(n in cloud))
+        throw new ConfigError(
+          `${where}: \`release.when\`: reads evidence.${n}, which the rule does not declare`,
+        );
+    release = { evidence: r.evidence, when };
+    // the ports themselves are read at the delete: their list keeps its objects
+    cloudEvidence = cloudEvidence.map((e) => (e.name === r.evidence ? { ...e, readsValues: true } : e));
+  }
   return {
     cloud: true,
     name: f.name,
@@ -310,6 +348,7 @@ export function compileCloudRule(doc: unknown, source: string): CloudRule {
     indeterminate,
     fingerprint,
     unused: f.unused ?? `\`inUse\` is false: ${f.inUse.trim()}`,
+    release,
     acknowledgements: Object.entries(f.acknowledge ?? {}).map(([setting, why]) => ({
       setting,
       why: why.trim(),

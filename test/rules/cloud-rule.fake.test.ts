@@ -27,11 +27,15 @@ cloudRuleScenarios(
           fixed_ip_address: port?.fixed_ips?.[0]?.ip_address ?? null,
         }).id;
       },
-      port: async (securityGroups?: string[]) =>
+      port: async (securityGroups?: string[], deviceId?: string) =>
         os.addPort({
           fixed_ips: [{ ip_address: `10.1.0.${os.ports.size + 10}` }],
           ...(securityGroups ? { security_groups: securityGroups } : {}),
+          ...(deviceId ? { device_id: deviceId } : {}),
         }).id,
+      portGroups: async (id) => [
+        ...((os.ports.get(id) as { security_groups?: string[] }).security_groups ?? []),
+      ],
       exists: async (id) => os.fips.has(id),
       touch: async (id) => {
         os.update(os.fips.get(id)!, { description: `${os.fips.get(id)!.description}` });

@@ -46,17 +46,20 @@ cloudRuleScenarios(
               })
             ).floatingip as { id: string }
           ).id,
-        port: async (securityGroups?: string[]) =>
+        port: async (securityGroups?: string[], deviceId?: string) =>
           (
             (
               await neutron('POST', '/ports', {
                 port: {
                   network_id: os.networkId,
                   ...(securityGroups ? { security_groups: securityGroups } : {}),
+                  ...(deviceId ? { device_id: deviceId } : {}),
                 },
               })
             ).port as { id: string }
           ).id,
+        portGroups: async (id: string) =>
+          ((await neutron('GET', `/ports/${id}`)).port as { security_groups: string[] }).security_groups,
         exists,
         touch: async (id: string) => {
           await neutron('PUT', `/floatingips/${id}/tags`, { tags: ['touched'] });

@@ -3,12 +3,13 @@
  * targets: the fake API server with the fake Neutron, and the real kube-apiserver with the
  * real Keystone + Neutron. The same scenarios, the same assertions.
  */
+import { randomUUID } from 'node:crypto';
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import * as assert from 'uvu/assert';
 import { type AnyFunction, type ConnectContext, MINUTE as MIN } from '../../shared/contract/index.ts';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
-import { SERVICES } from '../../shared/kube/resources.ts';
+import { NODES, SERVICES } from '../../shared/kube/resources.ts';
 import type { NeutronClient } from '../../shared/openstack/neutron.ts';
 import { cloudRuleFunction } from '../../shared/rules/cloud-function.ts';
 import type { CloudRule } from '../../shared/rules/cloud-rule.ts';
@@ -31,8 +32,10 @@ export type CloudWorld = Readonly<{
   projectId: string;
   /** A floating IP with this description, on `portId` if given; its id. */
   fip: (description: string, portId?: string) => Promise<string>;
-  /** A port (in these security groups if given); its id. */
-  port: (securityGroups?: string[]) => Promise<string>;
+  /** A port (in these security groups if given, of this server if given); its id. */
+  port: (securityGroups?: string[], deviceId?: string) => Promise<string>;
+  /** The security groups a port is in now. */
+  portGroups: (id: string) => Promise<string[]>;
   exists: (id: string) => Promise<boolean>;
   /** Changes the floating IP (its revision moves). */
   touch: (id: string) => Promise<void>;
@@ -337,6 +340,47 @@ export function cloudRuleScenarios(
     assert.ok(await w.sgExists(otherSg), "another cluster's group is never judged");
   });
 
+  it("cpo-security-groups: a gone Service's group still on a node's port (where the controller put it) is taken off that port, with If-Match on the port's revision, then deleted; the port keeps its other groups; on a port that is no node's it waits", async (t, kube, w) => {
+    const sgRule = loadAnyRuleFile(SG_PACK)[0] as CloudRule;
+    const ns = await t.namespace();
+    const server = randomUUID();
+    const node = `${ns}-worker`;
+    await kube.create(NODES, {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: node },
+      spec: { providerID: `openstack:///${server}` },
+    } as never);
+    try {
+      const gone = await createService(kube, ns, 'gone');
+      const other = await w.sg(
+        `lb-sg-${randomUUID()}-${ns}-other`,
+        sgDescription(`${ns}/other-cluster`, 'prod-2'),
+      );
+      const leaked = await w.sg(`lb-sg-${gone.metadata.uid}-${ns}-gone`, sgDescription(`${ns}/gone`));
+      const nodePort = await w.port([other, leaked], server);
+      await kube.delete(SERVICES, ns, 'gone');
+      const r = mk(t, w, sgRule);
+      await r.run();
+      r.now += 31 * MIN;
+      const res = await r.run();
+      assert.is(res.exitCode, EXIT.ok, JSON.stringify(r.events('delete.failed')));
+      assert.ok(res.deleted.includes(leaked), JSON.stringify(r.lines.filter((l) => l.key === leaked)));
+      assert.not.ok(await w.sgExists(leaked));
+      assert.equal(await w.portGroups(nodePort), [other], 'taken off the node port; its other group stays');
+      const tomb = (await new FileTombstones(r.dir, () => r.now).list(sgRule.name)).find(
+        (x) => x.key === leaked,
+      );
+      assert.equal(
+        (tomb?.object as { released_from?: { id: string }[] }).released_from?.map((p) => p.id),
+        [nodePort],
+        'the tombstone says which ports it was taken off',
+      );
+    } finally {
+      await kube.delete(NODES, undefined, node).catch(() => undefined);
+    }
+  });
+
   it('cloud evidence (cpo-security-groups lists the ports of the project): a group whose Service is gone but a port is still in is undecided, never deleted', async (t, kube, w) => {
     const sgRule = loadAnyRuleFile(SG_PACK)[0] as CloudRule;
     const ns = await t.namespace();
@@ -354,7 +398,10 @@ export function cloudRuleScenarios(
     assert.ok(
       r
         .events('target.indeterminate')
-        .some((e) => e.key === held && String(e.reason).includes(`still in use by port ${port}`)),
+        .some(
+          (e) =>
+            e.key === held && String(e.reason).includes(`still in use by port ${port}, which is no node's`),
+        ),
       JSON.stringify(r.events('target.indeterminate')),
     );
     const sources = (r.events('snapshot.taken').at(-1)?.sources ?? []) as { name: string; role: string }[];

@@ -31,6 +31,7 @@ const BUILTIN: ResourceRef[] = [
   { group: '', version: 'v1', plural: 'events', kind: 'Event', namespaced: true },
   { group: '', version: 'v1', plural: 'namespaces', kind: 'Namespace', namespaced: false },
   { group: '', version: 'v1', plural: 'persistentvolumes', kind: 'PersistentVolume', namespaced: false },
+  { group: '', version: 'v1', plural: 'nodes', kind: 'Node', namespaced: false },
   { group: 'coordination.k8s.io', version: 'v1', plural: 'leases', kind: 'Lease', namespaced: true },
   { group: 'apps', version: 'v1', plural: 'deployments', kind: 'Deployment', namespaced: true },
   {

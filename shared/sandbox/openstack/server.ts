@@ -373,11 +373,27 @@ export class FakeOpenStack {
       if (method === 'PUT' && sub === undefined && collection === 'floatingips')
         return this.updateFip(obj as FloatingIp, raw, t, send);
       if (method === 'PUT' && sub === undefined) {
+        // an update may be conditional too (revision-if-match applies to every write)
+        const im = req.headers['if-match'];
+        const cond = parseIfMatch(im);
+        if (cond.kind === 'bad')
+          return send(400, { NeutronError: { type: 'BadRequest', message: cond.message, detail: '' } });
+        if (cond.kind === 'revision' && cond.revision !== obj.revision_number)
+          return send(412, {
+            NeutronError: {
+              type: 'RevisionNumberConstraintFailed',
+              message: `Constrained to ${im}, but current revision is ${obj.revision_number}`,
+              detail: '',
+            },
+          });
         // the fields a port update may change here; the reply's revision is the one the write made
-        const p = (JSON.parse(raw || '{}') as { port?: Partial<Port> }).port ?? {};
-        const change: Partial<Port> = {};
+        const p =
+          (JSON.parse(raw || '{}') as { port?: Partial<Port> & { security_groups?: unknown } }).port ?? {};
+        const change: Partial<Port> & { security_groups?: string[] } = {};
         for (const k of ['name', 'description', 'device_id', 'device_owner'] as const)
           if (typeof p[k] === 'string') change[k] = p[k];
+        if (Array.isArray(p.security_groups) && p.security_groups.every((g) => typeof g === 'string'))
+          change.security_groups = [...new Set(p.security_groups as string[])];
         this.update(obj as Port, change);
         return send(200, { port: obj });
       }
