@@ -372,7 +372,7 @@ export function cloudRuleScenarios(
         (x) => x.key === leaked,
       );
       assert.equal(
-        (tomb?.object as { released_from?: { id: string }[] }).released_from?.map((p) => p.id),
+        (tomb!.object as { released_from?: { id: string }[] }).released_from?.map((p) => p.id),
         [nodePort],
         'the tombstone says which ports it was taken off',
       );
