@@ -300,4 +300,52 @@ it("a Service's finalizer removed while OCCM is down, then the Service deleted (
   );
 });
 
+it("OCCM killed in the middle of its own delete (its load balancer gone, its security group not yet): started again it forgets the group; exactly that group is reclaimed, taken off the node's port first; a new Service of the same name keeps its own", async (c) => {
+  const pid = os!.octaviaProviderPid;
+  assert.ok(pid, "the Octavia provider loop's process");
+  const first = await serviceWithLoadBalancer(c, 'mid');
+  // the provider held: the delete OCCM asks for stays PENDING_DELETE, and OCCM waits on it
+  process.kill(pid, 'SIGSTOP');
+  try {
+    await c.kube.delete(SERVICES, NS, 'mid');
+    await poll('OCCM deleting the load balancer', async () => {
+      const lb = (await octavia('GET', `/loadbalancers/${first.lb}`)).loadbalancer as
+        | { provisioning_status: string }
+        | undefined;
+      return lb?.provisioning_status === 'PENDING_DELETE' ? true : undefined;
+    });
+    await c.occm.kill();
+  } finally {
+    process.kill(pid, 'SIGCONT');
+  }
+  await poll('Octavia done with the load balancer', async () =>
+    (await exists.lb(first.lb)) ? undefined : true,
+  );
+  assert.not.ok(await exists.fip(first.fip), 'OCCM deleted the floating IP before the load balancer');
+  // started again, it finds no load balancer for the Service, lets it go, and never looks at the group again
+  await c.occm.start();
+  await poll('the Service gone', async () => ((await c.kube.get(SERVICES, NS, 'mid')) ? undefined : true));
+  assert.ok(await exists.sg(first.sg), 'the group is left behind');
+  const onNode = async () =>
+    ((await neutron('GET', `/ports/${c.nodePort.id}`)).port as { security_groups: string[] }).security_groups;
+  assert.ok((await onNode()).includes(first.sg), "and left on the node's port");
+  // a new Service of the same name: a new UID, a group of its own
+  const second = await serviceWithLoadBalancer(c, 'mid');
+  assert.is.not(second.uid, first.uid);
+  assert.is.not(second.sg, first.sg);
+
+  const sgs = packRun(c, pack('cpo-security-groups'), Date.now() + MIN);
+  await sgs.run();
+  sgs.now += 31 * MIN;
+  const res = await sgs.run();
+  assert.is(res.exitCode, EXIT.ok, JSON.stringify(sgs.events('delete.failed')));
+  assert.equal(res.deleted, [first.sg], JSON.stringify(sgs.lines.filter((l) => l.key === first.sg)));
+  assert.not.ok(await exists.sg(first.sg));
+  assert.ok(await exists.sg(second.sg), 'the new Service keeps its own');
+  const groups = await onNode();
+  assert.not.ok(groups.includes(first.sg));
+  assert.ok(groups.includes(second.sg));
+  await neutron('DELETE', `/ports/${first.vipPort}`).catch(() => undefined);
+});
+
 test.run();

@@ -29,6 +29,8 @@ export type RealOpenStack = Readonly<{
   externalNetworkId: string;
   /** Octavia's API (the no-op provider, completed by test/openstack/octavia-provider.py), where installed. */
   octaviaUrl?: string;
+  /** The provider loop's process: SIGSTOP holds every load balancer in its PENDING_* state, SIGCONT lets it go on. */
+  octaviaProviderPid?: number;
   dir: string;
   startedMs: number;
 }>;
@@ -421,7 +423,7 @@ export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Pr
     await ok('PUT', `${neutronUrl}/v2.0/routers/${router}/add_router_interface`, userToken, {
       subnet_id: subnetId,
     });
-    const octaviaUrl = octavia
+    const octaviaStarted = octavia
       ? await startOctavia({
           dir,
           port: oPort,
@@ -435,7 +437,9 @@ export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Pr
     return {
       authUrl,
       neutronUrl,
-      ...(octaviaUrl ? { octaviaUrl } : {}),
+      ...(octaviaStarted
+        ? { octaviaUrl: octaviaStarted.url, octaviaProviderPid: octaviaStarted.providerPid }
+        : {}),
       region: 'RegionOne',
       project: { id: projectA, name: 'k8s-a' },
       user: { id: userA, name: 'twopass', password: userPw },
@@ -468,7 +472,7 @@ async function startOctavia(o: {
   admin: string;
   db: string;
   procs: ChildProcess[];
-}): Promise<string> {
+}): Promise<{ url: string; providerPid: number }> {
   const { dir, authUrl, admin } = o;
   const url = `http://127.0.0.1:${o.port}`;
   const id = async (what: string, body: Json, key: string) =>
@@ -541,17 +545,16 @@ async function startOctavia(o: {
     start(dir, 'octavia-driver-agent', PY, ['/usr/bin/octavia-driver-agent', '--config-file', conf]),
   );
   o.procs.push(start(dir, 'octavia-api', PY, ['/usr/bin/octavia-api', '--config-file', conf]));
-  o.procs.push(
-    start(dir, 'octavia-provider', PY, [
-      new URL('./octavia-provider.py', import.meta.url).pathname,
-      o.db.replace('mysql+pymysql://', 'mysql://'),
-      sock,
-    ]),
-  );
+  const provider = start(dir, 'octavia-provider', PY, [
+    new URL('./octavia-provider.py', import.meta.url).pathname,
+    o.db.replace('mysql+pymysql://', 'mysql://'),
+    sock,
+  ]);
+  o.procs.push(provider);
   await until('Octavia', 120_000, async () =>
     (await call('GET', `${url}/v2/lbaas/loadbalancers?limit=1`, admin)).status === 200 ? true : undefined,
   );
-  return url;
+  return { url, providerPid: provider.pid! };
 }
 
 /** The real OpenStack that `npm test` started (TWOPASS_TEST_OPENSTACK), or undefined. */
