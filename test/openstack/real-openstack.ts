@@ -510,7 +510,8 @@ async function startOctavia(o: {
       '[database]',
       `connection = ${o.db}`,
       '[controller_worker]',
-      'network_driver = network_noop_driver',
+      // Neutron's own: a VIP port given by ID (cloud-provider-openstack's port-id) is read from it
+      'network_driver = allowed_address_pairs_driver',
       'compute_driver = compute_noop_driver',
       'amphora_driver = amphora_noop_driver',
       '[driver_agent]',
