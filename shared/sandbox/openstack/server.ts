@@ -17,6 +17,26 @@ import { type StoredVolume, serveCinder } from './cinder-rules.ts';
 import { type Link, pageLinks, parseIfMatch, SERVICE_OWNERS } from './neutron-rules.ts';
 
 type Send = (status: number, body: unknown, headers?: Record<string, string>) => void;
+
+/** Answers 400 (a malformed If-Match) or 412 (another revision) as Neutron does; true when it answered. */
+function refusedByIfMatch(im: string | undefined, revision: number | undefined, send: Send): boolean {
+  const cond = parseIfMatch(im);
+  if (cond.kind === 'bad') {
+    send(400, { NeutronError: { type: 'BadRequest', message: cond.message, detail: '' } });
+    return true;
+  }
+  if (cond.kind === 'revision' && cond.revision !== revision) {
+    send(412, {
+      NeutronError: {
+        type: 'RevisionNumberConstraintFailed',
+        message: `Constrained to ${im}, but current revision is ${revision}`,
+        detail: '',
+      },
+    });
+    return true;
+  }
+  return false;
+}
 type TokenInfo = { projectId: string; expiresAt: number; admin: boolean };
 const NOT_FOUND = {
   NeutronError: { type: 'HTTPNotFound', message: 'The resource could not be found.', detail: '' },
@@ -374,18 +394,7 @@ export class FakeOpenStack {
         return this.updateFip(obj as FloatingIp, raw, t, send);
       if (method === 'PUT' && sub === undefined) {
         // an update may be conditional too (revision-if-match applies to every write)
-        const im = req.headers['if-match'];
-        const cond = parseIfMatch(im);
-        if (cond.kind === 'bad')
-          return send(400, { NeutronError: { type: 'BadRequest', message: cond.message, detail: '' } });
-        if (cond.kind === 'revision' && cond.revision !== obj.revision_number)
-          return send(412, {
-            NeutronError: {
-              type: 'RevisionNumberConstraintFailed',
-              message: `Constrained to ${im}, but current revision is ${obj.revision_number}`,
-              detail: '',
-            },
-          });
+        if (refusedByIfMatch(req.headers['if-match'], obj.revision_number, send)) return;
         // the fields a port update may change here; the reply's revision is the one the write made
         const p =
           (JSON.parse(raw || '{}') as { port?: Partial<Port> & { security_groups?: unknown } }).port ?? {};
@@ -405,17 +414,7 @@ export class FakeOpenStack {
           return send(400, {
             NeutronError: { type: 'HTTPBadRequest', message: 'If-Match is not supported', detail: '' },
           });
-        const cond = parseIfMatch(im);
-        if (cond.kind === 'bad')
-          return send(400, { NeutronError: { type: 'BadRequest', message: cond.message, detail: '' } });
-        if (cond.kind === 'revision' && cond.revision !== obj.revision_number)
-          return send(412, {
-            NeutronError: {
-              type: 'RevisionNumberConstraintFailed',
-              message: `Constrained to ${im}, but current revision is ${obj.revision_number}`,
-              detail: '',
-            },
-          });
+        if (refusedByIfMatch(im, obj.revision_number, send)) return;
         if (
           collection === 'security-groups' &&
           [...this.ports.values()].some((p) =>
