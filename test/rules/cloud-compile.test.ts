@@ -336,4 +336,36 @@ test('a rule may not name an acknowledgement after a setting every cloud rule ha
   assert.match(r.err, /`acknowledge\.cluster`: `cluster` is a setting of every cloud rule/);
 });
 
+test('`release` is for security groups only, names an OpenStack ports list, and its condition is checked like any other', () => {
+  const ports = { openstack: 'ports', key: 'has(object.security_groups) ? object.security_groups : []' };
+  const sg = {
+    ...base,
+    target: { openstack: 'security-groups' },
+    owner: { description: `SG for (?P<service>\\S+) in ${CLUSTER_MARK}` },
+    evidence: { ...base.evidence, ports },
+  };
+  refused(
+    { ...base, evidence: { ...base.evidence, ports }, release: { evidence: 'ports', when: 'true' } },
+    /`release`: only a security group is taken off its ports before its delete \(the target is floatingips\)/,
+  );
+  refused(
+    { ...sg, release: { evidence: 'services', when: 'true' } },
+    /`release.evidence`: services is not an evidence list of `openstack: ports`/,
+  );
+  refused(
+    { ...sg, release: { evidence: 'ports', when: 'object.device_id in evidence.nodes' } },
+    /`release.when`: reads evidence.nodes, which the rule does not declare/,
+  );
+  refused({ ...sg, release: { evidence: 'ports', when: '"yes"' } }, /`release.when`/);
+  const ok = compileCloudRule(
+    { ...sg, release: { evidence: 'ports', when: 'object.device_id != ""' } },
+    'test',
+  );
+  assert.ok(ok.release, 'compiled');
+  assert.ok(
+    ok.cloudEvidence.find((e) => e.name === 'ports')?.readsValues,
+    'the ports list keeps its objects: the delete reads them',
+  );
+});
+
 test.run();
