@@ -7,8 +7,8 @@
  *                               packages they are skipped too, unless TWOPASS_REQUIRE_REAL_OPENSTACK=1
  *                               (CI), which makes their absence a failure
  *   npm test -- PATTERN         only test files whose path matches PATTERN
- *   TWOPASS_LATE_BUILDS=DIR     (CI) the node, helm, monitoring and cloud suites run last, once the
- *                               builds that DIR lists have ended
+ *   TWOPASS_LATE_BUILDS=DIR     (CI) the node, cloud, helm and monitoring suites run last, each
+ *                               once the builds it needs (listed in DIR) have ended
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -102,37 +102,60 @@ function uvu(args: string[]): Promise<{ code: number; out: string }> {
 /**
  * CI starts the tests as soon as the cluster is built, while the tools of a few suites are
  * still building (TWOPASS_LATE_BUILDS: a directory where each such build leaves NAME.pending
- * when it starts and NAME.rc, its exit code, when it ends). Those suites run last, once every
- * build has ended; a build that failed is a failure, its log's end printed.
+ * when it starts and NAME.rc, its exit code, when it ends). Those suites run after the others,
+ * each group as soon as the builds it needs have ended (the longest first when several are
+ * ready); a build that failed is a failure, its log's end printed, and its suites still run
+ * (they fail where their tools are required).
  */
-const LATE_DIRS = '^(node|helm|monitoring|cloud)(/|$)';
-async function lateBuilds(dir: string): Promise<number> {
-  const names = () =>
-    readdirSync(dir)
-      .filter((f) => f.endsWith('.pending'))
-      .map((f) => f.slice(0, -'.pending'.length));
+const LATE: readonly { dir: string; needs: readonly string[] }[] = [
+  { dir: 'node', needs: ['node-go', 'node-image'] },
+  { dir: 'cloud', needs: ['cloud'] },
+  { dir: 'helm', needs: ['helm'] },
+  { dir: 'monitoring', needs: ['monitoring'] },
+];
+const LATE_DIRS = `^(${LATE.map((g) => g.dir).join('|')})(/|$)`;
+
+/** The exit code a late build left, or undefined while it runs (a build never started counts as done). */
+function buildState(dir: string, name: string): string | undefined {
+  if (!existsSync(join(dir, `${name}.pending`))) return '0';
+  const rc = join(dir, `${name}.rc`);
+  return existsSync(rc) ? readFileSync(rc, 'utf8').trim() : undefined;
+}
+
+async function runLate(dir: string): Promise<number> {
+  let failed = 0;
+  const reported = new Set<string>();
+  const left = [...LATE];
   const t = Date.now();
   let said = 0;
-  for (;;) {
-    const waiting = names().filter((n) => !existsSync(join(dir, `${n}.rc`)));
-    if (waiting.length === 0) break;
-    if (Date.now() - said > 60_000) {
-      console.log(
-        `waiting for the builds of ${waiting.join(', ')} (${Math.round((Date.now() - t) / 1000)} s)`,
-      );
-      said = Date.now();
+  while (left.length > 0) {
+    const i = left.findIndex((g) => g.needs.every((n) => buildState(dir, n) !== undefined));
+    if (i < 0) {
+      if (Date.now() - said > 60_000) {
+        const waiting = [...new Set(left.flatMap((g) => g.needs))].filter(
+          (n) => buildState(dir, n) === undefined,
+        );
+        console.log(
+          `waiting for the builds of ${waiting.join(', ')} (${Math.round((Date.now() - t) / 1000)} s)`,
+        );
+        said = Date.now();
+      }
+      await new Promise((r) => setTimeout(r, 2000));
+      continue;
     }
-    await new Promise((r) => setTimeout(r, 2000));
-  }
-  let failed = 0;
-  for (const n of names()) {
-    const rc = readFileSync(join(dir, `${n}.rc`), 'utf8').trim();
-    if (rc === '0') continue;
-    failed++;
-    const log = join(dir, `${n}.log`);
-    console.log(
-      `the build of ${n} failed (exit ${rc})${existsSync(log) ? `:\n${readFileSync(log, 'utf8').slice(-4000)}` : ''}`,
-    );
+    const g = left.splice(i, 1)[0]!;
+    for (const n of g.needs) {
+      const rc = buildState(dir, n);
+      if (rc === '0' || reported.has(n)) continue;
+      reported.add(n);
+      failed++;
+      const log = join(dir, `${n}.log`);
+      console.log(
+        `the build of ${n} failed (exit ${rc})${existsSync(log) ? `:\n${readFileSync(log, 'utf8').slice(-4000)}` : ''}`,
+      );
+    }
+    const files = only ? `^(?=.*(?:${only}))${g.dir}/.*\\.test\\.ts$` : `^${g.dir}/.*\\.test\\.ts$`;
+    runs.push(await uvu([files]));
   }
   return failed;
 }
@@ -142,11 +165,7 @@ const runs: { code: number; out: string }[] = [];
 let buildFailures = 0;
 if (lateDir) {
   runs.push(await uvu([pattern, '-i', LATE_DIRS]));
-  buildFailures = await lateBuilds(lateDir);
-  const late = only
-    ? `^(?=.*(?:${only}))(node|helm|monitoring|cloud)/.*\\.test\\.ts$`
-    : '^(node|helm|monitoring|cloud)/.*\\.test\\.ts$';
-  runs.push(await uvu([late]));
+  buildFailures = await runLate(lateDir);
 } else runs.push(await uvu([pattern]));
 const code = Math.max(...runs.map((r) => r.code));
 const out = runs.map((r) => r.out).join('\n');
