@@ -576,16 +576,7 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
   })();
   const live: string[] = [];
   const take = (n: number) => live.splice(0, n);
-  const suspend = () =>
-    kubectl(cluster, [
-      'patch',
-      'cronjob',
-      'twopass-whereabouts-ips',
-      '-n',
-      NS,
-      '-p',
-      '{"spec":{"suspend":true}}',
-    ]);
+  const suspend = () => patchWhereaboutsCronJob(cluster, { suspend: true });
   const started = Date.now();
   try {
     for (let round = 1; round <= rounds; round++) {
@@ -687,15 +678,17 @@ function installChartEveryMinute(ctx: Ctx): void {
   );
   ctx.installed = objs;
   apply(cluster, objs);
-  kubectl(cluster, [
-    'patch',
-    'cronjob',
-    'twopass-whereabouts-ips',
-    '-n',
-    NS,
-    '-p',
-    '{"spec":{"schedule":"* * * * *","suspend":false,"successfulJobsHistoryLimit":100,"failedJobsHistoryLimit":100}}',
-  ]);
+  patchWhereaboutsCronJob(cluster, {
+    schedule: '* * * * *',
+    suspend: false,
+    successfulJobsHistoryLimit: 100,
+    failedJobsHistoryLimit: 100,
+  });
+}
+
+/** A merge patch of the shipped whereabouts-ips CronJob's spec. */
+function patchWhereaboutsCronJob(cluster: Cluster, spec: Record<string, unknown>) {
+  kubectl(cluster, ['patch', 'cronjob', 'twopass-whereabouts-ips', '-n', NS, '-p', JSON.stringify({ spec })]);
 }
 
 it('churn: pods created and deleted (some force-deleted, some on a node that is then lost) while the Helm-installed CronJob fires every minute at a short grace: no two running pods ever share an address, no allocation of a live sandbox is freed, and every leak is freed within two runs', async (ctx) => {

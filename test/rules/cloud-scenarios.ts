@@ -18,7 +18,7 @@ import { EXIT } from '../../shared/runtime/errors.ts';
 import { createService } from '../../shared/sandbox/scenarios/lbaas.ts';
 import { FileTombstones } from '../../shared/state/tombstones.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
-import { runner } from '../helpers/runner.ts';
+import { type Runner, runner } from '../helpers/runner.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
 import { testTime } from '../helpers/time.ts';
 
@@ -66,6 +66,13 @@ export const settingsFor = (r: Pick<CloudRule, 'acknowledgements'>, projectId: s
   ...Object.fromEntries(r.acknowledgements.map((a) => [a.setting, true])),
   ...extra,
 });
+
+/** A run that records, the clock past the 30 min grace, and the run that may delete (its result). */
+export async function pastGrace(r: Runner) {
+  await r.run();
+  r.now += 31 * MIN;
+  return r.run();
+}
 
 export function cloudRuleScenarios(
   label: string,
@@ -186,9 +193,7 @@ export function cloudRuleScenarios(
     const plain = await w.fip(`made by hand for ${ns}/gone from cluster ${CLUSTER}`);
     const attached = await w.fip(describe(`${ns}/gone-too`), await w.port());
     const r = mk(t, w);
-    await r.run();
-    r.now += 31 * MIN;
-    const res = await r.run();
+    const res = await pastGrace(r);
     assert.equal(res.deleted, []);
     for (const id of [other, prefix, plain, attached]) assert.ok(await w.exists(id));
     const judged = new Set(r.lines.filter((l) => typeof l.key === 'string').map((l) => l.key));
@@ -211,9 +216,7 @@ export function cloudRuleScenarios(
     await createService(kube, ns, 'kept');
     await kube.delete(SERVICES, ns, 'kept');
     const r = mk(t, w);
-    await r.run();
-    r.now += 31 * MIN;
-    const res = await r.run();
+    const res = await pastGrace(r);
     assert.is(res.exitCode, EXIT.ok, JSON.stringify(r.events('delete.failed')));
     assert.ok(res.deleted.includes(leaked), 'the unmarked one is a leak like any other');
     assert.not.ok(res.deleted.includes(kept));
@@ -262,9 +265,7 @@ export function cloudRuleScenarios(
       { enabled: true, maxEvidenceDropPercent: 100, settings: settingsFor(rule, w.projectId) },
       w.env,
     );
-    await r.run();
-    r.now += 31 * MIN;
-    const res = await r.run();
+    const res = await pastGrace(r);
     assert.equal(res.deleted, []);
     assert.ok(await w.exists(id), 'kept: it changed after the re-check');
     assert.ok(
@@ -302,9 +303,7 @@ export function cloudRuleScenarios(
       { enabled: true, maxEvidenceDropPercent: 100, settings: settingsFor(rule, w.projectId) },
       w.adminEnv,
     );
-    await r.run();
-    r.now += 31 * MIN;
-    const res = await r.run();
+    const res = await pastGrace(r);
     assert.is(res.exitCode, EXIT.ok, JSON.stringify(r.events('run.finished')));
     // (leftovers of the scenarios before, in the same project, may go too)
     assert.ok(res.deleted.includes(mine), "the project's own goes");
@@ -330,9 +329,7 @@ export function cloudRuleScenarios(
     await kube.delete(SERVICES, ns, 'old');
     await createService(kube, ns, 'old');
     r.now += MIN;
-    await r.run();
-    r.now += 31 * MIN;
-    const res = await r.run();
+    const res = await pastGrace(r);
     assert.is(res.exitCode, EXIT.ok, JSON.stringify(r.events('delete.failed')));
     assert.equal(res.deleted, [oldSg]);
     assert.ok(await w.sgExists(liveSg));
@@ -361,9 +358,7 @@ export function cloudRuleScenarios(
       const nodePort = await w.port([other, leaked], server);
       await kube.delete(SERVICES, ns, 'gone');
       const r = mk(t, w, sgRule);
-      await r.run();
-      r.now += 31 * MIN;
-      const res = await r.run();
+      const res = await pastGrace(r);
       assert.is(res.exitCode, EXIT.ok, JSON.stringify(r.events('delete.failed')));
       assert.ok(res.deleted.includes(leaked), JSON.stringify(r.lines.filter((l) => l.key === leaked)));
       assert.not.ok(await w.sgExists(leaked));
@@ -389,9 +384,7 @@ export function cloudRuleScenarios(
     const port = await w.port([held]);
     await kube.delete(SERVICES, ns, 'gone');
     const r = mk(t, w, sgRule);
-    await r.run();
-    r.now += 31 * MIN;
-    const res = await r.run();
+    const res = await pastGrace(r);
     assert.is(res.exitCode, EXIT.ok, JSON.stringify(r.events('delete.failed')));
     assert.not.ok(res.deleted.includes(held));
     assert.ok(await w.sgExists(held));
