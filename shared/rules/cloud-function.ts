@@ -383,12 +383,31 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
         const ports = releasable(ev.indexes, d.id);
         if ('refused' in ports) return { outcome: 'skipped', reason: ports.refused };
         for (const p of ports.ports) {
-          const out = await w.neutron.setPortSecurityGroups(
+          let out = await w.neutron.setPortSecurityGroups(
             p.id,
             p.security_groups.filter((g) => g !== d.id),
             p.revision_number,
             ctx.signal,
           );
+          if (out === 'conflict') {
+            // The port changed since the evidence was read (another group of the same run taken
+            // off it, most often): read it once more and, if it still may be released, write
+            // again on its new revision. A second 412 leaves it.
+            const now = await w.neutron.getPort(p.id, ctx.signal);
+            if (!now || !(now.security_groups ?? []).includes(d.id)) continue;
+            const again = rule.release.when.evaluate({ object: toCel(now), evidence: ev.indexes });
+            if (!again.ok || again.value !== true)
+              return {
+                outcome: 'skipped',
+                reason: `port ${p.id} changed and is no longer one it may be taken off`,
+              };
+            out = await w.neutron.setPortSecurityGroups(
+              p.id,
+              (now.security_groups ?? []).filter((g) => g !== d.id),
+              now.revision_number ?? -1,
+              ctx.signal,
+            );
+          }
           if (out === 'conflict')
             return {
               outcome: 'skipped',

@@ -376,6 +376,29 @@ export function cloudRuleScenarios(
     }
   });
 
+  it("cpo-security-groups: two gone Services' groups on the same node port both go in one run (the second write's 412 is answered by reading the port again)", async (t, kube, w) => {
+    const sgRule = loadAnyRuleFile(SG_PACK)[0] as CloudRule;
+    const ns = await t.namespace();
+    const server = randomUUID();
+    const node = `${ns}-worker`;
+    await kube.create(NODES, {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: node },
+      spec: { providerID: `openstack:///${server}` },
+    } as never);
+    try {
+      const a = await w.sg(`lb-sg-${randomUUID()}-${ns}-a`, sgDescription(`${ns}/a`));
+      const b = await w.sg(`lb-sg-${randomUUID()}-${ns}-b`, sgDescription(`${ns}/b`));
+      const nodePort = await w.port([a, b], server);
+      const res = await pastGrace(mk(t, w, sgRule));
+      assert.equal([...res.deleted].filter((id) => id === a || id === b).sort(), [a, b].sort());
+      assert.equal(await w.portGroups(nodePort), []);
+    } finally {
+      await kube.delete(NODES, undefined, node).catch(() => undefined);
+    }
+  });
+
   it('cloud evidence (cpo-security-groups lists the ports of the project): a group whose Service is gone but a port is still in is undecided, never deleted', async (t, kube, w) => {
     const sgRule = loadAnyRuleFile(SG_PACK)[0] as CloudRule;
     const ns = await t.namespace();
