@@ -32,6 +32,7 @@ const OPTIONS = {
   apart: { type: 'string' },
   key: { type: 'string', multiple: true },
   run: { type: 'string' },
+  last: { type: 'string' },
   pushgateway: { type: 'string' },
   'metrics-textfile': { type: 'string' },
   listen: { type: 'string' },
@@ -49,6 +50,7 @@ const TAKES: Readonly<Record<string, readonly string[]>> = {
   state: CONNECT,
   restore: [...CONNECT, 'apply', 'key', 'run'],
   explain: CONNECT,
+  history: [...CONNECT, 'run', 'last'],
   diff: ['output'],
   demo: ['output'],
   rules: ['output', 'namespace', 'image'],
@@ -234,6 +236,14 @@ export async function main(
         );
       case 'explain':
         return await (await import('./cli/explain.ts')).explainCommand(rest, cfg, output, io);
+      case 'history':
+        return await (await import('./cli/history.ts')).historyCommand(
+          rest,
+          { last: v.last, run: v.run },
+          cfg,
+          output,
+          io,
+        );
       default:
         io.err.write(`twopass: unknown command \`${cmd}\`\nRun \`twopass --help\` for usage.\n`);
         return EXIT.config;

@@ -8,6 +8,7 @@ import type { OutputMode } from '../log/logger.ts';
 import { findFunction } from '../rules/registry.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { observeAndDecide } from '../runtime/wire.ts';
+import { type KeyTrail, type RunRecord, trailOf } from '../state/history.ts';
 import type { Io } from './io.ts';
 
 type Match = {
@@ -18,7 +19,25 @@ type Match = {
   stored?: Candidate;
   /** What a run now would say about it, in the diff log's words. */
   now: string[];
+  /** Where the kept history of runs saw it: first unused, rescued, confirmed, deleted. */
+  history: KeyTrail;
 };
+
+/** The trail as one line: "first seen unused in run X at T; confirmed in run Y at T". */
+function describeTrail(t: KeyTrail, runs: readonly RunRecord[]): string {
+  const at = (p: { runId: string; at: number }) =>
+    `run ${p.runId.slice(0, 8)} at ${new Date(p.at).toISOString()}`;
+  const parts = [
+    t.firstUnused && `first seen unused in ${at(t.firstUnused)}`,
+    t.rescued && `rescued in ${at(t.rescued)}${t.rescued.why ? ` (${t.rescued.why})` : ''}`,
+    t.confirmed && `confirmed in ${at(t.confirmed)}`,
+    t.deleted && `deleted in ${at(t.deleted)}`,
+  ].filter(Boolean);
+  if (parts.length > 0) return `${parts.join('; ')} (\`twopass history <function> --run RUN\` shows a run)`;
+  return runs.length === 0
+    ? 'no runs recorded'
+    : `not named in the ${runs.length} runs kept (since ${new Date(runs[0]!.startedAt).toISOString()})`;
+}
 
 export async function explainCommand(
   args: readonly string[],
@@ -38,6 +57,7 @@ export async function explainCommand(
     snapshot,
     decision: d,
     policy,
+    runs,
   } = await observeAndDecide(fn, cfg, {
     time: io.time,
     processEnv: io.env,
@@ -52,6 +72,15 @@ export async function explainCommand(
       (!query.includes('/') && (n.split(' ')[0]!.endsWith(`/${query}`) || n.includes(`/${query} `))));
   for (const t of snapshot.targets) if (t.key === query || named(t.name)) keys.add(t.key);
   for (const [k, c] of Object.entries(state.candidates)) if (k === query || named(c.name)) keys.add(k);
+  // what is gone (deleted, or gone by itself) is still found in the kept history of runs
+  const remembered = new Map<string, { kind?: string | undefined; name?: string | undefined }>();
+  for (const r of runs)
+    for (const l of Object.values(r.lists))
+      for (const i of l.items)
+        if (i.key === query || named(i.name)) {
+          keys.add(i.key);
+          remembered.set(i.key, { kind: i.kind, name: i.name });
+        }
   const matches: Match[] = [...keys].map((key) => {
     const target = snapshot.targets.find((t) => t.key === key);
     const stored = state.candidates[key];
@@ -62,8 +91,8 @@ export async function explainCommand(
     );
     if (target && events.length === 0) said.push('in use (evidence found), not a candidate');
     if (!target) said.push("not a target in a fresh snapshot (gone, out of scope, or not this function's)");
-    const kind = target?.kind ?? stored?.kind;
-    const label = target?.name ?? stored?.name;
+    const kind = target?.kind ?? stored?.kind ?? remembered.get(key)?.kind;
+    const label = target?.name ?? stored?.name ?? remembered.get(key)?.name;
     return {
       key,
       ...(kind ? { kind } : {}),
@@ -71,6 +100,7 @@ export async function explainCommand(
       ...(target ? { target } : {}),
       ...(stored ? { stored } : {}),
       now: said,
+      history: trailOf(runs, key),
     };
   });
   const refused =
@@ -88,7 +118,7 @@ export async function explainCommand(
   }
   if (matches.length === 0) {
     io.out.write(
-      `${name}: nothing called \`${query}\`: no target of a fresh snapshot and no stored candidate has that key or name\n`,
+      `${name}: nothing called \`${query}\`: no target of a fresh snapshot, no stored candidate and no run kept in the history has that key or name\n`,
     );
     return EXIT.ok;
   }
@@ -105,6 +135,7 @@ export async function explainCommand(
         : '  stored: not a candidate\n',
     );
     for (const s of m.now) io.out.write(`  now: ${s}\n`);
+    io.out.write(`  history: ${describeTrail(m.history, runs)}\n`);
   }
   if (refused) io.out.write(`  ${refused}\n`);
   io.out.write(`  policy: ${describePolicy(policy)}\n`);

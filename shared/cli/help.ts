@@ -1,4 +1,5 @@
 /** The help texts of the `twopass` command. */
+import { HISTORY_RETENTION } from '../state/history.ts';
 import { VERSION } from '../version.ts';
 
 export { VERSION };
@@ -31,6 +32,8 @@ Commands:
                            accept today's evidence counts as the baseline (deletes nothing)
   explain <function> <key|name>
                            why a target is pending, rescued, indeterminate or confirmed
+  history <function> [--last N] [--run RUN_ID]
+                           what the function's last runs did, and why (kept beside the state)
   diff A B                 compare two saved snapshots (--save-snapshot)
   schedule                 run every enabled function on its cron schedule; serve /healthz, /metrics
   rules check|test|rbac|manifests FILE
@@ -154,6 +157,20 @@ reset            forgets every observation of the function: the next run starts 
 accept-evidence  takes one complete snapshot (read-only, nothing is deleted) and makes
                  its evidence counts the new baseline, keeping every candidate: the way
                  out after a real scale-down refused runs ("evidence ... shrank").
+${COMMON}`,
+  history: `Usage: twopass history <function> [--last N] [--run RUN_ID] [options]
+
+What the function's last runs did: per run, how many targets were new, pending, rescued,
+reset, indeterminate, confirmed and deleted (newest first); with --run, one run in full,
+each target with why. Kept beside the state (--state), so it outlives the Job's pod and
+its logs: the last ${HISTORY_RETENTION.runs} runs that wrote state (deleting runs, and dry runs with
+--record), each list cut to its first ${HISTORY_RETENTION.items} entries (its count is kept whole).
+A record that cannot be written never stops a deletion: the run logs
+history.write-failed and exits 1.
+
+Options:
+  --last N                 how many runs to list (default 20)
+  --run RUN_ID             one run in full (the start of its id is enough)
 ${COMMON}`,
   explain: `Usage: twopass explain <function> <key|name> [options]
 

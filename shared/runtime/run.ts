@@ -9,10 +9,11 @@ import {
   type FunctionContext,
   type TwopassFunction,
 } from '../contract/index.ts';
-import type { Policy, Snapshot } from '../engine/types.ts';
+import type { DiffEvent, Policy, Snapshot } from '../engine/types.ts';
 import { ConfigError, messageOf } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 import { LockHeldError } from '../state/errors.ts';
+import { recordOf } from '../state/history.ts';
 import type { Lock, LockHandle, StateStore } from '../state/store.ts';
 import type { Time } from '../time.ts';
 import { actPhase } from './act.ts';
@@ -80,7 +81,7 @@ export type RunRequest = Readonly<{
 }>;
 
 export async function run<R, W>(deps: RunDeps<R, W>, asked: RunRequest): Promise<RunResult> {
-  const at = { runId: deps.newId(), started: deps.time.now(), sideFailures: 0 };
+  const at: Marks = { runId: deps.newId(), started: deps.time.now(), sideFailures: 0, events: [] };
   const deadline = deps.time.timeout(asked.deadlineMs);
   const log = deps.log.child({ function: deps.fn.name, runId: at.runId });
   // A report-only function never deletes: an --apply run of it is a dry run that records.
@@ -108,15 +109,20 @@ export async function run<R, W>(deps: RunDeps<R, W>, asked: RunRequest): Promise
   };
   let r: Finish;
   try {
-    r = await phases(deps, req, x, at.runId);
-  } catch (err) {
-    if (err instanceof Stop) r = err.finish;
-    else {
-      // Nothing a phase did not expect escapes a run without its run.finished.
-      const error = messageOf(err);
-      x.log.error({ event: 'run.failed', reason: error }, 'run.failed');
-      r = { outcome: 'failed', exitCode: EXIT.error, error };
+    try {
+      r = await phases(deps, req, x, at);
+    } catch (err) {
+      if (err instanceof Stop) r = err.finish;
+      else {
+        // Nothing a phase did not expect escapes a run without its run.finished.
+        const error = messageOf(err);
+        x.log.error({ event: 'run.failed', reason: error }, 'run.failed');
+        r = { outcome: 'failed', exitCode: EXIT.error, error };
+      }
     }
+    // Written under the lock, after every deletion: a history that cannot be written is a
+    // side failure of the run, never a reason a deletion did not happen.
+    if (req.apply || req.record) await recordHistory(deps, req, x, r, at, handle.lost);
   } finally {
     await handle
       .release()
@@ -126,6 +132,49 @@ export async function run<R, W>(deps: RunDeps<R, W>, asked: RunRequest): Promise
   }
   return finishRun(deps, req, x.log, r, at);
 }
+
+/** What run() keeps of a run while its phases go: its id, start, side failures, and the decision's events (for its history). */
+type Marks = { runId: string; started: number; sideFailures: number; events: readonly DiffEvent[] };
+
+/** Adds the run's record to its function's history (`twopass history`); a failure is logged and counted, never thrown. */
+async function recordHistory<R, W>(
+  deps: RunDeps<R, W>,
+  req: RunRequest,
+  x: Scope,
+  r: Finish,
+  at: Marks,
+  lost: AbortSignal,
+): Promise<void> {
+  const history = deps.store.history;
+  if (!history) return;
+  const record = recordOf({
+    function: deps.fn.name,
+    runId: at.runId,
+    snapshotId: r.snapshotId,
+    startedAt: at.started,
+    durationMs: deps.time.now() - at.started,
+    dryRun: !req.apply,
+    outcome: r.outcome,
+    exitCode: r.exitCode === EXIT.ok && at.sideFailures > 0 ? EXIT.error : r.exitCode,
+    error: r.error,
+    summary: r.summary,
+    events: at.events,
+    deleted: r.deleted ?? [],
+    alreadyGone: r.alreadyGone,
+    held: r.held ?? [],
+    skipped: r.skipped ?? [],
+    failed: r.failed ?? [],
+  });
+  try {
+    // its own deadline: a run stopped by its own deadline still leaves its record
+    await history.append(deps.fn.name, record, AbortSignal.any([lost, deps.time.timeout(HISTORY_WRITE_MS)]));
+  } catch (err) {
+    x.side('history.write-failed', 'history.append', err);
+  }
+}
+
+/** How long writing a run's history record may take. */
+const HISTORY_WRITE_MS = 15_000;
 
 /** Why the lock could not be taken, as the run's outcome. */
 function lockRefused(log: Logger, err: unknown): Finish {
@@ -148,7 +197,7 @@ async function finishRun<R, W>(
   req: RunRequest,
   log: Logger,
   r: Finish,
-  at: Readonly<{ runId: string; started: number; sideFailures: number }>,
+  at: Readonly<Marks>,
 ): Promise<RunResult> {
   // A side output that failed makes an otherwise clean run exit 1: it is lost otherwise.
   const exitCode = r.exitCode === EXIT.ok && at.sideFailures > 0 ? EXIT.error : r.exitCode;
@@ -207,8 +256,9 @@ const RELEASED = Object.freeze({
 }) as unknown as Snapshot;
 
 /** The phases in order; each hands the next what it needs, or stops the run. */
-async function phases<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Scope, runId: string): Promise<Finish> {
+async function phases<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Scope, at: Marks): Promise<Finish> {
   const { fn } = deps;
+  const { runId } = at;
   const loaded = await loadState(deps.store, fn.name, x);
   const snapshotId = deps.newId();
   x.log = x.log.child({ snapshotId });
@@ -227,6 +277,7 @@ async function phases<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Scope, runI
     { acceptEvidence: req.acceptEvidence, dryRun: !req.apply },
     x.log,
   );
+  at.events = decision.diff.events;
   const notices = decision.diff.events.filter(
     (e) => e.event === 'evidence.accepted' || e.event === 'run.refused' || e.event === 'run.aborted',
   );

@@ -21,6 +21,7 @@ import { notifyRun, type Webhook, webhookFrom } from '../notify/webhook.ts';
 import { ensureDir } from '../paths.ts';
 import { ConfigMapStateStore } from '../state/configmap.ts';
 import { FileLock, FileStateStore } from '../state/file.ts';
+import type { RunRecord } from '../state/history.ts';
 import { LeaseLock } from '../state/lease.ts';
 import type { Lock, StateStore } from '../state/store.ts';
 import type { Time } from '../time.ts';
@@ -355,7 +356,7 @@ export async function observeAndDecide(
   fn: AnyFunction,
   cfg: Config,
   env: Pick<Environment, 'time' | 'processEnv'>,
-): Promise<{ state: State; snapshot: Snapshot; decision: Decision; policy: Policy }> {
+): Promise<{ state: State; snapshot: Snapshot; decision: Decision; policy: Policy; runs: RunRecord[] }> {
   const fc = functionConfig(cfg, fn.name, fn.defaults);
   checkKindGrace(fn, cfg.functions[fn.name]?.kindGrace, `config ${cfg.source}`);
   const settings = validateSettings(fn, { pageSize: cfg.pageSize, ...fc.settings }, `config ${cfg.source}`);
@@ -369,7 +370,9 @@ export async function observeAndDecide(
       .observe(ports.reader, { now, signal: env.time.timeout(cfg.deadlineMs), settings, note: () => {} })
       .finally(() => ports.close());
     const snapshot: Snapshot = { id: 'explain', function: fn.name, takenAt: now, ...obs };
-    return { state, snapshot, decision: decide(state, snapshot, fc.policy, now), policy: fc.policy };
+    // the history is a pointer for the reader: one that cannot be read is no history
+    const runs = (await store.history?.list(fn.name).catch(() => undefined)) ?? [];
+    return { state, snapshot, decision: decide(state, snapshot, fc.policy, now), policy: fc.policy, runs };
   } finally {
     await kube.close();
   }

@@ -15,6 +15,7 @@ import { ConflictError, KubeApiError } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/ports.ts';
 import { CONFIGMAPS, type KubeObject } from '../kube/resources.ts';
 import { resetCommand, StateConflictError, StateCorruptError, StateTooLargeError } from './errors.ts';
+import { ConfigMapHistory, type HistoryStore, historyConfigMapName } from './history.ts';
 import { parseState } from './schema.ts';
 import type { Loaded, StateStore } from './store.ts';
 import { ConfigMapTombstones, type TombstoneStore, tombstoneConfigMapNames } from './tombstones.ts';
@@ -34,12 +35,14 @@ export class ConfigMapStateStore implements StateStore {
   private readonly namespace: string;
   private readonly shardBytes: number;
   readonly tombstones: TombstoneStore;
+  readonly history: HistoryStore;
   constructor(kube: KubeClient, namespace: string, shardBytes = SHARD_BYTES, now: () => number = Date.now) {
     this.kube = kube;
     this.namespace = namespace;
     this.shardBytes = shardBytes;
     this.description = `configmap:${namespace}`;
     this.tombstones = new ConfigMapTombstones(kube, namespace, now);
+    this.history = new ConfigMapHistory(kube, namespace);
   }
 
   headName(fn: string): string {
@@ -207,7 +210,7 @@ export class ConfigMapStateStore implements StateStore {
 export function stateConfigMapNames(fn: string): string[] {
   const names = [`twopass-${fn}`];
   for (const slot of [0, 1]) for (let i = 0; i < MAX_SHARDS; i++) names.push(shardName(fn, slot, i));
-  return [...names, ...tombstoneConfigMapNames(fn)];
+  return [...names, ...tombstoneConfigMapNames(fn), historyConfigMapName(fn)];
 }
 
 function shardName(fn: string, slot: number, i: number): string {

@@ -12,6 +12,7 @@ import { ensureDir } from '../paths.ts';
 import { LockHeldError, resetCommand, StateConflictError, StateCorruptError } from './errors.ts';
 import { parseState } from './schema.ts';
 import type { Loaded, Lock, LockHandle, StateStore } from './store.ts';
+import { FileHistory, type HistoryStore } from './history.ts';
 import { FileTombstones, type TombstoneStore } from './tombstones.ts';
 
 type Envelope = { revision: number; state: unknown };
@@ -20,10 +21,12 @@ export class FileStateStore implements StateStore {
   readonly dir: string;
   readonly description: string;
   readonly tombstones: TombstoneStore;
+  readonly history: HistoryStore;
   constructor(dir: string, now: () => number = Date.now) {
     this.dir = dir;
     this.description = `file:${dir}`;
     this.tombstones = new FileTombstones(dir, now);
+    this.history = new FileHistory(dir);
   }
 
   path(fn: string): string {

@@ -1,5 +1,6 @@
 /** The StateStore and Lock ports. */
 import type { State } from '../engine/types.ts';
+import type { HistoryStore } from './history.ts';
 import type { TombstoneStore } from './tombstones.ts';
 
 export type Loaded = Readonly<{
@@ -16,6 +17,8 @@ export interface StateStore {
   reset(fn: string, signal?: AbortSignal): Promise<boolean>;
   /** Where the deletions' tombstones are kept, beside the state (none: nothing may be deleted). */
   readonly tombstones?: TombstoneStore;
+  /** What the function's last runs did (`twopass history`), beside the state (none: not kept). */
+  readonly history?: HistoryStore;
 }
 
 export interface LockHandle {

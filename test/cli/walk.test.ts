@@ -141,6 +141,13 @@ const CASES: Case[] = [
   unreachable('state show', ['state', 'show', 'danm-endpoints', '--state', 'configmap:twopass-system']),
   unreachable('explain', ['explain', 'danm-endpoints', 'x', '--state', `file:${join(dir, 's2')}`]),
   unreachable('state reset', ['state', 'reset', 'danm-endpoints', '--state', 'configmap:twopass-system']),
+  unreachable('history', ['history', 'danm-endpoints', '--state', 'configmap:twopass-system']),
+  {
+    what: 'history with an option of another command',
+    args: (kc) => ['history', 'danm-endpoints', '--apply', '--kubeconfig', kc],
+    exit: 2,
+    says: /--apply: not an option of `twopass history`/,
+  },
   unreachable(
     'state accept-evidence',
     ['state', 'accept-evidence', 'danm-endpoints', '--state', `file:${join(dir, 's3')}`],

@@ -26,6 +26,7 @@ import {
 } from '../../shared/kube/resources.ts';
 import { ConfigMapStateStore } from '../../shared/state/configmap.ts';
 import { LockHeldError, StateConflictError } from '../../shared/state/errors.ts';
+import { ConfigMapHistory, recordOf } from '../../shared/state/history.ts';
 import { LeaseLock } from '../../shared/state/lease.ts';
 import { ConfigMapTombstones, type Tombstone } from '../../shared/state/tombstones.ts';
 import { evidenceWindowThroughStore } from '../helpers/engine.ts';
@@ -600,6 +601,80 @@ export function kubeContract(
       () => assert.unreachable('the stale writer must lose'),
       (err) => assert.match(String(err), /written by someone else meanwhile/),
     );
+  });
+
+  it('ConfigMapHistory: records survive a new store, newest last; bounded by count and bytes; a writer that loses the race reads again and adds its record; a garbled ConfigMap is said and started over', async ({
+    kube,
+    ns,
+  }) => {
+    const rec = (i: number, names = 0) =>
+      recordOf({
+        function: 'hist-fn',
+        runId: `run-${i}`,
+        startedAt: 1_000 + i,
+        durationMs: 3,
+        dryRun: false,
+        outcome: 'ok',
+        exitCode: 0,
+        events: Array.from({ length: names }, (_, j) => ({
+          event: 'candidate.new' as const,
+          key: randomUUID(),
+          kind: 'DanmEp',
+          name: `${randomUUID()} ${randomUUID()}`,
+        })),
+        deleted: [],
+        held: [],
+        skipped: [],
+        failed: [],
+      });
+    const retention = { runs: 4, items: 200, bytes: 16_000 };
+    const store = new ConfigMapHistory(kube, ns, retention);
+    for (let i = 1; i <= 6; i++) await store.append('hist-fn', rec(i));
+    const fresh = new ConfigMapHistory(kube, ns, retention);
+    assert.equal(
+      (await fresh.list('hist-fn')).map((r) => r.runId),
+      ['run-3', 'run-4', 'run-5', 'run-6'],
+    );
+    // records of 150 names each: the oldest go to stay under the bytes
+    for (let i = 7; i <= 10; i++) await store.append('hist-fn', rec(i, 150));
+    const kept = (await fresh.list('hist-fn')).map((r) => r.runId);
+    assert.ok(kept.length < 4 && kept.at(-1) === 'run-10', kept.join(' '));
+    const cm = (await kube.get(CONFIGMAPS, ns, 'twopass-hist-fn-history')) as unknown as {
+      binaryData: Record<string, string>;
+    };
+    assert.ok(Buffer.from(cm.binaryData['history.json.gz']!, 'base64').length <= 16_000);
+    // a second writer (a run by hand beside the CronJob's) writes between the read and the write
+    const other = new ConfigMapHistory(kube, ns, retention);
+    let raced = false;
+    const racing = Object.create(kube) as typeof kube;
+    racing.replace = async (res, body, signal) => {
+      if (!raced) {
+        raced = true;
+        await other.append('hist-fn', rec(11));
+      }
+      return kube.replace(res, body, signal);
+    };
+    await new ConfigMapHistory(racing, ns, retention).append('hist-fn', rec(12));
+    assert.ok(raced);
+    assert.equal(
+      (await fresh.list('hist-fn')).slice(-2).map((r) => r.runId),
+      ['run-11', 'run-12'],
+      'both records kept',
+    );
+    // garbled: said, and the next record starts it over
+    const now = await kube.get(CONFIGMAPS, ns, 'twopass-hist-fn-history');
+    await kube.replace(CONFIGMAPS, {
+      ...now!,
+      binaryData: { 'history.json.gz': Buffer.from('garbled').toString('base64') },
+    } as typeof now & object);
+    assert.equal(await fresh.list('hist-fn'), []);
+    assert.match(String(fresh.damage('hist-fn')), /twopass-hist-fn-history: not gzipped JSON/);
+    await fresh.append('hist-fn', rec(13));
+    assert.equal(
+      (await fresh.list('hist-fn')).map((r) => r.runId),
+      ['run-13'],
+    );
+    assert.is(fresh.damage('hist-fn'), undefined);
   });
 
   it('ConfigMapStateStore: round trip, shards, conflicts', async ({ kube, ns }) => {

@@ -74,7 +74,7 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
   verbs: [get]
 {{- end -}}
 
-{{/* The state Role: only this function's ConfigMaps (head + two slots of 8 shards + 8 of tombstones) and Lease, and its CronJob and Jobs for Events. */}}
+{{/* The state Role: only this function's ConfigMaps (head + two slots of 8 shards + 8 of tombstones + the history of runs) and Lease, and its CronJob and Jobs for Events. */}}
 {{- define "twopass.stateRules" -}}
 - apiGroups: [""]
   resources: [configmaps]
@@ -88,6 +88,7 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
     {{- range $i := until 8 }}
     - twopass-{{ $ }}-tomb-{{ $i }}
     {{- end }}
+    - twopass-{{ . }}-history
   verbs: [get, update, delete]
 - apiGroups: [""]
   resources: [configmaps]
