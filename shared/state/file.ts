@@ -10,9 +10,9 @@ import { emptyState, type State } from '../engine/types.ts';
 import { ConfigError, fsWhy } from '../errors.ts';
 import { ensureDir } from '../paths.ts';
 import { LockHeldError, resetCommand, StateConflictError, StateCorruptError } from './errors.ts';
+import { FileHistory, type HistoryStore } from './history.ts';
 import { parseState } from './schema.ts';
 import type { Loaded, Lock, LockHandle, StateStore } from './store.ts';
-import { FileHistory, type HistoryStore } from './history.ts';
 import { FileTombstones, type TombstoneStore } from './tombstones.ts';
 
 type Envelope = { revision: number; state: unknown };

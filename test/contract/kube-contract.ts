@@ -616,7 +616,7 @@ export function kubeContract(
         dryRun: false,
         outcome: 'ok',
         exitCode: 0,
-        events: Array.from({ length: names }, (_, j) => ({
+        events: Array.from({ length: names }, () => ({
           event: 'candidate.new' as const,
           key: randomUUID(),
           kind: 'DanmEp',
