@@ -13,6 +13,7 @@ import {
   isComplete,
   type LastSnapshot,
   type Policy,
+  type RefusalGuard,
   type Snapshot,
   STATE_SCHEMA_VERSION,
   type State,
@@ -237,12 +238,16 @@ export function decide(
       }
     }
   }
-  const deletionRefusal = deletionGuard(confirmed.length, snapshot.targets.length, policy);
-  if (deletionRefusal !== undefined) reasons.push(deletionRefusal);
+  const guards: RefusalGuard[] = reasons.length > 0 ? ['evidence-drop'] : [];
+  const deletionRefusal = deletionGuards(confirmed.length, snapshot.targets.length, policy);
+  for (const [guard, why] of deletionRefusal) {
+    guards.push(guard);
+    reasons.push(why);
+  }
   if (reasons.length > 0) {
     // The state is not advanced: a broken lister must not become the new baseline. Only the
     // lower counts are remembered, so that a real drop can be accepted once it held.
-    events.push({ event: 'run.refused', reason: reasons.join('; ') });
+    events.push({ event: 'run.refused', reason: reasons.join('; '), guards });
     const { evidenceDrop: _old, ...rest } = previous;
     const held: State = pending
       ? { ...rest, evidenceDrop: pending }
@@ -302,19 +307,27 @@ function nextEvidenceDrop(
 
 /** Law 7, deletions: a count and a percentage limit; every refusal says which limit to raise and to what. */
 export function deletionGuard(confirmed: number, targets: number, policy: Policy): string | undefined {
-  const reasons: string[] = [];
-  if (confirmed === 0) return undefined;
+  const refused = deletionGuards(confirmed, targets, policy);
+  return refused.length > 0 ? refused.map(([, why]) => why).join('; ') : undefined;
+}
+
+/** The deletion guards that refuse `confirmed` deletions of `targets`, each with its reason. */
+function deletionGuards(confirmed: number, targets: number, policy: Policy): [RefusalGuard, string][] {
+  const out: [RefusalGuard, string][] = [];
+  if (confirmed === 0) return out;
   if (confirmed > policy.maxDeletions)
-    reasons.push(
+    out.push([
+      'max-deletions',
       `${confirmed} confirmed deletions exceed maxDeletions ${policy.maxDeletions}: if they are expected, raise maxDeletions to at least ${confirmed}`,
-    );
+    ]);
   const floor = policy.minDeletionsForPercent ?? 0;
   const percent = targets === 0 ? 100 : (confirmed / targets) * 100;
   if (confirmed > floor && percent > policy.maxDeletionPercent)
-    reasons.push(
+    out.push([
+      'max-deletion-percent',
       `${confirmed} of ${targets} targets (${percent.toFixed(1)}%) exceed maxDeletionPercent ${policy.maxDeletionPercent}%${floor > 0 ? ` (applied above ${floor} deletions)` : ''}: if they are expected, raise maxDeletionPercent to at least ${Math.ceil(percent)}`,
-    );
-  return reasons.length > 0 ? reasons.join('; ') : undefined;
+    ]);
+  return out;
 }
 
 function firstObservation(t: Target, now: number): Candidate {

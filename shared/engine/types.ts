@@ -134,7 +134,12 @@ export type DiffEvent = Readonly<
       unusedForMs: number;
       observations: number;
     }
-  | { event: 'run.refused'; reason: string }
+  | {
+      event: 'run.refused';
+      reason: string;
+      /** Which guards refused (a bounded set, for metrics): the reason says how. */
+      guards: readonly RefusalGuard[];
+    }
   | {
       event: 'evidence.accepted';
       how: 'command' | 'automatic';
@@ -143,6 +148,10 @@ export type DiffEvent = Readonly<
     }
   | { event: 'run.aborted'; reason: string }
 >;
+
+/** The blast-radius guards that can refuse a run. */
+export const REFUSAL_GUARDS = ['evidence-drop', 'max-deletions', 'max-deletion-percent'] as const;
+export type RefusalGuard = (typeof REFUSAL_GUARDS)[number];
 
 export type DiffSummary = Readonly<{
   targets: number;

@@ -7,11 +7,13 @@
  * undici's own retry interceptor is not used: it sleeps on real timers (no injected
  * clock) and cannot tell the client which attempt failed how; the loop below is short.
  */
+
 import { promisify } from 'node:util';
 import { gunzip } from 'node:zlib';
 import { Agent, request } from 'undici';
 import { TwopassError } from '../errors.ts';
 import type { Time } from '../time.ts';
+import { countRequest } from './tally.ts';
 
 export const RETRY_AFTER_CAP_MS = 30_000;
 const BACKOFF_BASE_MS = 200;
@@ -35,6 +37,8 @@ export type TransportOptions = Readonly<{
   readAttempts?: number;
   connections?: number;
   tls?: TlsOptions;
+  /** Which API the requests go to, for the run's tally (`kubernetes`, `openstack`, `webhook`). */
+  api?: string;
   /** Ask for gzip (`Accept-Encoding: gzip`) and decode it; uncompressed answers are read as they are. */
   gzip?: boolean;
   /** Told of every response, for benchmarks and tests: bytes on the wire, and decoded. */
@@ -140,6 +144,7 @@ export class HttpTransport {
     const timeoutMs = this.opts.timeoutMs ?? 30_000;
     const timeout = this.opts.time.timeout(timeoutMs);
     const signal = req.signal ? AbortSignal.any([req.signal, timeout]) : timeout;
+    countRequest(this.opts.api ?? 'other');
     try {
       const res = await request(req.url, {
         method: req.method,

@@ -90,6 +90,7 @@ export class KubeHttpClient implements KubeClient {
     this.opts = opts;
     this.server = opts.server.replace(/\/+$/, '');
     this.http = new HttpTransport({
+      api: 'kubernetes',
       time: opts.time,
       timeoutMs: opts.callTimeoutMs ?? 30_000,
       ...(opts.readAttempts !== undefined ? { readAttempts: opts.readAttempts } : {}),

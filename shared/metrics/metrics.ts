@@ -10,6 +10,7 @@
  */
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { Counter, Gauge, Pushgateway, Registry } from 'prom-client';
+import { REFUSAL_GUARDS } from '../engine/types.ts';
 import type { RunHooks, RunOutcome, RunResult } from '../runtime/result.ts';
 
 /** Places named in the metrics per function (the rest are summed per kind as OTHER): bounded cardinality. */
@@ -104,6 +105,24 @@ class LastRun {
         'Age of the oldest candidate at the end of the last run (0: none): one that outlives several graces is never being reclaimed.',
       ),
       grace: gauge('grace_seconds', "The function's grace window."),
+      refusedBy: gauge(
+        'last_run_refused_by',
+        '1 for each blast-radius guard that refused the last run (evidence-drop, max-deletions, max-deletion-percent), 0 for the others.',
+        ['guard'],
+      ),
+      requests: gauge(
+        'last_run_requests',
+        'Requests the last run sent, by API (kubernetes, openstack, webhook); each attempt of a retried call counts.',
+        ['api'],
+      ),
+      evidence: gauge('evidence', 'Evidence of use listed by the last complete snapshot, by source.', [
+        'source',
+      ]),
+      baseline: gauge(
+        'evidence_baseline',
+        'The evidence counts the last run was guarded against (maxEvidenceDropPercent), by source.',
+        ['source'],
+      ),
     };
   }
 
@@ -126,6 +145,24 @@ class LastRun {
       fn,
       rows.map((r) => ({ kind: r.kind, place: r.place })),
     );
+  }
+
+  /** The label values each function's last run set on a gauge (the next run's replace them). */
+  private readonly series = new Map<Gauge, Map<string, string[]>>();
+
+  /** Sets one series a `label` value of `values`, removing those of the function's previous run that it lacks. */
+  private replace(
+    gauge: Gauge,
+    label: string,
+    fn: string,
+    values: Readonly<Record<string, number>> | undefined,
+  ) {
+    const byFn = this.series.get(gauge) ?? new Map<string, string[]>();
+    this.series.set(gauge, byFn);
+    const now = values ?? {};
+    for (const v of byFn.get(fn) ?? []) if (!(v in now)) gauge.remove({ function: fn, [label]: v });
+    for (const [v, n] of Object.entries(now)) gauge.set({ function: fn, [label]: v }, n);
+    byFn.set(fn, Object.keys(now));
   }
 
   /** The kinds each function's last run deleted (their series are this run's, or none). */
@@ -165,6 +202,11 @@ class LastRun {
       g.indeterminate!.set(l, r.summary.indeterminate);
     }
     if (r.places) this.setPlaces(r.function, r.places);
+    const guards = new Set(r.notices.flatMap((n) => (n.event === 'run.refused' ? n.guards : [])));
+    for (const guard of REFUSAL_GUARDS) g.refusedBy!.set({ ...l, guard }, guards.has(guard) ? 1 : 0);
+    this.replace(g.requests!, 'api', r.function, r.requests);
+    if (r.evidence) this.replace(g.evidence!, 'source', r.function, r.evidence);
+    if (r.evidence) this.replace(g.baseline!, 'source', r.function, r.evidenceBaseline ?? {});
     if (r.oldestCandidateAgeSeconds !== undefined) g.oldest!.set(l, r.oldestCandidateAgeSeconds);
     if (r.graceSeconds !== undefined) g.grace!.set(l, r.graceSeconds);
   }

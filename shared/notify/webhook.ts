@@ -118,7 +118,13 @@ export async function notifyRun(
     log.warn({ event: 'notify.failed', function: r.function, webhook: w.from, reason }, 'notify.failed');
     failed(r.function);
   };
-  const http = new HttpTransport({ time, timeoutMs: w.timeoutMs, readAttempts: 3, connections: 1 });
+  const http = new HttpTransport({
+    api: 'webhook',
+    time,
+    timeoutMs: w.timeoutMs,
+    readAttempts: 3,
+    connections: 1,
+  });
   try {
     const res = await http.send({
       call: 'webhook',

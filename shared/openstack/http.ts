@@ -11,6 +11,7 @@ export class Http {
   private readonly transport: HttpTransport;
   constructor(opts: HttpOptions) {
     this.transport = new HttpTransport({
+      api: 'openstack',
       time: opts.time,
       timeoutMs: opts.timeoutMs ?? 30_000,
       ...(opts.readAttempts !== undefined ? { readAttempts: opts.readAttempts } : {}),

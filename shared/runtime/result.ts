@@ -32,6 +32,10 @@ export type RunResult = Readonly<{
   unprovenByKind?: Readonly<Record<string, number>>;
   /** The evidence counts of the run's snapshot, by source (absent when no snapshot was taken). */
   evidence?: Readonly<Record<string, number>>;
+  /** The counts the evidence guard compared them with: the last accepted snapshot's (absent on a first run). */
+  evidenceBaseline?: Readonly<Record<string, number>>;
+  /** The requests the run sent, by API (`kubernetes`, `openstack`, `webhook`); every attempt counts. */
+  requests?: Readonly<Record<string, number>>;
   /** The run-level events of the decision (evidence accepted, run refused or aborted), for commands that report them. */
   notices: readonly DiffEvent[];
   /**

@@ -11,6 +11,7 @@ import {
 } from '../contract/index.ts';
 import type { DiffEvent, Policy, Snapshot } from '../engine/types.ts';
 import { ConfigError, messageOf } from '../errors.ts';
+import { countingRequests } from '../http/tally.ts';
 import type { Logger } from '../log/logger.ts';
 import { LockHeldError } from '../state/errors.ts';
 import { recordOf } from '../state/history.ts';
@@ -80,8 +81,22 @@ export type RunRequest = Readonly<{
   signal?: AbortSignal;
 }>;
 
-export async function run<R, W>(deps: RunDeps<R, W>, asked: RunRequest): Promise<RunResult> {
-  const at: Marks = { runId: deps.newId(), started: deps.time.now(), sideFailures: 0, events: [] };
+export function run<R, W>(deps: RunDeps<R, W>, asked: RunRequest): Promise<RunResult> {
+  return countingRequests((requests) => runCounted(deps, asked, requests));
+}
+
+async function runCounted<R, W>(
+  deps: RunDeps<R, W>,
+  asked: RunRequest,
+  requests: () => Record<string, number>,
+): Promise<RunResult> {
+  const at: Marks = {
+    runId: deps.newId(),
+    started: deps.time.now(),
+    sideFailures: 0,
+    events: [],
+    requests,
+  };
   const deadline = deps.time.timeout(asked.deadlineMs);
   const log = deps.log.child({ function: deps.fn.name, runId: at.runId });
   // A report-only function never deletes: an --apply run of it is a dry run that records.
@@ -134,7 +149,14 @@ export async function run<R, W>(deps: RunDeps<R, W>, asked: RunRequest): Promise
 }
 
 /** What run() keeps of a run while its phases go: its id, start, side failures, and the decision's events (for its history). */
-type Marks = { runId: string; started: number; sideFailures: number; events: readonly DiffEvent[] };
+type Marks = {
+  runId: string;
+  started: number;
+  sideFailures: number;
+  events: readonly DiffEvent[];
+  /** The requests the run has sent so far, by API. */
+  requests: () => Record<string, number>;
+};
 
 /** Adds the run's record to its function's history (`twopass history`); a failure is logged and counted, never thrown. */
 async function recordHistory<R, W>(
@@ -216,6 +238,7 @@ async function finishRun<R, W>(
     exitCode,
     sideFailures: at.sideFailures,
     durationMs: deps.time.now() - at.started,
+    requests: at.requests(),
   };
   log.info(
     {
@@ -284,8 +307,20 @@ async function phases<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Scope, at: 
   const evidence = Object.fromEntries(
     snapshot.sources.filter((x) => x.role === 'evidence').map((x) => [x.name, x.count]),
   );
+  // what the evidence guard compared these counts with (absent on a first run)
+  const was = loaded.state.lastSnapshot;
+  const evidenceBaseline = was?.evidence
+    ? Object.fromEntries(Object.keys(was.evidence).map((n) => [n, was.counts[n] ?? 0]))
+    : undefined;
   const where = placesOf(fn, snapshot, decision, ctx.now, req.policy.graceMs);
-  const base = { snapshotId, summary: decision.diff.summary, notices, evidence, ...where.result() };
+  const base = {
+    snapshotId,
+    summary: decision.diff.summary,
+    notices,
+    evidence,
+    ...(evidenceBaseline ? { evidenceBaseline } : {}),
+    ...where.result(),
+  };
   if (decision.diff.outcome === 'aborted')
     return { ...base, outcome: 'aborted', exitCode: EXIT.incomplete, error: 'snapshot incomplete' };
   const persisted = await persist(deps.store, fn.name, loaded, decision, req.apply || req.record, x);

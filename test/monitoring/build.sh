@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Builds promtool and the Pushgateway from the Go module proxy and caches them by version.
+# Builds Prometheus, promtool and the Pushgateway from the Go module proxy and caches them by version.
 # Usage: test/monitoring/build.sh        (prints the bin directory on its last line)
 # Env:   TWOPASS_CACHE (default ~/.cache/twopass)
 set -euo pipefail
-PROM=v0.316.0 # github.com/prometheus/prometheus (promtool 3.x)
+PROM=v0.316.0 # github.com/prometheus/prometheus (Prometheus and promtool 3.x)
 PGW=v1.11.1   # github.com/prometheus/pushgateway
 CACHE=${TWOPASS_CACHE:-$HOME/.cache/twopass}
 BIN=$CACHE/prom/$PROM-$PGW
-if [[ -x $BIN/promtool && -x $BIN/pushgateway ]]; then
+if [[ -x $BIN/promtool && -x $BIN/pushgateway && -x $BIN/prometheus ]]; then
   echo "monitoring binaries cached in $BIN"
   echo "$BIN"
   exit 0
@@ -25,5 +25,7 @@ build() { # module version package output
 }
 build github.com/prometheus/pushgateway "$PGW" . pushgateway
 build github.com/prometheus/prometheus "$PROM" ./cmd/promtool promtool
+# the server, for the dashboard's queries (its web UI assets are not in the module: the API is enough)
+build github.com/prometheus/prometheus "$PROM" ./cmd/prometheus prometheus
 rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
 echo "$BIN"

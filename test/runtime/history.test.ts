@@ -100,7 +100,7 @@ test('a record holds each list with its reasons; a list is cut to its first entr
           unusedForMs: 11 * MIN,
           observations: 2,
         },
-        { event: 'run.refused', reason: 'too many' },
+        { event: 'run.refused', reason: 'too many', guards: ['max-deletions'] },
       ],
       { deleted: ['c1'] },
     ),

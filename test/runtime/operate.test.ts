@@ -303,6 +303,64 @@ test('last_run_deleted has only the kinds of the latest run', async () => {
   assert.not.match(text, /twopass_last_run_deleted\{function="f",kind="DanmBit"\}/);
 });
 
+test('metrics say which guard refused, how many requests the run sent by API, and the evidence beside its baseline; series of a source or API the next run lacks go', async () => {
+  const m = new RunMetrics(() => 1_800_000_000_000, '0.0.0');
+  const base = {
+    function: 'f',
+    runId: 'r',
+    outcome: 'ok' as const,
+    exitCode: 0 as const,
+    dryRun: false,
+    confirmed: [],
+    deleted: [],
+    deletedByKind: {},
+    skipped: [],
+    failed: [],
+    held: [],
+    notices: [],
+    sideFailures: 0,
+    durationMs: 1,
+  };
+  m.record({
+    ...base,
+    outcome: 'refused',
+    exitCode: 4,
+    notices: [{ event: 'run.refused', reason: 'pods shrank', guards: ['evidence-drop'] }],
+    requests: { kubernetes: 12, openstack: 3 },
+    evidence: { pods: 40, services: 5 },
+    evidenceBaseline: { pods: 100, services: 5 },
+  });
+  let text = await m.text();
+  assert.match(text, /twopass_last_run_refused_by\{function="f",guard="evidence-drop"\} 1/);
+  assert.match(text, /twopass_last_run_refused_by\{function="f",guard="max-deletions"\} 0/);
+  assert.match(text, /twopass_last_run_requests\{function="f",api="kubernetes"\} 12/);
+  assert.match(text, /twopass_last_run_requests\{function="f",api="openstack"\} 3/);
+  assert.match(text, /twopass_evidence\{function="f",source="pods"\} 40/);
+  assert.match(text, /twopass_evidence_baseline\{function="f",source="pods"\} 100/);
+  m.record({ ...base, requests: { kubernetes: 7 }, evidence: { pods: 41 }, evidenceBaseline: { pods: 40 } });
+  text = await m.text();
+  assert.match(text, /twopass_last_run_refused_by\{function="f",guard="evidence-drop"\} 0/);
+  assert.not.match(text, /api="openstack"/, 'an API the last run did not call has no series');
+  assert.not.match(text, /source="services"/, 'a source the last run did not list has no series');
+  assert.match(text, /twopass_evidence_baseline\{function="f",source="pods"\} 40/);
+});
+
+test('a run counts its own requests by API, also when runs overlap', async () => {
+  const { countingRequests, countRequest } = await import('../../shared/http/tally.ts');
+  const both = await Promise.all(
+    [3, 5].map((n) =>
+      countingRequests(async (counts) => {
+        for (let i = 0; i < n; i++) {
+          countRequest('kubernetes');
+          await new Promise((r) => setTimeout(r, 1));
+        }
+        return counts();
+      }),
+    ),
+  );
+  assert.equal(both, [{ kubernetes: 3 }, { kubernetes: 5 }]);
+});
+
 test('metrics say where: candidates, confirmed and deleted by kind and place, the top 10 places named and the rest summed; a place the next run does not have goes', async () => {
   const m = new RunMetrics(() => 1_800_000_000_000, '0.0.0');
   const base = {
