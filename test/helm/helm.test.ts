@@ -74,6 +74,11 @@ const MATRIX: Record<string, string[]> = {
     'scheduler.enabled=true',
     'monitoring.prometheusRule=true',
   ],
+  'the Grafana dashboard for the sidecar, in the monitoring namespace': [
+    'monitoring.dashboard.enabled=true',
+    'monitoring.dashboard.namespace=twopass-system',
+    'monitoring.dashboard.annotations.grafana_folder=twopass',
+  ],
   'by digest, a Pushgateway, a Slack webhook, approval': [
     `image.digest=sha256:${'a'.repeat(64)}`,
     'monitoring.pushgateway=http://pushgateway.monitoring:9091',
@@ -288,6 +293,32 @@ it('RBAC: the chart grants exactly what the kustomize components grant, function
       .map((o) => `${o.kind}/${o.metadata.name}`)
       .sort();
   assert.equal(grants(chart), grants(kust));
+});
+
+it('the dashboard ConfigMap carries the shipped dashboard with the sidecar label (its name and value as set); none by default', () => {
+  assert.not.ok(
+    helmTemplate([]).objs.some((o) => o.metadata.name === 'twopass-dashboard'),
+    'off by default',
+  );
+  const { objs } = helmTemplate([
+    'monitoring.dashboard.enabled=true',
+    'monitoring.dashboard.label=my_dashboards',
+    'monitoring.dashboard.labelValue=yes',
+    'monitoring.dashboard.namespace=monitoring',
+  ]);
+  const cm = objs.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'twopass-dashboard') as
+    | (Obj & {
+        data: Record<string, string>;
+        metadata: { labels: Record<string, string>; namespace: string };
+      })
+    | undefined;
+  assert.ok(cm);
+  assert.is(cm.metadata.labels.my_dashboards, 'yes');
+  assert.is(cm.metadata.namespace, 'monitoring');
+  assert.equal(
+    JSON.parse(cm.data['twopass.json']!),
+    JSON.parse(readFileSync(join(ROOT, 'infra/monitoring/twopass-dashboard.json'), 'utf8')),
+  );
 });
 
 it('the PrometheusRule carries exactly the shipped alert rules', () => {

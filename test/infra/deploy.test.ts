@@ -260,6 +260,27 @@ offline(
   },
 );
 
+offline(
+  'the Grafana dashboard: the three shipped copies are what infra/monitoring/dashboard.ts builds; the scheduler overlay carries it as a ConfigMap for the sidecar; every panel query filters by the function variable',
+  async () => {
+    const { dashboardJson, PANELS, SHIPPED } = await import('../../infra/monitoring/dashboard.ts');
+    const built = dashboardJson();
+    for (const f of SHIPPED)
+      assert.is(readFileSync(join(ROOT, f), 'utf8'), built, `${f}: regenerate with \`npm run dashboard\``);
+    const cm = render('scheduler').find(
+      (o) => o.kind === 'ConfigMap' && o.metadata.name === 'twopass-dashboard',
+    );
+    assert.ok(cm, 'the scheduler overlay (with the monitoring component) has twopass-dashboard');
+    assert.is((cm.metadata as { labels?: Record<string, string> }).labels?.grafana_dashboard, '1');
+    assert.equal(JSON.parse(cm.data!['twopass.json']!), JSON.parse(built));
+    const model = JSON.parse(built) as { panels: { type: string; targets?: { expr: string }[] }[] };
+    const exprs = model.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr));
+    assert.is(exprs.length, PANELS.flatMap((p) => p.queries).length, 'every query of PANELS is in the model');
+    for (const e of exprs)
+      if (!e.includes('twopass_build_info')) assert.match(e, /function=~"\$function"/, e);
+  },
+);
+
 offline("the image caps V8's heap below every memory limit the manifests set", () => {
   const docker = readFileSync(join(ROOT, 'infra/Dockerfile'), 'utf8');
   const opts = /^ENV NODE_OPTIONS="([^"]*)"/m.exec(docker)?.[1] ?? '';
