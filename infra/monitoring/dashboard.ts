@@ -61,8 +61,7 @@ export const PANELS: readonly PanelSpec[] = [
   {
     row: 'Runs',
     title: 'Since the last successful run',
-    description:
-      'Time since the last run that exited 0. The alert TwopassNoSuccessfulRun fires past 15 minutes.',
+    description: 'Time since the last run that exited 0. The alert TwopassNoSuccess fires past 15 minutes.',
     kind: 'stat',
     unit: 's',
     queries: [
@@ -239,7 +238,7 @@ export const PANELS: readonly PanelSpec[] = [
     row: 'Guards',
     title: 'Oldest candidate against the grace',
     description:
-      'Age of the oldest candidate beside the grace window: one that outlives several graces is never being reclaimed (TwopassCandidateStuck).',
+      'Age of the oldest candidate beside the grace window: one that outlives several graces is never being reclaimed (TwopassCandidatesStuck).',
     kind: 'timeseries',
     unit: 's',
     queries: [

@@ -1,11 +1,12 @@
 /**
- * Monitoring in CronJob mode, against the real tools: the alert rules checked and unit-tested
- * by promtool, and `twopass run --all --pushgateway` against a real Pushgateway (both built
- * from the Go module proxy by test/monitoring/build.sh). Without the binaries the suite is
- * reported as skipped (CI sets TWOPASS_REQUIRE_MONITORING=1: then their absence fails).
+ * Monitoring against the real tools: the alert rules checked and unit-tested by promtool,
+ * `twopass run --all --pushgateway` against a real Pushgateway, and the dashboard's every
+ * query evaluated on a real Prometheus that scrapes that Pushgateway and a `twopass schedule`
+ * (all built from the Go module proxy by test/monitoring/build.sh). Without the binaries the
+ * suite is reported as skipped (CI sets TWOPASS_REQUIRE_MONITORING=1: then their absence fails).
  */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,17 +14,22 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { parse } from 'yaml';
 import { KubeHttpClient } from '../../shared/kube/client.ts';
+import { NAMESPACES } from '../../shared/kube/resources.ts';
 import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
 import { FakeKubeServer } from '../../shared/sandbox/kube/server.ts';
+import { leakedEndpoint } from '../../shared/sandbox/scenarios/danm.ts';
 import { cliFiles, twopassAsync } from '../helpers/cli.ts';
 import { eventually, testTime } from '../helpers/time.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const BIN = join(process.env.TWOPASS_CACHE ?? join(homedir(), '.cache/twopass'), 'prom/v0.316.0-v1.11.1');
-const have = existsSync(join(BIN, 'promtool')) && existsSync(join(BIN, 'pushgateway'));
+const have = ['promtool', 'pushgateway', 'prometheus'].every((b) => existsSync(join(BIN, b)));
 if (!have && process.env.TWOPASS_REQUIRE_MONITORING === '1')
-  throw new Error(`promtool and pushgateway are required (TWOPASS_REQUIRE_MONITORING=1) in ${BIN}`);
-if (!have) console.log(`  !!! no promtool/pushgateway in ${BIN} (test/monitoring/build.sh): SKIPPED`);
+  throw new Error(
+    `prometheus, promtool and pushgateway are required (TWOPASS_REQUIRE_MONITORING=1) in ${BIN}`,
+  );
+if (!have)
+  console.log(`  !!! no prometheus/promtool/pushgateway in ${BIN} (test/monitoring/build.sh): SKIPPED`);
 
 type Ctx = { fake: FakeKubeServer; gw: ChildProcess; url: string; dir: string };
 const test = suite<Ctx>('monitoring (promtool, a real Pushgateway)');
@@ -215,6 +221,181 @@ it("--metrics-textfile shared by two functions: each run keeps the other's serie
   const again = readFileSync(textfile, 'utf8');
   assert.is(again.match(/^twopass_last_success_timestamp_seconds\{function="danm-endpoints"\}/gm)?.length, 1);
   assert.match(again, /^twopass_last_success_timestamp_seconds\{function="whereabouts-ips"\}/m);
+});
+
+/** Starts a process and waits until `ready` answers; the caller kills it. */
+async function serve(cmd: string[], ready: string, log: string[]): Promise<ChildProcess> {
+  const c = spawn(cmd[0]!, cmd.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+  c.stdout?.on('data', (d: Buffer) => log.push(d.toString()));
+  c.stderr?.on('data', (d: Buffer) => log.push(d.toString()));
+  await eventually(
+    `${cmd.join(' ').slice(0, 80)} ready`,
+    async () => (await fetch(ready).catch(() => undefined))?.ok,
+  );
+  return c;
+}
+
+type Series = { metric: Record<string, string>; value: [number, string] };
+async function query(
+  prom: string,
+  expr: string,
+): Promise<{ status: string; error?: string; result: Series[] }> {
+  const res = await fetch(`${prom}/api/v1/query?query=${encodeURIComponent(expr)}`);
+  const body = (await res.json()) as { status: string; error?: string; data?: { result: Series[] } };
+  return {
+    status: body.status,
+    ...(body.error ? { error: body.error } : {}),
+    result: body.data?.result ?? [],
+  };
+}
+
+it("the dashboard: every panel's query, evaluated on a real Prometheus that scraped the Pushgateway and `twopass schedule` after real runs, returns the series it promises", async ({
+  url,
+  dir,
+}) => {
+  const { PANELS } = await import('../../infra/monitoring/dashboard.ts');
+  // a cluster whose objects are an hour old (so the runs may place themselves minutes apart)
+  const fake = new FakeKubeServer({ now: () => new Date(Date.now() - 3600_000) });
+  await fake.start();
+  const kube = new KubeHttpClient({ server: fake.url, time: testTime() });
+  await installCrdsFromDir(kube);
+  for (const ns of ['cron', 'sched'])
+    await kube.create(NAMESPACES, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+  await leakedEndpoint(kube, 'cron', '10.10.10.7');
+  await leakedEndpoint(kube, 'sched', '10.10.10.8');
+  await kube.close();
+  const log: string[] = [];
+  const procs: ChildProcess[] = [];
+  try {
+    const config = (ns: string, apply = false) =>
+      `allowShortGrace: true\nfunctions:\n  danm-endpoints:\n    grace: 1m\n    minAge: 0s\n${apply ? '    apply: true\n' : ''}    record: true\n    schedule: "*/2 * * * * *"\n    settings: { namespaces: [${ns}] }\n  whereabouts-ips: { enabled: false }\n`;
+    const at = (ms: number) => ({ TWOPASS_CLOCK_START: String(ms) });
+    // CronJob mode: a recording run, then a deleting run two minutes later, each pushed
+    const cron = [
+      ...cliFiles(join(dir, 'dash-cron'), fake.kubeconfig(), config('cron')),
+      '--state',
+      `file:${join(dir, 'dash-cron', 's')}`,
+    ];
+    const first = await twopassAsync(['run', 'danm-endpoints', ...cron, '--record'], {
+      ...at(Date.now() - 5 * 60_000),
+      TWOPASS_PUSHGATEWAY: url,
+    });
+    assert.is(first.code, 0, first.err);
+    const second = await twopassAsync(['run', 'danm-endpoints', ...cron, '--apply'], {
+      ...at(Date.now() - 2 * 60_000),
+      TWOPASS_PUSHGATEWAY: url,
+    });
+    assert.is(second.code, 0, second.err);
+    assert.ok(
+      second.json().some((e) => e.event === 'resource.deleted'),
+      `the CronJob-style run deleted the leak: ${second.out.slice(-2500)}`,
+    );
+    // scheduler mode: observations recorded minutes ago, so its first run deletes
+    const sched = [
+      ...cliFiles(join(dir, 'dash-sched'), fake.kubeconfig(), config('sched', true)),
+      '--state',
+      `file:${join(dir, 'dash-sched', 's')}`,
+    ];
+    const seeded = await twopassAsync(
+      ['run', 'danm-endpoints', ...sched, '--record'],
+      at(Date.now() - 5 * 60_000),
+    );
+    assert.is(seeded.code, 0, seeded.err);
+    const schedPort = await freePort();
+    procs.push(
+      await serve(
+        [
+          process.execPath,
+          join(ROOT, 'bin/twopass.js'),
+          'schedule',
+          ...sched,
+          '--listen',
+          `127.0.0.1:${schedPort}`,
+          '--output',
+          'json',
+        ],
+        `http://127.0.0.1:${schedPort}/healthz`,
+        log,
+      ),
+    );
+    const promPort = await freePort();
+    const promDir = join(dir, 'prom');
+    mkdirSync(promDir, { recursive: true });
+    writeFileSync(
+      join(promDir, 'prometheus.yml'),
+      [
+        'global: { scrape_interval: 1s, evaluation_interval: 1s }',
+        'scrape_configs:',
+        '  - job_name: pushgateway',
+        '    honor_labels: true',
+        `    static_configs: [{ targets: ["${new URL(url).host}"] }]`,
+        '  - job_name: twopass-scheduler',
+        `    static_configs: [{ targets: ["127.0.0.1:${schedPort}"] }]`,
+        '',
+      ].join('\n'),
+    );
+    procs.push(
+      await serve(
+        [
+          join(BIN, 'prometheus'),
+          `--config.file=${join(promDir, 'prometheus.yml')}`,
+          `--storage.tsdb.path=${join(promDir, 'data')}`,
+          `--web.listen-address=127.0.0.1:${promPort}`,
+        ],
+        `http://127.0.0.1:${promPort}/-/ready`,
+        log,
+      ),
+    );
+    const prom = `http://127.0.0.1:${promPort}`;
+    // both targets scraped, and the scheduler has deleted (its counter is there)
+    await eventually(
+      'Prometheus has scraped both, and the scheduler has deleted',
+      async () => {
+        const up = await query(prom, 'sum(up{job=~"pushgateway|twopass-scheduler"})');
+        const del = await query(prom, 'twopass_deleted_total');
+        return up.result[0]?.value[1] === '2' && del.result.length > 0 ? true : undefined;
+      },
+      60_000,
+    );
+    // a few more scrapes, for increase() over the range
+    await new Promise((r) => setTimeout(r, 4000));
+    let checked = 0;
+    for (const p of PANELS)
+      for (const x of p.queries) {
+        const expr = x.expr.replaceAll('$function', '.+').replaceAll('$__rate_interval', '1m');
+        const r = await query(prom, expr);
+        assert.is(r.status, 'success', `${p.title}: ${expr}: ${r.error}`);
+        assert.ok(r.result.length > 0, `${p.title}: \`${expr}\` returned nothing`);
+        for (const s of r.result)
+          for (const l of x.promises)
+            assert.ok(
+              s.metric[l],
+              `${p.title}: \`${expr}\`: a series without ${l}: ${JSON.stringify(s.metric)}`,
+            );
+        checked++;
+      }
+    assert.is(checked, PANELS.flatMap((p) => p.queries).length);
+    // what the panels show is what the runs did
+    const deleted = await query(prom, 'sum by (kind) (twopass_last_run_deleted{function="danm-endpoints"})');
+    assert.ok(
+      deleted.result.some((s) => s.metric.kind === 'DanmEp' && Number(s.value[1]) >= 1),
+      JSON.stringify(deleted.result),
+    );
+    const requests = await query(prom, 'max by (api) (twopass_last_run_requests{function="danm-endpoints"})');
+    assert.ok(
+      requests.result.some((s) => s.metric.api === 'kubernetes' && Number(s.value[1]) > 0),
+      JSON.stringify(requests.result),
+    );
+  } catch (err) {
+    console.log(log.join('').slice(-3000));
+    throw err;
+  } finally {
+    for (const c of procs) c.kill('SIGTERM');
+    await Promise.all(
+      procs.map((c) => new Promise((r) => (c.exitCode !== null ? r(null) : c.on('exit', r)))),
+    );
+    await fake.stop();
+  }
 });
 
 test.run();
