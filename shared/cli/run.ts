@@ -156,6 +156,17 @@ async function runEach(
   const logSink = watchSink(io);
   try {
     for (const fn of fns) {
+      // --apply on the command line does not override a function the configuration keeps
+      // dry (`functions.<name>.apply: false`): the two disagree, so nothing is deleted; said.
+      if (flags.apply && extra.apply === undefined && cfg.functions[fn.name]?.apply === false)
+        log.warn(
+          {
+            event: 'run.dry',
+            function: fn.name,
+            reason: `--apply was given, but functions.${fn.name}.apply is false in ${cfg.source}: a dry run (remove that line to let --apply delete)`,
+          },
+          'run.dry',
+        );
       const r = await runFunction(
         fn,
         cfg,

@@ -92,6 +92,23 @@ test('explain by the name the table prints: both objects of the name, each with 
   assert.match(none.out, /nothing called `no\/such eth0`/);
 });
 
+test('--apply against a function the configuration keeps dry (apply: false): a dry run, said in one warning', async (ctx) => {
+  const base = [
+    ...cliFiles(
+      join(ctx.dir, 'dry'),
+      ctx.t.kubeconfig(),
+      `functions:\n  danm-endpoints:\n    apply: false\n    settings: { namespaces: [${ctx.ns}] }\n`,
+    ),
+    '--state',
+    `file:${join(ctx.dir, 'dry-state')}`,
+  ];
+  const r = await twopassAsync(['run', 'danm-endpoints', ...base, '--apply', '--output', 'json']);
+  assert.is(r.code, 0, r.err);
+  const dry = r.json().find((e) => e.event === 'run.dry');
+  assert.match(String(dry?.reason), /--apply was given, but functions\.danm-endpoints\.apply is false/);
+  assert.is(r.json().find((e) => e.event === 'run.finished')?.dryRun, true);
+});
+
 test('--output json: functions, state show and diff print JSON that parses', async (ctx) => {
   const fns = (await twopassAsync(['functions', '--output', 'json'])).json();
   assert.equal(
