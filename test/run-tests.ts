@@ -9,9 +9,11 @@
  *   npm test -- PATTERN         only test files whose path matches PATTERN
  *   TWOPASS_LATE_BUILDS=DIR     (CI) the node, cloud, helm and monitoring suites run last, each
  *                               once the builds it needs (listed in DIR) have ended
+ *   TWOPASS_PHASE=early         (CI) only the files that need no real server, without building or
+ *                               starting any (they run while the cluster builds); =rest: the others
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Cluster, startCluster } from './cluster/cluster.ts';
@@ -19,14 +21,66 @@ import { openStackInstalled, type RealOpenStack, startOpenStack } from './openst
 
 const root = new URL('..', import.meta.url).pathname;
 const only = process.argv[2];
-const pattern = only ? `^(?=.*(?:${only})).*\\.test\\.ts$` : '\\.test\\.ts$';
+const phase = process.env.TWOPASS_PHASE;
+if (phase !== undefined && phase !== 'early' && phase !== 'rest') {
+  console.error(`TWOPASS_PHASE: expected early or rest, got \`${phase}\``);
+  console.log('0 passed, 1 failed');
+  process.exit(1);
+}
+
+/**
+ * What in a test file's text says it needs a real server (the real cluster, the real
+ * OpenStack, the node). A file without any runs in the early phase; one that asks for a real
+ * server there anyway fails loudly (realCluster, startCluster and realOpenStack refuse in
+ * the early phase), so a wrong guess here is never a silent skip.
+ */
+const REAL_MARKERS =
+  /realTarget|realCluster|startCluster|targetSuite|TWOPASS_TEST_|real-openstack|realOpenStack|cluster\/cluster|binDir|\.cache\/twopass/;
+
+/** The test files (relative to test/) that need no real server. */
+function earlyFiles(): string[] {
+  const out: string[] = [];
+  const walk = (dir: string) => {
+    for (const e of readdirSync(join(root, 'test', dir), { withFileTypes: true })) {
+      const rel = dir ? `${dir}/${e.name}` : e.name;
+      if (e.isDirectory()) walk(rel);
+      else if (rel.endsWith('.test.ts') && !REAL_MARKERS.test(readFileSync(join(root, 'test', rel), 'utf8')))
+        out.push(rel);
+    }
+  };
+  walk('');
+  return out.sort();
+}
+const literal = (f: string) => f.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+/** The suites that wait for late builds (LATE below) are never early. */
+const LATE_GROUP_DIRS = ['node', 'cloud', 'helm', 'monitoring'];
+const EARLY = phase ? earlyFiles().filter((f) => !LATE_GROUP_DIRS.includes(f.split('/')[0]!)) : [];
+const EARLY_RE = `(?:${EARLY.map(literal).join('|')})$`;
+const onlyRe = only ? `(?=.*(?:${only}))` : '';
+/** The files of this run: the early ones alone in the early phase, the others in the rest. */
+const pattern =
+  phase === 'early'
+    ? `^(?=${EARLY_RE})${onlyRe}.*\\.test\\.ts$`
+    : phase === 'rest'
+      ? `^(?!${EARLY_RE})${onlyRe}.*\\.test\\.ts$`
+      : `^${onlyRe}.*\\.test\\.ts$`;
+if (phase === 'early') {
+  // no real server in this phase, and none built or started
+  process.env.TWOPASS_NO_REAL_CLUSTER = '1';
+  process.env.TWOPASS_NO_REAL_OPENSTACK = '1';
+  console.log(
+    `early phase: ${EARLY.length} test files that need no real server (the others: TWOPASS_PHASE=rest)`,
+  );
+}
 let cluster: Cluster | undefined;
 let openstack: (RealOpenStack & { stop: () => Promise<void> }) | undefined;
 const env: Record<string, string | undefined> = { ...process.env };
 
 // The real Keystone + Neutron start in the background, beside the cluster.
 let openstackStarting: Promise<void> | undefined;
-if (process.env.TWOPASS_NO_REAL_OPENSTACK === '1') {
+if (phase === 'early') {
+  // nothing real is started in the early phase
+} else if (process.env.TWOPASS_NO_REAL_OPENSTACK === '1') {
   console.log('!!! TWOPASS_NO_REAL_OPENSTACK=1: the real Keystone + Neutron suites are SKIPPED !!!');
 } else if (!openStackInstalled()) {
   if (process.env.TWOPASS_REQUIRE_REAL_OPENSTACK === '1') {
@@ -55,7 +109,9 @@ if (process.env.TWOPASS_NO_REAL_OPENSTACK === '1') {
   );
 }
 
-if (process.env.TWOPASS_NO_REAL_CLUSTER === '1') {
+if (phase === 'early') {
+  // nor built
+} else if (process.env.TWOPASS_NO_REAL_CLUSTER === '1') {
   console.log(
     '!!! TWOPASS_NO_REAL_CLUSTER=1: the real kube-apiserver suites are SKIPPED; only the fake is tested !!!',
   );
@@ -114,6 +170,8 @@ const LATE: readonly { dir: string; needs: readonly string[] }[] = [
   { dir: 'monitoring', needs: ['monitoring'] },
 ];
 const LATE_DIRS = `^(${LATE.map((g) => g.dir).join('|')})(/|$)`;
+if (LATE.map((g) => g.dir).join() !== LATE_GROUP_DIRS.join())
+  throw new Error('LATE and LATE_GROUP_DIRS differ');
 
 /** The exit code a late build left, or undefined while it runs (a build never started counts as done). */
 function buildState(dir: string, name: string): string | undefined {
@@ -163,7 +221,7 @@ async function runLate(dir: string): Promise<number> {
 const lateDir = process.env.TWOPASS_LATE_BUILDS;
 const runs: { code: number; out: string }[] = [];
 let buildFailures = 0;
-if (lateDir) {
+if (lateDir && phase !== 'early') {
   runs.push(await uvu([pattern, '-i', LATE_DIRS]));
   buildFailures = await runLate(lateDir);
 } else runs.push(await uvu([pattern]));

@@ -96,6 +96,10 @@ export type ClusterOptions = {
 };
 
 export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
+  if (process.env.TWOPASS_PHASE === 'early')
+    throw new Error(
+      'the early phase (TWOPASS_PHASE=early) has no real servers: this test file needs one, so test/run-tests.ts must not count it as early (see REAL_MARKERS)',
+    );
   const bin = binDir();
   const dir = mkdtempSync(join(tmpdir(), 'twopass-cluster-'));
   const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort()];
@@ -281,6 +285,10 @@ export async function installCrds(kube: KubeHttpClient, dir: string): Promise<vo
 /** The cluster the test runner started (TWOPASS_TEST_KUBECONFIG), or one of our own. */
 let shared: Promise<Cluster | undefined> | undefined;
 export function realCluster(): Promise<Cluster | undefined> {
+  if (process.env.TWOPASS_PHASE === 'early')
+    throw new Error(
+      'the early phase (TWOPASS_PHASE=early) has no real servers: this test file needs one, so test/run-tests.ts must not count it as early (see REAL_MARKERS)',
+    );
   shared ??= (async () => {
     if (process.env.TWOPASS_NO_REAL_CLUSTER === '1') {
       console.error(

@@ -560,6 +560,10 @@ async function startOctavia(o: {
 
 /** The real OpenStack that `npm test` started (TWOPASS_TEST_OPENSTACK), or undefined. */
 export function realOpenStack(): RealOpenStack | undefined {
+  if (process.env.TWOPASS_PHASE === 'early')
+    throw new Error(
+      'the early phase (TWOPASS_PHASE=early) has no real servers: this test file needs one, so test/run-tests.ts must not count it as early (see REAL_MARKERS)',
+    );
   const j = process.env.TWOPASS_TEST_OPENSTACK;
   return j ? (JSON.parse(j) as RealOpenStack) : undefined;
 }
