@@ -16,6 +16,7 @@
  * A DanmEp is deleted before its bits are cleared: a crash in between leaks an address (a
  * later run reclaims it as a leaked bit), it never frees one twice.
  */
+import type { z } from 'zod';
 import {
   type BatchItemResult,
   BatchResults,
@@ -39,6 +40,7 @@ import type { BitData } from './bits.ts';
 import type { EpData, Settings } from './endpoint.ts';
 import { type DanmEvidence, poolOf, readDanmEvidence, readNetwork, withBitmaps } from './evidence.ts';
 import { bitIndex, clearable, danmResources, type Network, networkId, type Pool } from './model.ts';
+import type { BIT_TOMBSTONE, ENDPOINT_TOMBSTONE } from './restore.ts';
 
 export type NetData = EpData | BitData;
 type Ctx = RunContext<Settings>;
@@ -156,7 +158,7 @@ export async function removeOnNetwork(
             name: d.network,
             v4: d.v4,
             v6: d.v6,
-          },
+          } satisfies z.input<typeof ENDPOINT_TOMBSTONE.restore>,
         },
       ]);
     } catch (err) {
@@ -291,7 +293,13 @@ export async function removeOnNetwork(
           key: c.key,
           kind: bits.find((b) => b.key === c.key)!.kind,
           name: bits.find((b) => b.key === c.key)!.name,
-          object: { network: id, family: c.family, index: c.index, address: c.address, set: true },
+          object: {
+            network: id,
+            family: c.family,
+            index: c.index,
+            address: c.address,
+            set: true,
+          } satisfies z.input<typeof BIT_TOMBSTONE.object>,
           restore: {
             group,
             network: id,
@@ -299,7 +307,7 @@ export async function removeOnNetwork(
             namespace: net!.namespace,
             name: net!.name,
             uid: net!.uid,
-          },
+          } satisfies z.input<typeof BIT_TOMBSTONE.restore>,
         })),
       );
     } catch (err) {

@@ -5,7 +5,9 @@
  * allocation made meanwhile refuses it), then the DanmEp is created as it was; a create
  * that fails clears the bits again. A leaked bit comes back (set again) only if it is clear.
  */
+import { z } from 'zod';
 import { asNew, type RestoreResult, type RunContext, type Tombstone } from '../../shared/contract/index.ts';
+import { kubeObjectPayload, readPayload } from '../../shared/contract/tombstone.ts';
 import { ConflictError } from '../../shared/kube/errors.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import type { KubeObject } from '../../shared/kube/resources.ts';
@@ -15,7 +17,34 @@ import { poolOf, readNetwork, withBitmaps } from './evidence.ts';
 import { bitIndex, danmResources, type Network, type NetworkType, parseEndpoint } from './model.ts';
 
 type Ctx = RunContext<Settings> & Readonly<{ apply: boolean }>;
-type Where = { group: string; type: NetworkType; namespace?: string; name: string; uid?: string };
+/** The network a tombstone's DanmEp or bit was in. */
+const where = z.object({
+  group: z.string().min(1),
+  type: z.enum(['DanmNet', 'TenantNetwork', 'ClusterNetwork'] satisfies NetworkType[]),
+  namespace: z.string().optional(),
+  name: z.string().min(1),
+  uid: z.string().optional(),
+});
+type Where = z.output<typeof where>;
+
+/** A DanmEp's tombstone: the DanmEp as it was, and its network and addresses. */
+export const ENDPOINT_TOMBSTONE = {
+  object: kubeObjectPayload,
+  restore: where.extend({ v4: z.string().optional(), v6: z.string().optional() }),
+};
+
+/** A leaked bit's tombstone: the bit, and its network (by UID). */
+export const BIT_TOMBSTONE = {
+  object: z
+    .object({
+      family: z.union([z.literal(4), z.literal(6)]),
+      index: z.number().int().nonnegative(),
+      address: z.string(),
+    })
+    .passthrough(),
+  /** `network`: its id as the diff log prints it. */
+  restore: where.extend({ network: z.string().optional() }),
+};
 
 /** The network's bitmaps with these bits set, or why they cannot be set. */
 function setting(net: Network, bits: readonly { family: 4 | 6; index: number; address: string }[]) {
@@ -70,9 +99,9 @@ export async function restoreEndpoint(
   tomb: Tombstone,
   ctx: Ctx,
 ): Promise<RestoreResult> {
-  const w = tomb.restore as (Where & { v4?: string; v6?: string }) | undefined;
-  const ep = tomb.object as KubeObject | undefined;
-  if (!w || !ep?.metadata?.name) return { outcome: 'refused', reason: 'the tombstone holds no DanmEp' };
+  const read = readPayload(tomb, ENDPOINT_TOMBSTONE);
+  if (!read.ok) return { outcome: 'refused', reason: read.reason };
+  const { object: ep, restore: w } = read;
   const ref = danmResources(w.group).danmeps;
   const where = `DanmEp ${ep.metadata.namespace}/${ep.metadata.name}`;
   if (await kube.get(ref, ep.metadata.namespace, ep.metadata.name, ctx.signal))
@@ -115,7 +144,7 @@ export async function restoreEndpoint(
     if (conflict) return conflict;
   }
   try {
-    const made = await kube.create(ref, asNew(ep), ctx.signal);
+    const made = await kube.create(ref, asNew(ep as KubeObject), ctx.signal);
     return {
       outcome: 'restored',
       detail: `${where} created as it was (new uid ${made.metadata.uid}), ${addrs} set again`,
@@ -152,9 +181,9 @@ export async function restoreBit(
   tomb: Tombstone,
   ctx: Ctx,
 ): Promise<RestoreResult> {
-  const w = tomb.restore as Where | undefined;
-  const b = tomb.object as { family: 4 | 6; index: number; address: string } | undefined;
-  if (!w || !b) return { outcome: 'refused', reason: 'the tombstone holds no bit' };
+  const read = readPayload(tomb, BIT_TOMBSTONE);
+  if (!read.ok) return { outcome: 'refused', reason: read.reason };
+  const { object: b, restore: w } = read;
   const net = await network(reader, w, ctx);
   if (typeof net === 'string') return { outcome: 'refused', reason: net };
   const next = setting(net, [b]);

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import {
   type BatchItemResult,
   BatchResults,
@@ -11,6 +12,7 @@ import {
   type Typed,
   writeTombstones,
 } from '../../shared/contract/index.ts';
+import { noRestoreFacts, openStackResourcePayload, readPayload } from '../../shared/contract/tombstone.ts';
 import { SERVICES } from '../../shared/kube/resources.ts';
 import type { FloatingIp, Port } from '../../shared/openstack/neutron.ts';
 import { restorePort } from '../../shared/openstack/restore.ts';
@@ -56,8 +58,17 @@ export async function recheckPort(
   if (ev.placing.length && ctx.settings.controller !== 'none')
     return { ok: false, reason: `Service ${ev.placing[0]} is being placed` };
   // The port and its floating IP as just read: their tombstone.
-  return { ok: true, before: { port: p, ...(fip ? { floatingIp: fip } : {}) } };
+  return {
+    ok: true,
+    before: { port: p, ...(fip ? { floatingIp: fip } : {}) } satisfies z.input<typeof LBAAS_TOMBSTONE.object>,
+  };
 }
+
+/** A port's tombstone: the port and its floating IP, as read just before the deletion. */
+export const LBAAS_TOMBSTONE = {
+  object: z.object({ port: openStackResourcePayload, floatingIp: openStackResourcePayload.optional() }),
+  restore: noRestoreFacts,
+};
 
 /**
  * The floating IP of a deleted port: re-read, and deleted only if it is now unassociated,
@@ -189,7 +200,14 @@ export async function removePorts(
           const check = await recheckPort(r, t.data, ev, ctx);
           if (!check.ok) return results.skip(t.key, `re-check: ${check.reason}`);
           try {
-            await writeTombstones(ctx, [{ key: t.key, kind: t.kind, name: t.name, object: check.before }]);
+            await writeTombstones(ctx, [
+              {
+                key: t.key,
+                kind: t.kind,
+                name: t.name,
+                object: check.before,
+              },
+            ]);
           } catch (err) {
             return results.set({
               key: t.key,
@@ -245,9 +263,10 @@ export const portKind: KindSpec<PortData, LbaasReader, LbaasWriter, Settings> = 
   },
   // The port with its fixed IPs and tags, and its floating IP with its address, only if free.
   async restore(_r, w, tomb, ctx) {
-    const b = tomb.object as { port?: Port; floatingIp?: FloatingIp } | undefined;
-    if (!b?.port) return { outcome: 'refused', reason: 'the tombstone holds no port' };
-    const res = await restorePort(w.neutron, b.port, b.floatingIp, ctx);
+    const read = readPayload(tomb, LBAAS_TOMBSTONE);
+    if (!read.ok) return { outcome: 'refused', reason: read.reason };
+    const b = read.object;
+    const res = await restorePort(w.neutron, b.port as Port, b.floatingIp as FloatingIp | undefined, ctx);
     if (res.outcome === 'refused') return res;
     return {
       ...res,

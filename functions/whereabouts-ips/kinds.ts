@@ -22,6 +22,7 @@ import {
   type Typed,
   writeTombstones,
 } from '../../shared/contract/index.ts';
+import { readPayload } from '../../shared/contract/tombstone.ts';
 import { ConflictError, KubeApiError } from '../../shared/kube/errors.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
@@ -248,7 +249,9 @@ async function removeAllocations(
           key: t.key,
           kind: t.kind,
           name: t.name,
-          object: allocationAt(pool, t.data.offset),
+          object: allocationAt(pool, t.data.offset) satisfies
+            | z.input<typeof ALLOCATION_TOMBSTONE.object>
+            | undefined,
           restore: {
             namespace: d0.namespace,
             pool: d0.pool,
@@ -256,7 +259,7 @@ async function removeAllocations(
             offset: t.data.offset,
             ip: t.data.ip,
             podref: t.data.podref,
-          },
+          } satisfies z.input<typeof ALLOCATION_TOMBSTONE.restore>,
         })),
       );
     } catch (err) {
@@ -339,6 +342,22 @@ export const allocationKind: KindSpec<AllocData, KubeReader, KubeReadWriter, Set
   place: (d) => `${d.namespace}/${d.pool}`,
 };
 
+/** An allocation's tombstone: the allocation as its pool held it, and where it was. */
+export const ALLOCATION_TOMBSTONE = {
+  object: z
+    .object({ id: z.string().optional(), podref: z.string().optional(), ifname: z.string().optional() })
+    .passthrough()
+    .refine((a) => Boolean(a.id || a.podref), 'an allocation with neither id nor podref'),
+  restore: z.object({
+    namespace: z.string().min(1),
+    pool: z.string().min(1),
+    poolUid: z.string().min(1),
+    offset: z.string().regex(/^\d+$/, 'expected a decimal offset'),
+    ip: z.string().min(1),
+    podref: z.string(),
+  }),
+};
+
 /**
  * An allocation back in its IPPool, at its offset, only if the pool is the same one and
  * the offset is free now; one JSON Patch that tests the pool's resourceVersion read for
@@ -350,10 +369,9 @@ async function restoreAllocation(
   tomb: Tombstone,
   ctx: Ctx & Readonly<{ apply: boolean }>,
 ): Promise<RestoreResult> {
-  const r = tomb.restore as
-    | { namespace: string; pool: string; poolUid: string; offset: string; ip: string; podref: string }
-    | undefined;
-  if (!r || !tomb.object) return { outcome: 'refused', reason: 'the tombstone holds no allocation' };
+  const read = readPayload(tomb, ALLOCATION_TOMBSTONE);
+  if (!read.ok) return { outcome: 'refused', reason: read.reason };
+  const { object: allocation, restore: r } = read;
   const pool = await kube.get(IPPOOLS, r.namespace, r.pool, ctx.signal);
   if (!pool) return { outcome: 'refused', reason: `IPPool ${r.namespace}/${r.pool} is gone` };
   if (pool.metadata.uid !== r.poolUid)
@@ -374,8 +392,8 @@ async function restoreAllocation(
       [
         { op: 'test', path: '/metadata/resourceVersion', value: pool.metadata.resourceVersion },
         (pool.spec as { allocations?: unknown } | undefined)?.allocations
-          ? { op: 'add', path: `/spec/allocations/${r.offset}`, value: tomb.object }
-          : { op: 'add', path: '/spec/allocations', value: { [r.offset]: tomb.object } },
+          ? { op: 'add', path: `/spec/allocations/${r.offset}`, value: allocation }
+          : { op: 'add', path: '/spec/allocations', value: { [r.offset]: allocation } },
       ],
       ctx.signal,
     );

@@ -1,8 +1,11 @@
 /** Removal helpers every Kubernetes-backed kind shares. */
+
 import { ConflictError } from '../kube/errors.ts';
 import type { KubeReadWriter, NewObject } from '../kube/ports.ts';
 import type { KubeObject, ResourceRef } from '../kube/resources.ts';
 import type { RemoveResult, RestoreResult } from './index.ts';
+import { firstIssue } from './settings.ts';
+import { kubeObjectPayload } from './tombstone.ts';
 
 /** The object as the snapshot saw it: where it is, its UID and its resourceVersion. */
 export type Observed = Readonly<{ namespace?: string | undefined; name: string; uid: string; rv: string }>;
@@ -65,8 +68,13 @@ export async function recreateAsWas(
   object: unknown,
   ctx: Readonly<{ apply: boolean; signal: AbortSignal }>,
 ): Promise<RestoreResult> {
-  const o = object as KubeObject | undefined;
-  if (!o?.metadata?.name) return { outcome: 'refused', reason: 'the tombstone holds no object to create' };
+  const parsed = kubeObjectPayload.safeParse(object);
+  if (!parsed.success)
+    return {
+      outcome: 'refused',
+      reason: `the tombstone holds no ${ref.kind} to create: ${firstIssue(parsed.error)}`,
+    };
+  const o = parsed.data as KubeObject;
   const where = `${o.metadata.namespace ? `${o.metadata.namespace}/` : ''}${o.metadata.name}`;
   const now = await kube.get(ref, o.metadata.namespace, o.metadata.name, ctx.signal);
   if (now)

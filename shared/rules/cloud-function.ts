@@ -7,6 +7,7 @@
  * a re-check on a fresh read and fresh evidence. Neutron without revision-if-match: nothing
  * is deleted (the client refuses to send a conditional delete it cannot make conditional).
  */
+
 import { z } from 'zod';
 import {
   type AnyFunction,
@@ -19,6 +20,7 @@ import {
   pageSizeSetting,
   type RunContext,
 } from '../contract/index.ts';
+import { noRestoreFacts, openStackResourcePayload, readPayload } from '../contract/tombstone.ts';
 import type { KubeReader } from '../kube/ports.ts';
 import { CinderClient, type CinderReader, type Volume } from '../openstack/cinder.ts';
 import { loadCloudConfig } from '../openstack/config.ts';
@@ -37,6 +39,9 @@ import { toCel } from './cel.ts';
 import { CLOUD_TARGETS, CLUSTER, type CloudEvidenceCollection, type CloudRule } from './cloud-rule.ts';
 import { type EvidenceRead, indexEvidence, readEvidence, reportEvidence } from './evidence.ts';
 import { judge, ruleDefaults } from './function.ts';
+
+/** A cloud resource's tombstone: the resource as read just before its deletion. */
+const CLOUD_TOMBSTONE = { object: openStackResourcePayload, restore: noRestoreFacts };
 
 /**
  * cloud-provider-openstack's default `--cluster-name`: every cluster whose controller never
@@ -433,8 +438,9 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
     },
     place: (d) => d.project ?? '',
     async restore(_r, w, tomb, ctx) {
-      const o = tomb.object as Resource | undefined;
-      if (!o?.id) return { outcome: 'refused', reason: 'the tombstone holds no resource' };
+      const read = readPayload(tomb, CLOUD_TOMBSTONE);
+      if (!read.ok) return { outcome: 'refused', reason: read.reason };
+      const o = read.object as Resource;
       if (c === 'ports') return restorePort(w.neutron, o as Port, undefined, ctx);
       if (c === 'floatingips') return restoreFip(w.neutron, { ...(o as FloatingIp), port_id: null }, ctx);
       return {
