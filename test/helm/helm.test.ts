@@ -74,6 +74,10 @@ const MATRIX: Record<string, string[]> = {
     'scheduler.enabled=true',
     'monitoring.prometheusRule=true',
   ],
+  'danm-endpoints sized for 300,000 pods (768Mi, heap 460 MiB), the scheduler for 1Gi': [
+    'functions.danm-endpoints.resources.limits.memory=768Mi',
+    'functions.danm-endpoints.heapMiB=460',
+  ],
   'the Grafana dashboard for the sidecar, in the monitoring namespace': [
     'monitoring.dashboard.enabled=true',
     'monitoring.dashboard.namespace=twopass-system',
@@ -293,6 +297,41 @@ it('RBAC: the chart grants exactly what the kustomize components grant, function
       .map((o) => `${o.kind}/${o.metadata.name}`)
       .sort();
   assert.equal(grants(chart), grants(kust));
+});
+
+it("the heap cap per function and for the scheduler: NODE_OPTIONS from heapMiB, none by default (the image's), and a cap the memory limit cannot hold is refused", () => {
+  const env = (o: Obj | undefined) =>
+    ((o?.spec as Record<string, unknown> | undefined) &&
+      JSON.stringify(o!.spec).match(/"name":"NODE_OPTIONS","value":"([^"]+)"/)?.[1]) ||
+    undefined;
+  const cron = (objs: Obj[], fn: string) =>
+    objs.find((o) => o.kind === 'CronJob' && o.metadata.name === `twopass-${fn}`);
+  assert.is(env(cron(helmTemplate([]).objs, 'danm-endpoints')), undefined, "the image's own cap by default");
+  const big = helmTemplate([
+    'functions.danm-endpoints.resources.limits.memory=768Mi',
+    'functions.danm-endpoints.heapMiB=460',
+  ]).objs;
+  assert.is(env(cron(big, 'danm-endpoints')), '--max-old-space-size=460 --max-semi-space-size=8');
+  assert.is(env(cron(big, 'whereabouts-ips')), undefined, 'only the function that asked');
+  const sched = helmTemplate([
+    'scheduler.enabled=true',
+    'scheduler.resources.limits.memory=1Gi',
+    'scheduler.heapMiB=600',
+  ]).objs.find((o) => o.kind === 'Deployment');
+  assert.is(env(sched), '--max-old-space-size=600 --max-semi-space-size=8');
+  assert.match(JSON.stringify(sched?.spec), /"limits":\{"memory":"1Gi"\}/);
+  const refused = spawnSync(
+    HELM,
+    ['template', 'twopass', CHART, '--set', 'functions.danm-endpoints.heapMiB=460'],
+    {
+      encoding: 'utf8',
+    },
+  );
+  assert.is.not(refused.status, 0);
+  assert.match(
+    refused.stderr,
+    /functions\.danm-endpoints: heapMiB 460 is not below 80% of the memory limit 512Mi/,
+  );
 });
 
 it('the dashboard ConfigMap carries the shipped dashboard with the sidecar label (its name and value as set); none by default', () => {

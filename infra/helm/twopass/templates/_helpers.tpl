@@ -131,3 +131,22 @@ capabilities: { drop: [ALL] }
 - name: TWOPASS_WEBHOOK_URL
   valueFrom: { secretKeyRef: { name: {{ .Values.webhook.secretName }}, key: url, optional: true } }
 {{- end -}}
+
+{{/*
+The V8 heap cap of a container whose values set heapMiB (otherwise the image's own, 320 MiB
+for the 512Mi limit): NODE_OPTIONS, refused when it is not below 80% of the memory limit
+(a cap the limit cannot hold only moves the crash). Called with (list NAME VALUES).
+*/}}
+{{- define "twopass.heap" -}}
+{{- $what := index . 0 }}{{- $v := index . 1 }}
+{{- with $v.heapMiB }}
+{{- $limit := dig "limits" "memory" "" ($v.resources | default dict) | toString }}
+{{- $mib := 0 }}
+{{- if hasSuffix "Mi" $limit }}{{ $mib = trimSuffix "Mi" $limit | atoi }}{{ end }}
+{{- if hasSuffix "Gi" $limit }}{{ $mib = mul (trimSuffix "Gi" $limit | atoi) 1024 }}{{ end }}
+{{- if eq $mib 0 }}{{ fail (printf "%s: heapMiB needs resources.limits.memory in Mi or Gi (got %q)" $what $limit) }}{{ end }}
+{{- if ge (mul (int .) 5) (mul $mib 4) }}{{ fail (printf "%s: heapMiB %d is not below 80%% of the memory limit %s: raise the limit with it (about 60%% of it)" $what (int .) $limit) }}{{ end }}
+- name: NODE_OPTIONS
+  value: "--max-old-space-size={{ . }} --max-semi-space-size=8"
+{{- end }}
+{{- end -}}
