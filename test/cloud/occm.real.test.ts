@@ -186,7 +186,7 @@ const it = (name: string, fn: (c: Ctx) => Promise<void>) =>
   });
 
 /** A pack run against this suite's cluster and the project, on a clock the test moves. */
-const packRun = (c: Ctx, rule: CloudRule, start: number) =>
+const packRun = (c: Ctx, rule: CloudRule, start: number, cluster = CLUSTER_NAME) =>
   runner(
     cloudRuleFunction(rule),
     {
@@ -201,12 +201,27 @@ const packRun = (c: Ctx, rule: CloudRule, start: number) =>
       maxEvidenceDropPercent: 100,
       settings: {
         projectId: os!.project.id,
-        cluster: CLUSTER_NAME,
+        cluster,
         ...Object.fromEntries(rule.acknowledgements.map((a) => [a.setting, true])),
       },
     },
     c.env,
   );
+
+/** The leak of #3145 by real actions: OCCM down, the Service's finalizer removed, the Service deleted. */
+async function leakWhileDown(c: Ctx, name: string): Promise<void> {
+  await c.occm.kill();
+  const old = (await c.kube.get(SERVICES, NS, name)) as KubeObject;
+  assert.ok(
+    (old.metadata.finalizers as string[] | undefined)?.includes(
+      'service.kubernetes.io/load-balancer-cleanup',
+    ),
+    'OCCM set its finalizer',
+  );
+  await c.kube.replace(SERVICES, { ...old, metadata: { ...old.metadata, finalizers: [] } } as never);
+  await c.kube.delete(SERVICES, NS, name);
+  await poll('the Service gone', async () => ((await c.kube.get(SERVICES, NS, name)) ? undefined : true));
+}
 
 it("a Service's finalizer removed while OCCM is down, then the Service deleted (#3145): its load balancer goes, its security group is taken off the node's port and goes, its floating IP goes once off the VIP port (never while on it); another Service's are untouched, and OCCM started again finds its own as it left them", async (c) => {
   const live = await serviceWithLoadBalancer(c, 'web');
@@ -346,6 +361,71 @@ it("OCCM killed in the middle of its own delete (its load balancer gone, its sec
   assert.not.ok(groups.includes(first.sg));
   assert.ok(groups.includes(second.sg));
   await neutron('DELETE', `/ports/${first.vipPort}`).catch(() => undefined);
+});
+
+it("--cluster-name changed: OCCM renames a live Service's load balancer to the new name; a leak of the old name belongs to no Service of the new name, so the packs under the new name leave it; run under the old name once more (the documented step) they reclaim it, and the renamed one is not theirs", async (c) => {
+  const live = await serviceWithLoadBalancer(c, 'keep');
+  const leaked = await serviceWithLoadBalancer(c, 'gone');
+  await leakWhileDown(c, 'gone');
+  const NEW = `${CLUSTER_NAME}-b`;
+  await c.occm.start(NEW);
+  try {
+    // found by the Service's load-balancer-id annotation, renamed with its listeners and pools
+    const named = async (cluster: string) =>
+      ((await octavia('GET', '/loadbalancers')).loadbalancers as { id: string; name: string }[])
+        .filter((l) => l.name.startsWith(`kube_service_${cluster}_${NS}_`))
+        .map((l) => l.id);
+    // every live Service's (this one's and the earlier tests') renamed; the leak keeps its name
+    await poll(
+      "OCCM renaming the live Services' load balancers",
+      async () => {
+        const lb = (await octavia('GET', `/loadbalancers/${live.lb}`)).loadbalancer as { name: string };
+        const old = await named(CLUSTER_NAME);
+        return lb.name === `kube_service_${NEW}_${NS}_keep` && old.length === 1 && old[0] === leaked.lb
+          ? true
+          : undefined;
+      },
+      90_000,
+    );
+    const t0 = Date.now() + MIN;
+    // under the new name: the old name's leak is not a target; the live one is in use
+    const lbsNew = packRun(c, pack('cpo-load-balancers'), t0, NEW);
+    await lbsNew.run();
+    lbsNew.now += 31 * MIN;
+    const underNew = await lbsNew.run();
+    assert.is(underNew.exitCode, EXIT.ok);
+    assert.equal(underNew.deleted, [], 'nothing of the old name is judged under the new one');
+    assert.ok(await exists.lb(leaked.lb), 'the leak stays');
+    // each name's targets are exactly the load balancers named with it
+    const newOnes = await named(NEW);
+    assert.ok(newOnes.includes(live.lb) && !newOnes.includes(leaked.lb), JSON.stringify(newOnes));
+    assert.is(underNew.summary?.targets, newOnes.length, 'the targets under the new name');
+    assert.is(underNew.summary?.used, newOnes.length, 'each in use (its Service, its node port)');
+    assert.equal(await named(CLUSTER_NAME), [leaked.lb], "the old name's only load balancer left: the leak");
+    // under the old name, once: the leak goes; the renamed one is not the old name's
+    const lbsOld = packRun(c, pack('cpo-load-balancers'), t0, CLUSTER_NAME);
+    const sgsOld = packRun(c, pack('cpo-security-groups'), t0, CLUSTER_NAME);
+    for (const r of [lbsOld, sgsOld]) await r.run();
+    for (const r of [lbsOld, sgsOld]) r.now += 31 * MIN;
+    const underOld = await lbsOld.run();
+    assert.is(underOld.exitCode, EXIT.ok, JSON.stringify(lbsOld.events('delete.failed')));
+    assert.equal(underOld.deleted, [leaked.lb]);
+    assert.is(underOld.summary?.targets, 1, 'so the only target under the old name');
+    const sgOld = await sgsOld.run();
+    assert.is(sgOld.exitCode, EXIT.ok, JSON.stringify(sgsOld.events('delete.failed')));
+    assert.equal(
+      sgOld.deleted,
+      [leaked.sg],
+      "the leaked Service's group (its Service is gone), not the live one's",
+    );
+    assert.ok(await exists.lb(live.lb));
+    assert.ok(await exists.sg(live.sg));
+    assert.ok(await exists.fip(live.fip));
+  } finally {
+    await neutron('DELETE', `/ports/${leaked.vipPort}`).catch(() => undefined);
+    await c.occm.kill();
+    await c.occm.start(CLUSTER_NAME);
+  }
 });
 
 test.run();

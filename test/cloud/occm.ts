@@ -33,8 +33,8 @@ export type Occm = Readonly<{
   log: () => string;
   /** Kills it at once (SIGKILL: no cleanup, as a crash or a lost node). */
   kill: () => Promise<void>;
-  /** Starts it again with the same configuration. */
-  start: () => Promise<void>;
+  /** Starts it again with the same configuration, or under another `--cluster-name`. */
+  start: (clusterName?: string) => Promise<void>;
   running: () => boolean;
 }>;
 
@@ -72,6 +72,7 @@ export async function startOccm(
   writeFileSync(kubeconfig, cluster.kubeconfig());
   const logPath = join(dir, 'occm.log');
   let child: ChildProcess | undefined;
+  let name = clusterName;
   const start = async () => {
     // a file, not a pipe: a pipe nobody drains stalls a chatty server
     const fd = openSync(logPath, 'a');
@@ -84,7 +85,7 @@ export async function startOccm(
         '--leader-elect=false',
         '--secure-port=0',
         '--use-service-account-credentials=false',
-        `--cluster-name=${clusterName}`,
+        `--cluster-name=${name}`,
         `--kubeconfig=${kubeconfig}`,
         '--concurrent-service-syncs=2',
         '--v=2',
@@ -115,7 +116,10 @@ export async function startOccm(
   return {
     log,
     kill,
-    start,
+    start: async (next?: string) => {
+      if (next !== undefined) name = next;
+      await start();
+    },
     running: () => child !== undefined && child.exitCode === null && child.signalCode === null,
   };
 }
