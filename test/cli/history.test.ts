@@ -27,9 +27,6 @@ test.before(async (ctx) => {
 });
 test.after(async (ctx) => ctx.t.close());
 
-/** The first run's clock: now (the fake server stamps objects with the real clock); the second runs 2m later. */
-const T0 = Date.now();
-
 /** The seed incident in a fresh namespace; the config that runs danm-endpoints there with a 1m grace. */
 async function incident(t: KubeTarget, dir: string, state: (ns: string) => string) {
   const kube = t.client();
@@ -48,11 +45,13 @@ async function incident(t: KubeTarget, dir: string, state: (ns: string) => strin
     state(ns),
   ];
   const at = (ms: number) => ({ TWOPASS_CLOCK_START: String(ms) });
-  const first = await twopassAsync(['run', 'danm-endpoints', ...base, '--record'], at(T0));
+  // the runs' clock starts now, after the objects were made (the fake server stamps them with the real clock)
+  const start = Date.now();
+  const first = await twopassAsync(['run', 'danm-endpoints', ...base, '--record'], at(start));
   assert.is(first.code, 0, first.err);
-  const second = await twopassAsync(['run', 'danm-endpoints', ...base, '--apply'], at(T0 + 2 * 60_000));
+  const second = await twopassAsync(['run', 'danm-endpoints', ...base, '--apply'], at(start + 2 * 60_000));
   assert.is(second.code, 0, second.err);
-  return { ns, w, base, oldUid: w.oldEps['ss-cinfo-0']!.metadata.uid };
+  return { ns, w, base, start, oldUid: w.oldEps['ss-cinfo-0']!.metadata.uid };
 }
 
 async function historyOf(base: string[]): Promise<RunRecord[]> {
@@ -65,12 +64,12 @@ test('file store: the table lists the runs newest first with their counts; one r
   t,
 }) => {
   const dir = mkdtempSync(join(tmpdir(), 'twopass-hist-'));
-  const { ns, base, oldUid } = await incident(t, dir, () => `file:${join(dir, 'state')}`);
+  const { ns, base, oldUid, start } = await incident(t, dir, () => `file:${join(dir, 'state')}`);
   const runs = await historyOf(base);
   assert.is(runs.length, 2);
   const [apply, record] = runs as [RunRecord, RunRecord];
   assert.ok(record.dryRun && !apply.dryRun, 'newest first: the deleting run, then the recording dry run');
-  assert.ok(record.startedAt >= T0 && record.startedAt < T0 + 60_000, `${record.startedAt}`);
+  assert.ok(record.startedAt >= start && record.startedAt < start + 60_000, `${record.startedAt}`);
   const deleted = apply.lists.deleted?.items ?? [];
   assert.is(apply.lists.deleted?.n, 2, JSON.stringify(apply.lists));
   assert.ok(

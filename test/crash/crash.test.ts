@@ -96,13 +96,18 @@ test('two runs at once: exactly one proceeds, the other exits 5 having observed 
   const w = await world();
   try {
     const args = cliArgs(w.t, 'leaseDuration: 30s\n');
-    // the first run is still observing when the second starts
-    w.t.fake!.faults.add({ method: 'GET', path: '/api/v1/pods', delayMs: 5000, times: 1 });
-    // the second starts once the first has taken the Lease (its first list is held back)
+    // the first run's pod list is held until the second has run to its end (however slowly a
+    // loaded machine starts it): the first holds the Lease all that time
+    let release: () => void = () => {};
+    const held = new Promise<void>((r) => {
+      release = r;
+      setTimeout(r, 120_000).unref();
+    });
+    w.t.fake!.faults.add({ method: 'GET', path: '/api/v1/pods', until: held, times: 1 });
     let second: Promise<Awaited<ReturnType<typeof runCli>>> | undefined;
     const fake = w.t.fake!;
     fake.onRequest = (m, p) => {
-      if (!second && m === 'GET' && p.includes('/api/v1/pods')) second = runCli(args);
+      if (!second && m === 'GET' && p.includes('/api/v1/pods')) second = runCli(args).finally(release);
     };
     const a = await runCli(args);
     fake.onRequest = undefined;

@@ -16,6 +16,8 @@ export type Fault = Readonly<{
   reason?: string;
   retryAfterSeconds?: number;
   delayMs?: number;
+  /** Hold the request until this settles (a test that needs another process to act first). */
+  until?: Promise<unknown>;
   /** Destroy the socket before answering. */
   reset?: boolean;
   /** Send only the first half of the (normal) body, then close. */
@@ -103,5 +105,6 @@ export function describeFault(f: Fault): string {
   if (f.status !== undefined) return String(f.status);
   if (f.rewrite) return 'rewritten';
   if (f.delayMs !== undefined) return `delay ${f.delayMs}ms`;
+  if (f.until !== undefined) return 'held';
   return 'fault';
 }

@@ -97,6 +97,7 @@ export class FakeKubeServer {
     const record = (status: number, bytes: number, f?: string) =>
       this.log.record(method, url, status, bytes, f);
     if (fault?.delayMs) await new Promise((r) => setTimeout(r, fault.delayMs));
+    if (fault?.until) await fault.until.catch(() => undefined);
     if (req.socket.destroyed) {
       // the client is gone (killed, timed out) before the server got to its request: nothing is applied
       record(0, 0, 'client gone');
