@@ -468,7 +468,7 @@ type Churn = Readonly<{
   freedByTwopass: readonly { id: string; ip: string; job: string }[];
   /** Allocations twopass re-read and left: someone else changed them first. */
   lostRaces: number;
-  runs: readonly { name: string; started: number; condition: string }[];
+  runs: readonly { name: string; started: number; condition: string; killed: boolean }[];
   /** Leaks gone from the pool, by whom: twopass, or whereabouts (its controller or reconciler). */
   leaksFreedBy: Readonly<{ twopass: number; whereabouts: number; notYet: number }>;
   /** twopass's faults: a wrong free, a duplicate address, a Job that failed on its own. */
@@ -496,7 +496,7 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
   const leaks = new Map<string, { at: number; ip: string; podref: string }>();
   const lostPods = new Set<string>();
   const freedByTwopass: { id: string; ip: string; job: string }[] = [];
-  const runs: { name: string; started: number; condition: string }[] = [];
+  const runs: { name: string; started: number; condition: string; killed: boolean }[] = [];
   const seenJobs = new Set<string>();
   let lostRaces = 0;
   let killedRuns = 0;
@@ -545,6 +545,7 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
         name: j.metadata.name,
         started: Date.parse(String(j.status?.startTime)),
         condition: end.condition,
+        killed: end.reason === 'ContainerStatusUnknown',
       });
       // a Job whose pod went with a lost node (killed, its status unknown) is the churn's casualty
       if (end.reason === 'ContainerStatusUnknown') killedRuns++;
@@ -636,8 +637,9 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
     const f = freedByTwopass.find((x) => x.id === id);
     if (!f) continue;
     const job = runs.find((r) => r.name === f.job)!;
-    // the runs that started after the leak was seen, up to the one that freed it
-    const between = runs.filter((r) => r.started > l.at && r.started <= job.started).length;
+    // the runs that started after the leak was seen, up to the one that freed it; a run killed
+    // with the lost node (the Job's pod went with it) did nothing and does not count
+    const between = runs.filter((r) => !r.killed && r.started > l.at && r.started <= job.started).length;
     if (between > 2) late.push(`${l.ip} (${l.podref}) freed by the ${between}th run after it leaked`);
   }
   const leaked = [...leaks.keys()];
