@@ -1,5 +1,6 @@
 /** The package root (where package.json is), from the sources or from the compiled dist/. */
 import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -45,4 +46,15 @@ export function ensureDir(dir: string): void {
       throw err;
     }
   accessSync(full, constants.W_OK);
+}
+
+/** Writes (or appends) `data` and fsyncs before returning: durable once it resolves. */
+export async function writeSynced(path: string, data: Buffer, append = false): Promise<void> {
+  const f = await open(path, append ? 'a' : 'w');
+  try {
+    await f.writeFile(data);
+    await f.sync();
+  } finally {
+    await f.close();
+  }
 }

@@ -4,7 +4,7 @@ import type { Config } from '../config.ts';
 import { formatDuration } from '../engine/duration.ts';
 import { ConfigError } from '../errors.ts';
 import { createLogger, type OutputMode } from '../log/logger.ts';
-import { findFunction, functionsOf } from '../rules/registry.ts';
+import { requireFunction } from '../rules/registry.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { connectKube, stateFor } from '../runtime/wire.ts';
 import { HISTORY_LISTS, type HistoryList, type RunRecord } from '../state/history.ts';
@@ -46,12 +46,7 @@ export async function historyCommand(
   const [name, ...extra] = args;
   if (!name || extra.length > 0)
     throw new ConfigError('usage: twopass history <function> [--last N] [--run RUN_ID]');
-  if (!findFunction(name, cfg))
-    throw new ConfigError(
-      `unknown function \`${name}\`; known: ${functionsOf(cfg)
-        .map((f) => f.name)
-        .join(', ')}`,
-    );
+  requireFunction(name, cfg);
   const last = opts.last === undefined ? 20 : Number(opts.last);
   if (!Number.isInteger(last) || last < 1)
     throw new ConfigError(`--last: expected a whole number of runs (1 or more), got \`${opts.last}\``);

@@ -9,7 +9,7 @@ import type { Config } from '../config.ts';
 import type { RestoreResult } from '../contract/index.ts';
 import { ConfigError, messageOf } from '../errors.ts';
 import { createLogger, type OutputMode } from '../log/logger.ts';
-import { findFunction, functionsOf } from '../rules/registry.ts';
+import { requireFunction } from '../rules/registry.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { validateSettings } from '../runtime/settings.ts';
 import { connectKube, connectPorts, stateFor } from '../runtime/wire.ts';
@@ -38,13 +38,7 @@ export async function restoreCommand(
   const [name, ...extra] = args;
   if (!name || extra.length > 0)
     throw new ConfigError('usage: twopass restore <function> [--key KEY]... [--run RUN_ID] [--apply]');
-  const fn = findFunction(name, cfg);
-  if (!fn)
-    throw new ConfigError(
-      `unknown function \`${name}\`; known: ${functionsOf(cfg)
-        .map((f) => f.name)
-        .join(', ')}`,
-    );
+  const fn = requireFunction(name, cfg);
   const log = createLogger({ output: 'json', level: 'silent' });
   const kube = await connectKube(cfg, { time: io.time, log });
   const write = (o: Record<string, unknown>, text: string) =>

@@ -6,7 +6,7 @@ import type { AnyFunction } from '../contract/index.ts';
 import { formatDuration } from '../engine/duration.ts';
 import { ConfigError } from '../errors.ts';
 import { createLogger, type OutputMode } from '../log/logger.ts';
-import { findFunction, functionsOf } from '../rules/registry.ts';
+import { requireFunction } from '../rules/registry.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { connectKube, runFunction, stateFor } from '../runtime/wire.ts';
 import type { Io } from './io.ts';
@@ -20,13 +20,7 @@ export async function stateCommand(
   const [sub, name] = args;
   if ((sub !== 'show' && sub !== 'reset' && sub !== 'accept-evidence') || !name)
     throw new ConfigError('usage: twopass state show|reset|accept-evidence <function>');
-  const entry = findFunction(name, cfg);
-  if (!entry)
-    throw new ConfigError(
-      `unknown function \`${name}\`; known: ${functionsOf(cfg)
-        .map((f) => f.name)
-        .join(', ')}`,
-    );
+  const entry = requireFunction(name, cfg);
   if (sub === 'accept-evidence') return acceptEvidenceCommand(entry, cfg, output, io);
   const kube =
     cfg.state.kind === 'configmap'

@@ -75,3 +75,14 @@ export function functionsOf(cfg: RulesOf): readonly AnyFunction[] {
 export function findFunction(name: string, cfg: RulesOf): AnyFunction | undefined {
   return functionsOf(cfg).find((f) => f.name === name);
 }
+
+/** The function of this name, or a usage error that lists the known ones. */
+export function requireFunction(name: string, cfg: RulesOf): AnyFunction {
+  const fn = findFunction(name, cfg);
+  if (fn) return fn;
+  throw new ConfigError(
+    `unknown function \`${name}\`; known: ${functionsOf(cfg)
+      .map((f) => f.name)
+      .join(', ')}`,
+  );
+}

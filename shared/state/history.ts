@@ -12,7 +12,7 @@
  * cannot be written is a logged side failure of the run (its diff log still says it all).
  */
 import { randomUUID } from 'node:crypto';
-import { copyFile, open, readFile, rename } from 'node:fs/promises';
+import { copyFile, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { z } from 'zod';
@@ -21,7 +21,7 @@ import type { DiffEvent } from '../engine/types.ts';
 import { ConflictError } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/ports.ts';
 import { CONFIGMAPS, type KubeObject } from '../kube/resources.ts';
-import { ensureDir } from '../paths.ts';
+import { ensureDir, writeSynced } from '../paths.ts';
 
 /** The lists of a run record, in the order a reader meets them. */
 export const HISTORY_LISTS = [
@@ -279,13 +279,7 @@ export class FileHistory implements HistoryStore {
     if (this.damaged.has(fn)) await copyFile(this.path(fn), `${this.path(fn)}.damaged-${record.startedAt}`);
     const gz = encodeHistory(fn, [...runs, record], this.retention);
     const tmp = `${this.path(fn)}.${randomUUID()}.tmp`;
-    const f = await open(tmp, 'w');
-    try {
-      await f.writeFile(gz);
-      await f.sync();
-    } finally {
-      await f.close();
-    }
+    await writeSynced(tmp, gz);
     await rename(tmp, this.path(fn));
     this.damaged.delete(fn);
   }

@@ -8,7 +8,7 @@
  * the API's size limit; the oldest is overwritten when the ring is full). On disk: one file.
  */
 import { randomUUID } from 'node:crypto';
-import { copyFile, open, readFile, rename } from 'node:fs/promises';
+import { copyFile, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync, constants as zlibConstants } from 'node:zlib';
 import { z } from 'zod';
@@ -16,7 +16,7 @@ import { type Tombstone, tombstoneSchema } from '../contract/tombstone.ts';
 import { ConflictError } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/ports.ts';
 import { CONFIGMAPS, type KubeObject } from '../kube/resources.ts';
-import { ensureDir } from '../paths.ts';
+import { ensureDir, writeSynced } from '../paths.ts';
 import { StateCorruptError } from './errors.ts';
 
 export { type Tombstone, type TombstoneEntry, tombstoneSchema } from '../contract/tombstone.ts';
@@ -303,21 +303,12 @@ export class FileTombstones implements TombstoneStore {
   async list(fn: string): Promise<Tombstone[]> {
     return retain(await this.read(fn), this.now(), this.retention);
   }
-  private async write(path: string, data: Buffer, append: boolean): Promise<void> {
-    const f = await open(path, append ? 'a' : 'w');
-    try {
-      await f.writeFile(data);
-      await f.sync();
-    } finally {
-      await f.close();
-    }
-  }
   async append(fn: string, entries: readonly Tombstone[]): Promise<void> {
     ensureDir(this.dir);
     const member = gzipSync(Buffer.from(entries.map((e) => `${JSON.stringify(e)}\n`).join('')));
     const count = this.counts.get(fn);
     if (count !== undefined && count + entries.length <= this.retention.maxEntries * 1.25) {
-      await this.write(this.path(fn), member, true);
+      await writeSynced(this.path(fn), member, true);
       this.counts.set(fn, count + entries.length);
       return;
     }
@@ -327,7 +318,7 @@ export class FileTombstones implements TombstoneStore {
     if (this.damaged.has(fn)) await copyFile(this.path(fn), `${this.path(fn)}.damaged-${this.now()}`);
     const kept = retain([...read, ...entries], this.now(), this.retention);
     const tmp = `${this.path(fn)}.${randomUUID()}.tmp`;
-    await this.write(tmp, gzipSync(Buffer.from(kept.map((e) => `${JSON.stringify(e)}\n`).join(''))), false);
+    await writeSynced(tmp, gzipSync(Buffer.from(kept.map((e) => `${JSON.stringify(e)}\n`).join(''))), false);
     await rename(tmp, this.path(fn));
     this.counts.set(fn, kept.length);
   }

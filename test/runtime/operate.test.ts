@@ -14,6 +14,7 @@ import { resolveConfig } from '../../shared/config.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import { EVENTS } from '../../shared/kube/resources.ts';
 import { RunMetrics } from '../../shared/metrics/metrics.ts';
+import type { RunResult } from '../../shared/runtime/result.ts';
 import { startScheduler } from '../../shared/runtime/scheduler.ts';
 import { runFunction } from '../../shared/runtime/wire.ts';
 import { leakedEndpoint } from '../../shared/sandbox/scenarios/danm.ts';
@@ -22,6 +23,24 @@ import { captureLog } from '../helpers/memfn.ts';
 import { eventually, testTime } from '../helpers/time.ts';
 
 const test = suite<{ t: KubeTarget; dir: string; kc: string }>('operate');
+
+/** A run result that deleted, skipped and refused nothing: each metrics test varies what it needs. */
+const QUIET_RUN: RunResult = {
+  function: 'f',
+  runId: 'r',
+  outcome: 'ok',
+  exitCode: 0,
+  dryRun: false,
+  confirmed: [],
+  deleted: [],
+  deletedByKind: {},
+  skipped: [],
+  failed: [],
+  held: [],
+  notices: [],
+  sideFailures: 0,
+  durationMs: 1,
+};
 test.before(async (ctx) => {
   ctx.t = await fakeTarget();
   ctx.dir = mkdtempSync(join(tmpdir(), 'twopass-op-'));
@@ -281,21 +300,7 @@ test('/metrics: a collector that fails is a 500 for that scrape, and the schedul
 
 test('last_run_deleted has only the kinds of the latest run', async () => {
   const m = new RunMetrics(() => 1_800_000_000_000, '0.0.0');
-  const base = {
-    function: 'f',
-    runId: 'r',
-    outcome: 'ok' as const,
-    exitCode: 0 as const,
-    dryRun: false,
-    confirmed: [],
-    deleted: ['a', 'b'],
-    skipped: [],
-    failed: [],
-    held: [],
-    notices: [],
-    sideFailures: 0,
-    durationMs: 1,
-  };
+  const base = { ...QUIET_RUN, deleted: ['a', 'b'] };
   m.record({ ...base, deletedByKind: { DanmEp: 1, DanmBit: 1 } });
   m.record({ ...base, deleted: ['c'], deletedByKind: { DanmEp: 1 } });
   const text = await m.text();
@@ -305,22 +310,7 @@ test('last_run_deleted has only the kinds of the latest run', async () => {
 
 test('metrics say which guard refused, how many requests the run sent by API, and the evidence beside its baseline; series of a source or API the next run lacks go', async () => {
   const m = new RunMetrics(() => 1_800_000_000_000, '0.0.0');
-  const base = {
-    function: 'f',
-    runId: 'r',
-    outcome: 'ok' as const,
-    exitCode: 0 as const,
-    dryRun: false,
-    confirmed: [],
-    deleted: [],
-    deletedByKind: {},
-    skipped: [],
-    failed: [],
-    held: [],
-    notices: [],
-    sideFailures: 0,
-    durationMs: 1,
-  };
+  const base = QUIET_RUN;
   m.record({
     ...base,
     outcome: 'refused',
@@ -363,22 +353,7 @@ test('a run counts its own requests by API, also when runs overlap', async () =>
 
 test('metrics say where: candidates, confirmed and deleted by kind and place, the top 10 places named and the rest summed; a place the next run does not have goes', async () => {
   const m = new RunMetrics(() => 1_800_000_000_000, '0.0.0');
-  const base = {
-    function: 'f',
-    runId: 'r',
-    outcome: 'ok' as const,
-    exitCode: 0 as const,
-    dryRun: false,
-    confirmed: [],
-    deleted: [],
-    deletedByKind: {},
-    skipped: [],
-    failed: [],
-    held: [],
-    notices: [],
-    sideFailures: 0,
-    durationMs: 1,
-  };
+  const base = QUIET_RUN;
   const places = Array.from({ length: 14 }, (_, i) => ({
     kind: 'DanmEp',
     place: `DanmNet/ns/net-${String(i).padStart(2, '0')}`,
