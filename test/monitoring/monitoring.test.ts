@@ -2,7 +2,7 @@
  * Monitoring against the real tools: the alert rules checked and unit-tested by promtool,
  * `twopass run --all --pushgateway` against a real Pushgateway, and the dashboard's every
  * query evaluated on a real Prometheus that scrapes that Pushgateway and a `twopass schedule`
- * (all built from the Go module proxy by test/monitoring/build.sh). Without the binaries the
+ * (Debian's packages, linked by test/monitoring/build.sh). Without the binaries the
  * suite is reported as skipped (CI sets TWOPASS_REQUIRE_MONITORING=1: then their absence fails).
  */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -22,7 +22,7 @@ import { cliFiles, twopassAsync } from '../helpers/cli.ts';
 import { eventually, testTime } from '../helpers/time.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
-const BIN = join(process.env.TWOPASS_CACHE ?? join(homedir(), '.cache/twopass'), 'prom/v0.316.0-v1.11.1');
+const BIN = join(process.env.TWOPASS_CACHE ?? join(homedir(), '.cache/twopass'), 'prom/debian');
 const have = ['promtool', 'pushgateway', 'prometheus'].every((b) => existsSync(join(BIN, b)));
 if (!have && process.env.TWOPASS_REQUIRE_MONITORING === '1')
   throw new Error(
