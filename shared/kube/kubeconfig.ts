@@ -28,11 +28,31 @@ export function tokenKubeconfig(server: string, token: string, name = 'twopass')
   ].join('\n');
 }
 
-/** Builds client options from a kubeconfig file, $KUBECONFIG, ~/.kube/config or the in-cluster account. */
+/** Where a pod's ServiceAccount token, CA and namespace are mounted. */
+export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+/** Where a run looks for its credentials; the defaults are the process's (tests name others). */
+export type ConfigPlaces = {
+  env?: Readonly<Record<string, string | undefined>>;
+  serviceAccountDir?: string;
+};
+
+/**
+ * Builds client options from a kubeconfig file, $KUBECONFIG, ~/.kube/config or the in-cluster
+ * account, in that order (as kubectl and client-go look).
+ */
 export async function kubeOptionsFromConfig(
   kubeconfig?: string,
   context?: string,
+  places: ConfigPlaces = {},
 ): Promise<Omit<KubeClientOptions, 'time'>> {
+  const env = places.env ?? process.env;
+  const saDir = places.serviceAccountDir ?? SERVICE_ACCOUNT_DIR;
+  // In a pod (the CronJobs) with no kubeconfig anywhere: the ServiceAccount, read here. The
+  // client library is only loaded for kubeconfig files: importing it costs about a second of
+  // every run's start (it loads every generated API model), for what is three files here.
+  if (kubeconfig === undefined && context === undefined && !kubeconfigFileIn(env))
+    return inClusterOptions(env, saDir);
   const { KubeConfig } = await import('@kubernetes/client-node');
   const kc = new KubeConfig();
   // The caller names an explicit file; the files of $KUBECONFIG are named here.
@@ -49,14 +69,15 @@ export async function kubeOptionsFromConfig(
   };
   if (kubeconfig !== undefined) load(kubeconfig, kc);
   else {
-    const missing = whereNoKubeconfig(process.env);
+    const missing = whereNoKubeconfig(env, saDir);
     if (missing) throw new Error(missing);
     // As kubectl: every file of $KUBECONFIG that exists, merged in order (missing ones skipped).
-    const found = (process.env.KUBECONFIG ?? '').split(delimiter).filter((p) => p !== '' && existsSync(p));
+    const found = (env.KUBECONFIG ?? '').split(delimiter).filter((p) => p !== '' && existsSync(p));
     if (found.length === 0) {
-      kc.loadFromDefault();
-      const home = join(process.env.HOME ?? homedir(), '.kube', 'config');
-      if (existsSync(home)) files.push(home);
+      const home = join(env.HOME ?? homedir(), '.kube', 'config');
+      if (existsSync(home)) load(home, kc, true);
+      // in a pod with --context: the client library's in-cluster config
+      else kc.loadFromDefault();
     } else {
       load(found[0]!, kc, true);
       for (const f of found.slice(1)) {
@@ -185,7 +206,10 @@ function rawUser(files: readonly string[], name: string): Record<string, unknown
  * there, else a message that says where it looked (instead of the client library's
  * fallback to http://localhost:8080 and its confusing TLS error).
  */
-export function whereNoKubeconfig(env: Readonly<Record<string, string | undefined>>): string | undefined {
+export function whereNoKubeconfig(
+  env: Readonly<Record<string, string | undefined>>,
+  serviceAccountDir = SERVICE_ACCOUNT_DIR,
+): string | undefined {
   const looked: string[] = ['--kubeconfig: not given'];
   const paths = (env.KUBECONFIG ?? '').split(delimiter).filter((p) => p !== '');
   if (paths.some((p) => existsSync(p))) return undefined;
@@ -193,7 +217,7 @@ export function whereNoKubeconfig(env: Readonly<Record<string, string | undefine
   const home = join(env.HOME ?? homedir(), '.kube', 'config');
   if (existsSync(home)) return undefined;
   looked.push(`${home}: not found`);
-  const token = '/var/run/secrets/kubernetes.io/serviceaccount/token';
+  const token = join(serviceAccountDir, 'token');
   if (env.KUBERNETES_SERVICE_HOST && existsSync(token)) return undefined;
   looked.push(
     env.KUBERNETES_SERVICE_HOST
@@ -201,4 +225,43 @@ export function whereNoKubeconfig(env: Readonly<Record<string, string | undefine
       : 'in-cluster: KUBERNETES_SERVICE_HOST not set',
   );
   return `no kubeconfig found (${looked.join('; ')}); pass --kubeconfig FILE or set KUBECONFIG`;
+}
+
+/** True when $KUBECONFIG names a file that exists, or ~/.kube/config exists (a kubeconfig wins over the pod's account). */
+function kubeconfigFileIn(env: Readonly<Record<string, string | undefined>>): boolean {
+  if ((env.KUBECONFIG ?? '') !== '') return true; // named: read (or refused) as kubectl would
+  return existsSync(join(env.HOME ?? homedir(), '.kube', 'config'));
+}
+
+/**
+ * The pod's own account, as client-go's in-cluster config: https to
+ * KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT, the mounted CA, and the mounted token read
+ * now (a projected token is rotated by the kubelet; every run reads the current one).
+ */
+export function inClusterOptions(
+  env: Readonly<Record<string, string | undefined>>,
+  serviceAccountDir = SERVICE_ACCOUNT_DIR,
+): Omit<KubeClientOptions, 'time'> {
+  const missing = whereNoKubeconfig(env, serviceAccountDir);
+  if (missing) throw new Error(missing);
+  const host = env.KUBERNETES_SERVICE_HOST!;
+  const port = env.KUBERNETES_SERVICE_PORT;
+  if (!port) throw new Error('in-cluster: KUBERNETES_SERVICE_HOST is set but KUBERNETES_SERVICE_PORT is not');
+  const read = (name: string) => {
+    const file = join(serviceAccountDir, name);
+    try {
+      return readFileSync(file);
+    } catch (err) {
+      throw new Error(`in-cluster: ${file}: ${fsWhy(err)}`, { cause: err });
+    }
+  };
+  const token = read('token').toString('utf8').trim();
+  if (!token) throw new Error(`in-cluster: ${join(serviceAccountDir, 'token')} is empty`);
+  const server = `https://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  try {
+    new URL(server);
+  } catch {
+    throw new Error(`in-cluster: KUBERNETES_SERVICE_HOST/PORT do not make a URL: \`${server}\``);
+  }
+  return { server, headers: { Authorization: `Bearer ${token}` }, tls: { ca: read('ca.crt') } };
 }

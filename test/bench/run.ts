@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark, each printing a markdown table; the tables are
  * also written to test/bench/RESULTS.md. Benchmarks are not tests: no verdicts.
- *   npm run bench -- engine|e2e|http|rules|batch|act|real|peer|node   one of them
+ *   npm run bench -- engine|e2e|http|rules|batch|startup|act|real|peer|node   one of them
  *   npm run bench -- --quick                smaller sizes
  */
 import { spawnSync } from 'node:child_process';
@@ -15,6 +15,7 @@ import { nodeMemoryBench } from './node-memory.ts';
 import { peerBench } from './peer.ts';
 import { realBench } from './real.ts';
 import { rulesBench } from './rules.ts';
+import { startupBench } from './startup.ts';
 
 const quick = process.argv.includes('--quick');
 const only = process.argv.slice(2).filter((a) => !a.startsWith('--'));
@@ -40,6 +41,7 @@ await section('e2e', () => e2eBench(quick ? [10_000] : [10_000, 150_000]));
 await section('http', () => httpBench());
 await section('rules', () => rulesBench(quick ? [10_000] : [10_000, 150_000]));
 await section('batch', () => batchBench(quick ? [6, 50] : [6, 50, 300]));
+await section('startup', () => startupBench(quick ? 3 : 7));
 if (want('real')) {
   if (process.env.TWOPASS_NO_REAL_CLUSTER === '1')
     out('### Real kube-apiserver\n\nskipped: TWOPASS_NO_REAL_CLUSTER=1\n');

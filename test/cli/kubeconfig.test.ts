@@ -3,7 +3,8 @@
  * and trimmed, a token file's trailing newline never sent, and a user entry whose fields
  * twopass would drop (impersonation, a typo) refused, never run as another identity.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -139,6 +140,107 @@ test('a server that answers 200 to everything, with JSON or a web page, is said 
       server.close();
     }
   }
+});
+
+// In a pod, with no kubeconfig anywhere: the ServiceAccount, as client-go reads it.
+const account = (token: string) => {
+  const sa = mkdtempSync(join(tmpdir(), 'twopass-sa-'));
+  writeFileSync(join(sa, 'token'), token);
+  writeFileSync(
+    join(sa, 'ca.crt'),
+    '-----BEGIN CERTIFICATE-----\nnot checked here\n-----END CERTIFICATE-----\n',
+  );
+  return sa;
+};
+const podEnv = (host: string, port?: string) => ({
+  HOME: mkdtempSync(join(tmpdir(), 'twopass-home-')),
+  KUBERNETES_SERVICE_HOST: host,
+  ...(port ? { KUBERNETES_SERVICE_PORT: port } : {}),
+});
+
+test('in a pod without a kubeconfig: https to the Service address, the mounted CA, the token read now and trimmed', async () => {
+  const sa = account('abc.def\n');
+  const o = await kubeOptionsFromConfig(undefined, undefined, {
+    env: podEnv('10.96.0.1', '443'),
+    serviceAccountDir: sa,
+  });
+  assert.is(o.server, 'https://10.96.0.1:443');
+  assert.equal(o.headers, { Authorization: 'Bearer abc.def' });
+  assert.match(String(o.tls?.ca), /BEGIN CERTIFICATE/);
+  // the kubelet rotates a projected token: the next run sends the new one
+  writeFileSync(join(sa, 'token'), 'rotated');
+  const again = await kubeOptionsFromConfig(undefined, undefined, {
+    env: podEnv('10.96.0.1', '443'),
+    serviceAccountDir: sa,
+  });
+  assert.equal(again.headers, { Authorization: 'Bearer rotated' });
+  // an IPv6 Service address is bracketed
+  const v6 = await kubeOptionsFromConfig(undefined, undefined, {
+    env: podEnv('fd00::1', '443'),
+    serviceAccountDir: sa,
+  });
+  assert.is(v6.server, 'https://[fd00::1]:443');
+});
+
+test('in a pod: no port, an empty token or no CA is said, never a run without credentials', async () => {
+  const sa = account('t');
+  const fails = (env: Record<string, string>, dir = sa) =>
+    kubeOptionsFromConfig(undefined, undefined, { env, serviceAccountDir: dir }).then(
+      () => {
+        assert.unreachable('accepted');
+        return '';
+      },
+      (err: Error) => err.message,
+    );
+  assert.match(await fails(podEnv('10.96.0.1')), /KUBERNETES_SERVICE_PORT is not/);
+  assert.match(await fails(podEnv('10.96.0.1', '443'), account('  \n')), /token is empty/);
+  const noCa = account('t');
+  rmSync(join(noCa, 'ca.crt'));
+  assert.match(await fails(podEnv('10.96.0.1', '443'), noCa), /ca\.crt: /);
+  const noToken = account('t');
+  rmSync(join(noToken, 'token'));
+  assert.match(await fails(podEnv('10.96.0.1', '443'), noToken), /no kubeconfig found.*token not found/);
+});
+
+test('a kubeconfig in $HOME wins over the pod account (as kubectl)', async () => {
+  const env = podEnv('10.96.0.1', '443');
+  mkdirSync(join(env.HOME, '.kube'));
+  writeFileSync(
+    join(env.HOME, '.kube', 'config'),
+    readFileSync(kubeconfig('home.yaml', '{ token: "from-home" }')),
+  );
+  const o = await kubeOptionsFromConfig(undefined, undefined, {
+    env,
+    serviceAccountDir: account('from-pod'),
+  });
+  assert.is(o.server, 'https://127.0.0.1:6443');
+  assert.equal(o.headers, { Authorization: 'Bearer from-home' });
+});
+
+test('the in-cluster path does not load the client library (it costs about a second of every start)', () => {
+  const sa = account('t');
+  const script = `
+    import { registerHooks } from 'node:module';
+    const loaded = [];
+    registerHooks({ resolve(s, c, next) { const r = next(s, c); if (r.url.includes('@kubernetes/client-node')) loaded.push(r.url); return r; } });
+    const { kubeOptionsFromConfig } = await import(${JSON.stringify(new URL('../../shared/kube/kubeconfig.ts', import.meta.url).href)});
+    const env = ${JSON.stringify(podEnv('10.96.0.1', '443'))};
+    const o = await kubeOptionsFromConfig(undefined, undefined, { env, serviceAccountDir: ${JSON.stringify(sa)} });
+    const before = loaded.length;
+    await kubeOptionsFromConfig(${JSON.stringify(kubeconfig('lib.yaml', '{ token: "t" }'))});
+    console.log(JSON.stringify({ server: o.server, before, after: loaded.length }));
+  `;
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+  assert.is(r.status, 0, r.stderr);
+  const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as {
+    server: string;
+    before: number;
+    after: number;
+  };
+  assert.is(out.server, 'https://10.96.0.1:443');
+  assert.is(out.before, 0, 'the client library was loaded for the in-cluster path');
+  // and the hook sees it when a kubeconfig file is read (the test can fail)
+  assert.ok(out.after > 0);
 });
 
 test.run();

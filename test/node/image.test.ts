@@ -103,12 +103,21 @@ test.before((ctx) => {
   ).OCIv1.config;
 });
 
+/** Node in the image, with a script (the image has no shell: node is the only program in it). */
+const nodeIn = (config: ImageConfig, script: string, env: string[] = []) =>
+  runImage({ ...config, Env: [...(config.Env ?? []), ...env] }, ['/usr/local/bin/node', '-e', script], {
+    entrypoint: false,
+  });
+
 it('runs as 65532 with the heap cap, and `twopass --version` answers', ({ config }) => {
   assert.is(config.User, '65532:65532');
   assert.ok(config.Env?.some((e) => e.startsWith('NODE_OPTIONS=') && e.includes('--max-old-space-size=')));
-  const id = runImage(config, ['id'], { entrypoint: false });
+  const id = nodeIn(
+    config,
+    'console.log(process.getuid(), process.getgid(), require("os").userInfo().username)',
+  );
   assert.is(id.code, 0, id.err);
-  assert.match(id.out, /uid=65532 gid=65532/);
+  assert.is(id.out.trim(), '65532 65532 nonroot');
   const v = runImage(config, ['--version']);
   assert.is(v.code, 0, v.err);
   assert.match(v.out, /^twopass \d+\.\d+\.\d+/);
@@ -118,21 +127,71 @@ it('`twopass demo` ends `sandbox: OK` on a read-only root with only /tmp writabl
   const r = runImage(config, ['demo']);
   assert.is(r.code, 0, `${r.out.slice(-1500)}\n${r.err.slice(-1500)}`);
   assert.match(r.out, /sandbox: OK/);
-  const ro = runImage(config, ['sh', '-c', 'touch /app/x 2>&1; touch /tmp/x && echo tmp-ok'], {
-    entrypoint: false,
-  });
-  assert.match(ro.out, /Read-only file system/);
+  const ro = nodeIn(
+    config,
+    `const fs = require('fs');
+     try { fs.writeFileSync('/app/x', ''); console.log('app-written'); } catch (e) { console.log(e.code); }
+     fs.writeFileSync('/tmp/x', ''); console.log('tmp-ok');`,
+  );
+  assert.is(ro.code, 0, ro.err);
+  assert.match(ro.out, /EROFS/);
   assert.match(ro.out, /tmp-ok/);
 });
 
-it('holds no development dependency', ({ config }) => {
-  const r = runImage(config, ['ls', '/app/node_modules', '/app/node_modules/@biomejs'], {
-    entrypoint: false,
-  });
-  const dirs = r.out.split(/\s+/);
-  for (const dev of ['typescript', 'uvu', 'fast-check', 'node', 'biome'])
-    assert.not.ok(dirs.includes(dev), `${dev} is in the image`);
-  assert.ok(dirs.includes('pino') && dirs.includes('zod'), 'the runtime dependencies are');
+it('holds no development dependency, no shell, no npm: node, its libraries and the app', ({ config }) => {
+  const r = nodeIn(
+    config,
+    `const fs = require('fs');
+     console.log(JSON.stringify({
+       modules: fs.readdirSync('/app/node_modules'),
+       top: fs.readdirSync('/').sort(),
+       sh: fs.existsSync('/bin/sh') || fs.existsSync('/usr/bin/sh'),
+       npm: fs.existsSync('/usr/local/lib/node_modules') || fs.existsSync('/usr/local/bin/npm'),
+       declarations: fs.readdirSync('/app/node_modules/zod', { recursive: true }).filter((f) => /.d.[cm]?ts$|.map$/.test(f)).length,
+     }));`,
+  );
+  assert.is(r.code, 0, r.err);
+  const seen = JSON.parse(r.out.trim()) as {
+    modules: string[];
+    top: string[];
+    sh: boolean;
+    npm: boolean;
+    declarations: number;
+  };
+  for (const dev of ['typescript', 'uvu', 'fast-check', 'node', '@biomejs'])
+    assert.not.ok(seen.modules.includes(dev), `${dev} is in the image`);
+  assert.ok(seen.modules.includes('pino') && seen.modules.includes('zod'), 'the runtime dependencies are');
+  assert.not.ok(seen.sh, 'a shell is in the image');
+  assert.not.ok(seen.npm, 'npm is in the image');
+  assert.is(seen.declarations, 0, 'type declarations or source maps are in the image');
+  // nothing beside node's own directories, the app and /etc's user entries (proc, dev and tmp are mounts)
+  for (const d of seen.top)
+    assert.ok(
+      ['app', 'dev', 'etc', 'home', 'lib', 'lib64', 'proc', 'tmp', 'usr'].includes(d),
+      `/${d} is in the image`,
+    );
+});
+
+it('is under 200 MB (uncompressed, as `buildah images` counts it)', () => {
+  // buildah prints it in decimal units (`183 MB`)
+  const text = sh('buildah', ['images', '--format', '{{.Size}}', IMAGE]).split('\n')[0]!;
+  const m = /^([\d.]+)\s*(B|kB|MB|GB)$/.exec(text);
+  assert.ok(m, `buildah's size: ${text}`);
+  const size = Number(m[1]) * { B: 1, kB: 1e3, MB: 1e6, GB: 1e9 }[m[2] as 'B' | 'kB' | 'MB' | 'GB'];
+  console.log(`  image size: ${(size / 1e6).toFixed(1)} MB`);
+  assert.ok(Number.isFinite(size) && size > 100e6, `unexpected size ${size}`);
+  assert.ok(size < 200e6, `the image is ${(size / 1e6).toFixed(1)} MB`);
+});
+
+it('runs from the compile cache built into it, and writes none (a read-only root)', ({ config }) => {
+  const r = runImage({ ...config, Env: [...(config.Env ?? []), 'NODE_DEBUG_NATIVE=COMPILE_CACHE'] }, [
+    '--version',
+  ]);
+  assert.is(r.code, 0, r.err);
+  const accepted = r.err.split('\n').filter((l) => /V8 code cache for ESM .* was accepted/.test(l)).length;
+  const rejected = r.err.split('\n').filter((l) => /was rejected|checksum mismatch/.test(l)).length;
+  assert.ok(accepted >= 20, `${accepted} modules came from the compile cache\n${r.err.slice(0, 2000)}`);
+  assert.is(rejected, 0, r.err.slice(0, 2000));
 });
 
 test.run();
