@@ -5,7 +5,7 @@ import { parseAllDocuments } from 'yaml';
 import type { KubeClient } from '../kube/ports.ts';
 import { packageRoot } from '../paths.ts';
 
-export const CRD_DIR = join(packageRoot(), 'test', 'fixtures', 'crds');
+export const CRD_DIR = join(packageRoot(), 'shared', 'sandbox', 'crds');
 const CRDS = {
   group: 'apiextensions.k8s.io',
   version: 'v1',

@@ -212,7 +212,10 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         died,
       );
       const version = execFileSync(join(bin, 'kube-apiserver'), ['--version'], { encoding: 'utf8' }).trim();
-      await installCrds(admin, opts.crdDir ?? new URL('../fixtures/crds/', import.meta.url).pathname);
+      await installCrds(
+        admin,
+        opts.crdDir ?? new URL('../../shared/sandbox/crds/', import.meta.url).pathname,
+      );
       return {
         server,
         etcd: `http://127.0.0.1:${etcdPort}`,

@@ -10,7 +10,7 @@ kubeContract(async () => {
   const fake = new FakeKubeServer({ now: () => new Date(now), continueTtlMs: 300_000 });
   await fake.start();
   const admin = new KubeHttpClient({ server: fake.url, time: testTime() });
-  await installCrds(admin, new URL('../fixtures/crds/', import.meta.url).pathname);
+  await installCrds(admin, new URL('../../shared/sandbox/crds/', import.meta.url).pathname);
   await admin.close();
   return {
     name: 'fake',

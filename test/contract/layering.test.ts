@@ -123,4 +123,17 @@ test('no function reads its target data through a cast', () => {
     assert.not.match(readFileSync(join(root, f), 'utf8'), /\.data\s+as\b/, `${f} casts target data`);
 });
 
+test('product code reads nothing under test/ at run time, and the image copies nothing from it', () => {
+  const product = [...files('shared'), ...files('functions'), 'bin/twopass.js'];
+  const bad: string[] = [];
+  for (const f of product) {
+    const src = readFileSync(join(root, f), 'utf8');
+    for (const m of src.matchAll(/(?:\.\.\/)+test\/|['"]test['"]\s*,\s*['"]fixtures['"]|\btest\/fixtures\b/g))
+      bad.push(`${f}: ${m[0]}`);
+  }
+  assert.equal(bad, []);
+  const dockerfile = readFileSync(join(root, 'infra/Dockerfile'), 'utf8');
+  assert.not.match(dockerfile, /^COPY\s+test\//m);
+});
+
 test.run();
