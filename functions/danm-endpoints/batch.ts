@@ -34,12 +34,21 @@ import {
 } from '../../shared/contract/index.ts';
 import { ConflictError } from '../../shared/kube/errors.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
+import type { KubeObject } from '../../shared/kube/resources.ts';
 import { parseAddress } from '../../shared/net/ip.ts';
 import { Bitmap } from './bitmap.ts';
 import type { BitData } from './bits.ts';
 import type { EpData, Settings } from './endpoint.ts';
 import { type DanmEvidence, poolOf, readDanmEvidence, readNetwork, withBitmaps } from './evidence.ts';
-import { bitIndex, clearable, danmResources, type Network, networkId, type Pool } from './model.ts';
+import {
+  bitIndex,
+  clearable,
+  danmResources,
+  type Network,
+  networkId,
+  type Pool,
+  parseNetwork,
+} from './model.ts';
 import type { BIT_TOMBSTONE, ENDPOINT_TOMBSTONE } from './restore.ts';
 
 export type NetData = EpData | BitData;
@@ -194,7 +203,9 @@ export async function removeOnNetwork(
         outcome: 'gone',
         detail: 'DanmEp was already gone; its bits are left to the next observation',
       });
-    const still = await reader.get(ref, d.namespace, d.name, ctx.signal);
+    // Its own answer named its UID, or a read finds it gone (a bare Success proves nothing, 0007).
+    const shown = out.outcome === 'deleted' && out.shownGone === true;
+    const still = shown ? undefined : await reader.get(ref, d.namespace, d.name, ctx.signal);
     if (still && still.metadata.uid === d.uid)
       return results.set({
         key: t.key,
@@ -322,16 +333,22 @@ export async function removeOnNetwork(
       break;
     }
     const written = net;
-    /** Read back: a bit still set was not cleared, whatever the write answered. */
-    const readBack = async (unknown?: string) => {
-      const after = await readNetwork(
-        reader,
-        group,
-        written.type,
-        written.namespace,
-        written.name,
-        ctx.signal,
-      );
+    /**
+     * Read back: a bit still set was not cleared, whatever the write answered. The write's own
+     * answer is that read when it shows the write: the same network at a new resourceVersion
+     * (a proxy's "success" that never reached the server answers the network as it was, at
+     * the resourceVersion sent, and is read again).
+     */
+    const readBack = async (unknown?: string, answer?: KubeObject) => {
+      const shown =
+        answer &&
+        answer.metadata.uid === written.uid &&
+        answer.metadata.resourceVersion !== written.resourceVersion
+          ? parseNetwork(answer, written.type)
+          : undefined;
+      const after =
+        shown ??
+        (await readNetwork(reader, group, written.type, written.namespace, written.name, ctx.signal));
       const readable = after !== undefined && after.uid === written.uid && !after.problem;
       const said = unknown ? `${unknown}: ` : '';
       for (const c of clearing) {
@@ -364,8 +381,9 @@ export async function removeOnNetwork(
           );
       }
     };
+    let answer: KubeObject | undefined;
     try {
-      await kube.replace(
+      answer = await kube.replace(
         danmResources(group)[net.type],
         withBitmaps(net, net.v4 && v4 ? v4.encode() : undefined, net.v6 && v6 ? v6.encode() : undefined),
         ctx.signal,
@@ -393,7 +411,7 @@ export async function removeOnNetwork(
       }
       break;
     }
-    await readBack();
+    await readBack(undefined, answer);
     break;
   }
   for (const t of gone)

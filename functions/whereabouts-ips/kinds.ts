@@ -189,8 +189,26 @@ async function removeAllocations(
   const results = new BatchResults(targets);
   const podrefs = [...new Set(targets.map((t) => t.data.podref))].sort();
   /** Read back: an allocation still there was not removed, whatever the patch answered. */
-  const readBack = async (removing: readonly Typed<AllocData>[], unknown?: string) => {
-    const after = await poolNow(reader, d0, ctx.signal).catch(() => 'unreadable' as const);
+  /**
+   * Read back: an allocation still there was not removed, whatever the patch answered. The
+   * patch's own answer is that read when it shows the patch: the same pool (UID) at a new
+   * resourceVersion (a proxy's "success" that never reached the server answers the pool as
+   * it was, at the resourceVersion tested, and is read again; decision 0007).
+   */
+  const readBack = async (
+    removing: readonly Typed<AllocData>[],
+    unknown?: string,
+    answer?: KubeObject,
+    sent?: string,
+  ) => {
+    const shown =
+      answer &&
+      answer.metadata.uid === d0.poolUid &&
+      sent !== undefined &&
+      answer.metadata.resourceVersion !== sent
+        ? answer
+        : undefined;
+    const after = shown ?? (await poolNow(reader, d0, ctx.signal).catch(() => 'unreadable' as const));
     for (const t of removing) {
       const still =
         after === 'unreadable'
@@ -267,8 +285,9 @@ async function removeAllocations(
         results.set({ key: t.key, outcome: 'failed', error: `nothing deleted: ${messageOf(err)}` });
       break;
     }
+    let answer: KubeObject | undefined;
     try {
-      await kube.jsonPatch(
+      answer = await kube.jsonPatch(
         IPPOOLS,
         d0.namespace,
         d0.pool,
@@ -294,7 +313,7 @@ async function removeAllocations(
         });
       break;
     }
-    await readBack(removing);
+    await readBack(removing, undefined, answer, pool.metadata.resourceVersion);
     break;
   }
   return results.all('the pool kept changing');

@@ -110,8 +110,16 @@ export type RemoveResult = Readonly<
   /**
    * `unproven`: the server answered deleted, but another cleaner may have deleted it at the
    * same moment (both DELETEs answered 204): told as gone, with no Event claiming it.
+   * `shownGone`: the DELETE's own answer shows the object of the target's UID gone (a
+   * preconditioned DELETE's `deleted`, decision 0007): the runtime does not read it back.
    */
-  | { outcome: 'deleted'; detail?: string; parts?: readonly RemovedPart[]; unproven?: boolean }
+  | {
+      outcome: 'deleted';
+      detail?: string;
+      parts?: readonly RemovedPart[];
+      unproven?: boolean;
+      shownGone?: boolean;
+    }
   | { outcome: 'gone'; detail?: string; parts?: readonly RemovedPart[] }
   | { outcome: 'skipped'; reason: string; parts?: readonly RemovedPart[] }
   /** Not attempted, and not a failure: the candidate is kept as it is for a later run (law 13). */

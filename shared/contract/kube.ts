@@ -34,6 +34,8 @@ export async function deleteAsObserved(
   return {
     outcome: 'deleted',
     detail: `${what.replace(/^the /, '')} ${o.namespace ? `${o.namespace}/` : ''}${o.name} deleted`,
+    // the answer named its UID: no read-back ('accepted': the caller reads it back)
+    ...(out === 'deleted' ? { shownGone: true } : {}),
   };
 }
 

@@ -353,6 +353,7 @@ export class KubeHttpClient implements KubeClient {
         preconditions: { uid: pre.uid, resourceVersion: pre.resourceVersion },
       },
       signal,
+      pre.uid,
     );
   }
 
@@ -389,16 +390,17 @@ export class KubeHttpClient implements KubeClient {
     name: string,
     body: unknown,
     signal?: AbortSignal,
+    uid?: string,
   ): Promise<DeleteOutcome> {
     try {
-      await this.call({
+      const answer = await this.call<unknown>({
         method: 'DELETE',
         path: objectPath(ref, namespace, name),
         body,
         signal,
         what: `delete ${describe(ref, namespace, name)}`,
       });
-      return 'deleted';
+      return uid === undefined || answerShowsGone(answer, uid) ? 'deleted' : 'accepted';
     } catch (err) {
       if (err instanceof KubeApiError && err.notFound) return 'gone';
       if (err instanceof ConflictError) return 'conflict';
@@ -438,4 +440,25 @@ export class KubeHttpClient implements KubeClient {
 function notKubernetesLike(err: unknown): boolean {
   if (err instanceof ProofError) return true;
   return err instanceof KubeApiError && (err.status === 404 || err.reason === 'BadBody');
+}
+
+/**
+ * True when a DELETE's answer shows the object of `uid` gone: the server's Status of Success
+ * naming that UID (as it answers for most kinds), or the object of that UID as it was when
+ * deleted (custom resources), with no deletionTimestamp (a deletion still waiting on
+ * finalizers or a grace period) and no finalizer left.
+ */
+export function answerShowsGone(answer: unknown, uid: string): boolean {
+  if (!answer || typeof answer !== 'object') return false;
+  const a = answer as {
+    kind?: unknown;
+    status?: unknown;
+    details?: { uid?: unknown };
+    metadata?: { uid?: unknown; deletionTimestamp?: unknown; finalizers?: unknown };
+  };
+  if (a.kind === 'Status') return a.status === 'Success' && a.details?.uid === uid;
+  const md = a.metadata;
+  if (!md || md.uid !== uid) return false;
+  const finalizers = Array.isArray(md.finalizers) ? md.finalizers.length : 0;
+  return md.deletionTimestamp == null && finalizers === 0;
 }

@@ -38,7 +38,15 @@ export type NewObject = { metadata: Record<string, unknown>; [k: string]: unknow
 
 export type Preconditions = Readonly<{ uid: string; resourceVersion: string }>;
 
-export type DeleteOutcome = 'deleted' | 'gone' | 'conflict';
+/**
+ * What a DELETE came to (404 'gone', 409 'conflict'). With preconditions, `deleted` means the
+ * answer itself shows the object of that UID gone (a Status of Success naming the UID, or the
+ * object as it was, with no deletion pending); `accepted` is a success whose answer shows no
+ * such thing (a proxy's bare Success, an object whose deletion waits on finalizers or a
+ * grace period): read it back (decision 0007). A plain DELETE knows no UID: any success is
+ * `deleted`.
+ */
+export type DeleteOutcome = 'deleted' | 'accepted' | 'gone' | 'conflict';
 
 export type JsonPatchOp = Readonly<{
   op: 'test' | 'add' | 'remove' | 'replace';
@@ -83,7 +91,7 @@ export interface KubeWriter {
     patch: unknown,
     signal?: AbortSignal,
   ): Promise<KubeObject>;
-  /** DELETE with preconditions {uid, resourceVersion}: 409 is 'conflict', 404 is 'gone'. */
+  /** DELETE with preconditions {uid, resourceVersion}: 409 is 'conflict', 404 is 'gone' (see DeleteOutcome). */
   deleteWithPreconditions(
     ref: ResourceRef,
     namespace: string | undefined,

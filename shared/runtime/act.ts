@@ -244,7 +244,9 @@ class Acting<R, W> {
     await this.parts(t, res.parts);
     if (res.outcome === 'skipped') return this.skip(t, res.reason);
     if (res.outcome === 'held') return this.hold(t, res.reason);
-    if (!(await fn.confirmGone(reader, t, this.ctx)))
+    // Read back, unless the DELETE's own answer showed the object of its UID gone (0007).
+    const shown = res.outcome === 'deleted' && res.shownGone === true;
+    if (!shown && !(await fn.confirmGone(reader, t, this.ctx)))
       return this.fail(t, `the server answered ${res.outcome} but a read still finds it`);
     const unproven = res.outcome === 'deleted' && res.unproven === true;
     await this.gone(t, res.outcome, res.detail, unproven);

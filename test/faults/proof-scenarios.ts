@@ -324,6 +324,39 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
       },
     ));
 
+  it("danm-endpoints: writes whose answers show them done are not read back (a DELETE naming the DanmEp's UID, the bitmap's PUT at a new resourceVersion)", async (t, kube) => {
+    const ns = await t.namespace();
+    const w = await danmWorld(kube, ns);
+    await withProxy(t, async (proxy) => {
+      const r = rig(t, danmEndpoints, proxy, ns);
+      await r.run();
+      r.now.t += 6 * MIN;
+      const at = proxy.log.length;
+      const res = await r.run();
+      assert.equal(res.deleted, [w.orphan.metadata.uid]);
+      const path = new RegExp(`/danmeps/${w.orphan.metadata.name}(\\?|$)`);
+      const seen = proxy.log.slice(at).filter((l) => path.test(l.path));
+      // the tombstone's read, the DELETE, and nothing after: the server's answer named the UID
+      assert.equal(
+        seen.map((l) => l.method),
+        ['GET', 'DELETE'],
+        JSON.stringify(seen),
+      );
+      // and the bitmap's write is read back from its own answer (a new resourceVersion)
+      const net = proxy.log.slice(at).filter((l) => /\/danmnets\/test-net1(\?|$)/.test(l.path));
+      assert.equal(
+        net.map((l) => l.method),
+        ['PUT'],
+        JSON.stringify(net),
+      );
+      assert.not.ok(
+        danm.allocated((await kube.get(danm.R.DanmNet, ns, 'test-net1'))!).includes('10.10.10.9'),
+      );
+      await r.client.close();
+    });
+    // (a proxy's bare Success, or the network answered as it was, is read back: the tests above)
+  });
+
   // Writes of the run's own bookkeeping: a success that never happened must not let the run act.
   for (const w of [
     {
@@ -390,6 +423,24 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
         await r.client.close();
       });
     });
+
+  it('whereabouts-ips: the IPPool patch is read back from its own answer (the pool at a new resourceVersion)', async (t, kube) => {
+    const ns = await t.namespace();
+    await wbWorld(kube, ns);
+    await withProxy(t, async (proxy) => {
+      const r = rig(t, whereaboutsIps, proxy, ns);
+      await r.run();
+      r.now.t += 6 * MIN;
+      const at = proxy.log.length;
+      const res = await r.run();
+      assert.is(res.deleted.length, 1);
+      const pool = proxy.log.slice(at).filter((l) => /\/ippools\/10\.40\.0\.0-24(\?|$)/.test(l.path));
+      assert.is(pool.at(-1)?.method, 'PATCH', JSON.stringify(pool));
+      assert.is(pool.filter((l) => l.method === 'PATCH').length, 1);
+      assert.is(Object.keys(await wb.allocations(kube, ns, '10.40.0.0-24')).length, 3);
+      await r.client.close();
+    });
+  });
 
   it('whereabouts-ips: an IPPool patch answered "success" that never happened is a failed deletion', async (t, kube) => {
     const ns = await t.namespace();

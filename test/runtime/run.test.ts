@@ -146,6 +146,30 @@ test('a delete that reports success but a read still finds is delete.failed (exi
   assert.is(s.cap.events('delete.failed').length, 1);
 });
 
+test('a delete whose own answer shows it gone is not read back; one whose answer does not is', async ({
+  dir,
+}) => {
+  const w = world(['a', 'b']);
+  const s = setup(dir, w);
+  await run(s.deps, s.req());
+  s.advance(10 * MIN);
+  let reads = 0;
+  w.faults.confirm = () => void reads++;
+  w.answerShowsGone = true;
+  const r = await run(s.deps, s.req());
+  assert.is(r.exitCode, EXIT.ok);
+  assert.equal([...r.deleted].sort(), ['a', 'b']);
+  assert.is(reads, 0, 'read back although the answer showed it gone');
+  // the same deletions answered without that: each is read back
+  const w2 = world(['c']);
+  const s2 = setup(join(dir, 'second'), w2);
+  await run(s2.deps, s2.req());
+  s2.advance(10 * MIN);
+  w2.faults.confirm = () => void reads++;
+  assert.equal((await run(s2.deps, s2.req())).deleted, ['c']);
+  assert.is(reads, 1);
+});
+
 test('an observation that fails aborts with exit 3: nothing deleted, state intact', async ({ dir }) => {
   const w = world(['a']);
   const s = setup(dir, w);

@@ -15,6 +15,8 @@ export type World = {
   faults: Partial<Record<'observe' | 'recheck' | 'remove' | 'confirm', () => void>>;
   /** remove() reports success but leaves the thing (like a 200 that did nothing). */
   lyingDelete?: boolean;
+  /** remove()'s answer shows the thing gone (as a DELETE's answer naming its UID does). */
+  answerShowsGone?: boolean;
   /** Runs between observing targets and evidence (a race). */
   between?: () => void;
 };
@@ -64,7 +66,7 @@ export function memFunction() {
             return { outcome: 'skipped', reason: 'precondition failed (409)' };
           w.writes.push(`delete ${data.id}`);
           if (!w.lyingDelete) w.things.delete(data.id);
-          return { outcome: 'deleted' };
+          return w.answerShowsGone ? { outcome: 'deleted', shownGone: true } : { outcome: 'deleted' };
         },
         async confirmGone(w, { data }) {
           w.faults.confirm?.();
