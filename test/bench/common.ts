@@ -85,3 +85,14 @@ export function runProcess(
     c.on('exit', (code) => resolve({ code, stdout, stderr }));
   });
 }
+
+/**
+ * RESULTS.md after a full run: the new tables (`###` sections) replace the old ones; the
+ * hand-written `##` sections that follow them (goals not met, profiles, what changed) are
+ * kept as they were.
+ */
+export function resultsFile(previous: string | undefined, sections: readonly string[]): string {
+  const at = previous === undefined ? -1 : previous.search(/^## /m);
+  const handWritten = at >= 0 ? previous!.slice(at) : '## What changed\n';
+  return `# Benchmark results\n\nWritten by \`npm run bench\`; the latest run replaces the tables.\n\n${sections.join('\n')}\n${handWritten}`;
+}

@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { actBench } from './act.ts';
 import { batchBench } from './batch.ts';
+import { resultsFile } from './common.ts';
 import { e2eBench } from './e2e.ts';
 import { engineBench } from './engine.ts';
 import { httpBench } from './http.ts';
@@ -78,15 +79,12 @@ if (want('peer')) {
 await section('node', () => nodeMemoryBench(quick ? [10_000] : [10_000, 50_000, 150_000, 300_000]));
 if (!quick && only.length === 0) {
   const path = new URL('./RESULTS.md', import.meta.url);
-  let history = '';
+  let previous: string | undefined;
   try {
-    history = readFileSync(path, 'utf8').split('\n## What changed')[1] ?? '';
+    previous = readFileSync(path, 'utf8');
   } catch {
     /* first run */
   }
-  writeFileSync(
-    path,
-    `# Benchmark results\n\nWritten by \`npm run bench\`; the latest run replaces the tables.\n\n${sections.join('\n')}\n## What changed${history || '\n'}`,
-  );
+  writeFileSync(path, resultsFile(previous, sections));
 }
 if (failed) process.exitCode = 1;
