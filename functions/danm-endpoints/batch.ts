@@ -34,7 +34,7 @@ import {
 } from '../../shared/contract/index.ts';
 import { ConflictError } from '../../shared/kube/errors.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
-import type { KubeObject } from '../../shared/kube/resources.ts';
+import { answerShowsWrite, type KubeObject } from '../../shared/kube/resources.ts';
 import { parseAddress } from '../../shared/net/ip.ts';
 import { Bitmap } from './bitmap.ts';
 import type { BitData } from './bits.ts';
@@ -340,12 +340,9 @@ export async function removeOnNetwork(
      * the resourceVersion sent, and is read again).
      */
     const readBack = async (unknown?: string, answer?: KubeObject) => {
-      const shown =
-        answer &&
-        answer.metadata.uid === written.uid &&
-        answer.metadata.resourceVersion !== written.resourceVersion
-          ? parseNetwork(answer, written.type)
-          : undefined;
+      const shown = answerShowsWrite(answer, written.uid, written.resourceVersion)
+        ? parseNetwork(answer!, written.type)
+        : undefined;
       const after =
         shown ??
         (await readNetwork(reader, group, written.type, written.namespace, written.name, ctx.signal));

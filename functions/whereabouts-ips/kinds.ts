@@ -25,7 +25,7 @@ import {
 import { readPayload } from '../../shared/contract/tombstone.ts';
 import { ConflictError, KubeApiError } from '../../shared/kube/errors.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
-import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
+import { answerShowsWrite, type KubeObject, PODS } from '../../shared/kube/resources.ts';
 import { GROUP, IPPOOLS, networkStatusIps, RESERVATIONS } from './model.ts';
 
 /** The settings of whereabouts-ips (`functions.whereabouts-ips.settings`). */
@@ -201,13 +201,7 @@ async function removeAllocations(
     answer?: KubeObject,
     sent?: string,
   ) => {
-    const shown =
-      answer &&
-      answer.metadata.uid === d0.poolUid &&
-      sent !== undefined &&
-      answer.metadata.resourceVersion !== sent
-        ? answer
-        : undefined;
+    const shown = answerShowsWrite(answer, d0.poolUid, sent) ? answer : undefined;
     const after = shown ?? (await poolNow(reader, d0, ctx.signal).catch(() => 'unreadable' as const));
     for (const t of removing) {
       const still =

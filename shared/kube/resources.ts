@@ -124,6 +124,24 @@ export const DEPLOYMENTS: ResourceRef = {
   namespaced: true,
 };
 
+/**
+ * True when a write's answer is the written object itself after the write: the same UID at a
+ * resourceVersion other than the one the write was preconditioned on (decision 0007). A
+ * proxy's "success" that answers the object as it was is not.
+ */
+export function answerShowsWrite(
+  answer: KubeObject | undefined,
+  uid: string,
+  sentRv: string | undefined,
+): boolean {
+  return (
+    answer !== undefined &&
+    sentRv !== undefined &&
+    answer.metadata.uid === uid &&
+    answer.metadata.resourceVersion !== sentRv
+  );
+}
+
 /** When the server last wrote a change to an object: the newest `time` of its managedFields, in ms. */
 export function lastWriteMs(managedFields: unknown): number | undefined {
   if (!Array.isArray(managedFields)) return undefined;
