@@ -140,38 +140,61 @@ if (phase === 'early') {
 
 await openstackStarting;
 
-/** One uvu run over the test files; its output is echoed and kept for the count. */
-function uvu(args: string[]): Promise<{ code: number; out: string }> {
+/** One uvu run over the test files; its output is echoed (unless held) and kept for the count. */
+function uvu(args: string[], hold = false): Promise<{ code: number; out: string }> {
   let out = '';
   const child = spawn(join(root, 'node_modules/.bin/uvu'), ['test', ...args], {
     cwd: root,
     env,
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['ignore', 'pipe', hold ? 'pipe' : 'inherit'],
   });
-  child.stdout.on('data', (chunk: Buffer) => {
-    process.stdout.write(chunk);
+  child.stdout?.on('data', (chunk: Buffer) => {
+    if (!hold) process.stdout.write(chunk);
     out += chunk.toString();
   });
-  return new Promise((resolve) => child.on('exit', (c) => resolve({ code: c ?? 1, out })));
+  let err = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    err += chunk.toString();
+  });
+  return new Promise((resolve) =>
+    child.on('exit', (c) => {
+      if (err) process.stderr.write(err);
+      resolve({ code: c ?? 1, out });
+    }),
+  );
 }
 
 /**
  * CI starts the tests as soon as the cluster is built, while the tools of a few suites are
  * still building (TWOPASS_LATE_BUILDS: a directory where each such build leaves NAME.pending
  * when it starts and NAME.rc, its exit code, when it ends). Those suites run after the others,
- * each group as soon as the builds it needs have ended (the longest first when several are
+ * each group as soon as the builds it needs have ended (in the order listed when several are
  * ready); a build that failed is a failure, its log's end printed, and its suites still run
  * (they fail where their tools are required).
+ * The node suites (lane `side`) start their own apiserver and node and mostly wait on the
+ * kubelet and on CronJobs firing each minute, so they run beside the others as soon as their
+ * builds are done, their output held and printed whole when each group ends.
  */
-const LATE: readonly { dir: string; needs: readonly string[] }[] = [
-  { dir: 'node', needs: ['node-go', 'node-image'] },
-  { dir: 'cloud', needs: ['cloud'] },
-  { dir: 'helm', needs: ['helm'] },
-  { dir: 'monitoring', needs: ['monitoring'] },
+const LATE: readonly { name: string; files: string; needs: readonly string[]; lane: 'main' | 'side' }[] = [
+  {
+    name: 'node',
+    files: '^node/(?!producers\\.test\\.ts$)',
+    needs: ['node-go', 'node-image'],
+    lane: 'side',
+  },
+  {
+    name: 'producers',
+    files: '^node/producers\\.test\\.ts$',
+    needs: ['node-go', 'node-image', 'producers'],
+    lane: 'side',
+  },
+  { name: 'cloud', files: '^cloud/', needs: ['cloud'], lane: 'main' },
+  { name: 'helm', files: '^helm/', needs: ['helm'], lane: 'main' },
+  { name: 'monitoring', files: '^monitoring/', needs: ['monitoring'], lane: 'main' },
 ];
-const LATE_DIRS = `^(${LATE.map((g) => g.dir).join('|')})(/|$)`;
-if (LATE.map((g) => g.dir).join() !== LATE_GROUP_DIRS.join())
-  throw new Error('LATE and LATE_GROUP_DIRS differ');
+const LATE_DIRS = `^(${LATE_GROUP_DIRS.join('|')})(/|$)`;
+for (const d of LATE_GROUP_DIRS)
+  if (!LATE.some((g) => g.files.startsWith(`^${d}/`))) throw new Error(`no late group runs test/${d}`);
 
 /** The exit code a late build left, or undefined while it runs (a build never started counts as done). */
 function buildState(dir: string, name: string): string | undefined {
@@ -180,16 +203,17 @@ function buildState(dir: string, name: string): string | undefined {
   return existsSync(rc) ? readFileSync(rc, 'utf8').trim() : undefined;
 }
 
-async function runLate(dir: string): Promise<number> {
+const reported = new Set<string>();
+/** Runs one lane's late groups, each once its builds have ended; the number of builds that failed. */
+async function runLate(dir: string, lane: 'main' | 'side'): Promise<number> {
   let failed = 0;
-  const reported = new Set<string>();
-  const left = [...LATE];
+  const left = LATE.filter((g) => g.lane === lane);
   const t = Date.now();
   let said = 0;
   while (left.length > 0) {
     const i = left.findIndex((g) => g.needs.every((n) => buildState(dir, n) !== undefined));
     if (i < 0) {
-      if (Date.now() - said > 60_000) {
+      if (lane === 'main' && Date.now() - said > 60_000) {
         const waiting = [...new Set(left.flatMap((g) => g.needs))].filter(
           (n) => buildState(dir, n) === undefined,
         );
@@ -212,8 +236,15 @@ async function runLate(dir: string): Promise<number> {
         `the build of ${n} failed (exit ${rc})${existsSync(log) ? `:\n${readFileSync(log, 'utf8').slice(-4000)}` : ''}`,
       );
     }
-    const files = only ? `^(?=.*(?:${only}))${g.dir}/.*\\.test\\.ts$` : `^${g.dir}/.*\\.test\\.ts$`;
-    runs.push(await uvu([files]));
+    const files = only ? `^(?=.*(?:${only}))(?=${g.files}).*\\.test\\.ts$` : `^(?=${g.files}).*\\.test\\.ts$`;
+    const began = Date.now();
+    if (lane === 'side') console.log(`[late] the ${g.name} suites start, beside the others`);
+    const run = await uvu([files], lane === 'side');
+    runs.push(run);
+    if (lane === 'side')
+      console.log(
+        `\n[late] the ${g.name} suites, run beside the others (${Math.round((Date.now() - began) / 1000)} s):\n${run.out}`,
+      );
   }
   return failed;
 }
@@ -222,8 +253,9 @@ const lateDir = process.env.TWOPASS_LATE_BUILDS;
 const runs: { code: number; out: string }[] = [];
 let buildFailures = 0;
 if (lateDir && phase !== 'early') {
+  const side = runLate(lateDir, 'side');
   runs.push(await uvu([pattern, '-i', LATE_DIRS]));
-  buildFailures = await runLate(lateDir);
+  buildFailures = (await runLate(lateDir, 'main')) + (await side);
 } else runs.push(await uvu([pattern]));
 const code = Math.max(...runs.map((r) => r.code));
 const out = runs.map((r) => r.out).join('\n');
