@@ -1,7 +1,9 @@
 /**
  * Breaks each rule of decide() in turn and checks that the engine tests catch it
  * (proof that the property tests can fail). It mutates a copy of the engine and its
- * tests in a temporary directory, never the working tree. Not part of `npm test`:
+ * tests in a temporary directory, never the working tree. `npm test` runs it
+ * (test/engine/mutation.test.ts: every mutant applies and is killed, and the unmutated copy
+ * passes); by hand:
  *   node test/engine/mutate.ts
  */
 import { spawnSync } from 'node:child_process';
@@ -10,14 +12,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const root = new URL('../..', import.meta.url).pathname;
-const copy = mkdtempSync(join(tmpdir(), 'twopass-mutate-'));
-for (const dir of ['shared/engine', 'test/engine', 'test/helpers'])
-  cpSync(join(root, dir), join(copy, dir), { recursive: true });
-cpSync(join(root, 'package.json'), join(copy, 'package.json'));
-symlinkSync(join(root, 'node_modules'), join(copy, 'node_modules'));
-const file = join(copy, 'shared/engine/decide.ts');
-const original = readFileSync(file, 'utf8');
-const mutants: [string, string, string][] = [
+
+/** [name, the text of decide.ts it replaces, what it puts there]: each breaks one rule. */
+export const MUTANTS: readonly (readonly [string, string, string])[] = [
   ['one observation confirms', 'if (graceLeft <= 0 && ageLeft <= 0) {', 'if (true) {'],
   ['incomplete snapshots decide', 'if (!isComplete(snapshot)) return abort', 'if (false) return abort'],
   ['grace ignored', 'if (graceLeft <= 0 && ageLeft <= 0) {', 'if (ageLeft <= 0 || graceLeft <= 0) {'],
@@ -30,7 +27,12 @@ const mutants: [string, string, string][] = [
     'const drops = evidenceDrops(previous.lastSnapshot, lastSnapshot, policy);',
     'const drops: Drop[] = [];',
   ],
-  ['deletion guard off', 'if (deletionRefusal !== undefined) reasons.push(deletionRefusal);', ''],
+  [
+    'deletion guard off',
+    'const deletionRefusal = deletionGuards(confirmed.length, snapshot.targets.length, policy);',
+    'const deletionRefusal: [RefusalGuard, string][] = [];',
+  ],
+  ['percentage guard off', 'if (confirmed > floor && percent > policy.maxDeletionPercent)', 'if (false)'],
   ['evidence accepted at once', 'pending.snapshots >= 2 && heldMs >= after', 'true'],
   [
     'input mutated',
@@ -44,27 +46,53 @@ const mutants: [string, string, string][] = [
     'const backwards = false;',
   ],
 ];
-let survived = 0;
-try {
-  for (const [name, from, to] of mutants) {
-    if (!original.includes(from)) {
-      console.log(`NOT APPLIED  ${name}`);
-      survived++;
-      continue;
-    }
-    writeFileSync(file, original.replace(from, to));
-    const r = spawnSync(join(root, 'node_modules/.bin/uvu'), ['test', '(decide|properties)\\.test\\.ts$'], {
-      cwd: copy,
-      encoding: 'utf8',
-    });
-    const fails = (r.stdout.match(/FAIL/g) ?? []).length;
-    if (r.status === 0) survived++;
-    console.log(
-      `${r.status === 0 ? 'SURVIVED' : 'killed  '}  ${name}${fails ? ` (${fails} failing tests)` : ''}`,
-    );
-  }
-} finally {
-  rmSync(copy, { recursive: true, force: true });
+
+export type MutantRun = Readonly<{ applied: boolean; killed: boolean; failing: number; output: string }>;
+
+/** A copy of the engine and its tests to mutate; `run` applies one mutant (or none) and runs the tests. */
+export function mutationCopy(): {
+  run: (mutant?: readonly [string, string, string]) => MutantRun;
+  remove: () => void;
+} {
+  const copy = mkdtempSync(join(tmpdir(), 'twopass-mutate-'));
+  for (const dir of ['shared', 'functions', 'test/engine', 'test/helpers'])
+    cpSync(join(root, dir), join(copy, dir), { recursive: true });
+  cpSync(join(root, 'package.json'), join(copy, 'package.json'));
+  symlinkSync(join(root, 'node_modules'), join(copy, 'node_modules'));
+  const file = join(copy, 'shared/engine/decide.ts');
+  const original = readFileSync(file, 'utf8');
+  return {
+    run(mutant) {
+      if (mutant && !original.includes(mutant[1]))
+        return { applied: false, killed: false, failing: 0, output: '' };
+      writeFileSync(file, mutant ? original.replace(mutant[1], mutant[2]) : original);
+      const r = spawnSync(
+        process.execPath,
+        [join(root, 'node_modules/uvu/bin.js'), 'test', '(decide|properties)\\.test\\.ts$'],
+        { cwd: copy, encoding: 'utf8' },
+      );
+      const output = `${r.stdout}${r.stderr}`;
+      const failing = (r.stdout.match(/FAIL/g) ?? []).length;
+      return { applied: true, killed: r.status !== 0, failing, output };
+    },
+    remove: () => rmSync(copy, { recursive: true, force: true }),
+  };
 }
-console.log(`${mutants.length - survived} of ${mutants.length} mutants killed`);
-process.exitCode = survived === 0 ? 0 : 1;
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const copy = mutationCopy();
+  let survived = 0;
+  try {
+    for (const m of MUTANTS) {
+      const r = copy.run(m);
+      if (!r.applied || !r.killed) survived++;
+      console.log(
+        `${!r.applied ? 'NOT APPLIED' : r.killed ? 'killed     ' : 'SURVIVED   '}  ${m[0]}${r.failing ? ` (${r.failing} failing tests)` : ''}`,
+      );
+    }
+  } finally {
+    copy.remove();
+  }
+  console.log(`${MUTANTS.length - survived} of ${MUTANTS.length} mutants killed`);
+  process.exitCode = survived === 0 ? 0 : 1;
+}
