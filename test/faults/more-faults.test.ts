@@ -29,7 +29,7 @@ import {
 } from '../../shared/sandbox/scenarios/whereabouts.ts';
 import { captureLog } from '../helpers/memfn.ts';
 import { testTime } from '../helpers/time.ts';
-import { FAULTS, type MatrixFault } from './faults.ts';
+import { FAULTS, type MatrixFault, tableDiff } from './faults.ts';
 
 type Where = 'kube' | 'os';
 type Call = {
@@ -164,6 +164,20 @@ async function matrix(
   return rows.join('\n');
 }
 
+/** What each whereabouts-ips cell must come to. */
+const WHEREABOUTS_EXPECTED = `
+| whereabouts-ips call | 500 | 503 | 429+RA | timeout | reset | truncated | 403 | 410 | empty page |
+|---|---|---|---|---|---|---|---|---|---|
+| discover whereabouts | ok | ok | ok | ok | ok | ok | abort | n/a | n/a |
+| list ippools | ok | ok | ok | ok | ok | ok | abort | n/a | n/a |
+| list pods p1 | ok | ok | ok | ok | ok | ok | abort | n/a | n/a |
+| list pods p2 | ok | ok | ok | ok | ok | ok | abort | ok | ok |
+| recheck get pool | ok | ok | ok | ok | ok | ok | delete failed | n/a | n/a |
+| recheck get pod | ok | ok | ok | ok | ok | ok | delete failed | n/a | n/a |
+| patch pool | delete failed | delete failed | delete failed | delete failed | delete failed | ok | delete failed | n/a | n/a |
+| create event | ok | ok | ok | ok | ok | ok | ok | n/a | n/a |
+`;
+
 test('whereabouts-ips: every call x every fault', async () => {
   const calls: Call[] = [
     {
@@ -210,7 +224,35 @@ test('whereabouts-ips: every call x every fault', async () => {
     6,
   );
   console.log(`\n${table}\n`);
+  const diff = tableDiff(table, WHEREABOUTS_EXPECTED);
+  assert.equal(diff, [], `cells that moved:\n${diff.join('\n')}`);
 });
+
+/** What each lbaas-ports cell must come to. */
+const LBAAS_EXPECTED = `
+| lbaas-ports call | 500 | 503 | 429+RA | timeout | reset | truncated | 403 | 410 | empty page |
+|---|---|---|---|---|---|---|---|---|---|
+| keystone token | ok | ok | ok | ok | ok | ok | config (exit 2) | n/a | n/a |
+| list tagged ports p1 | ok | ok | ok | ok | ok | ok | abort | n/a | n/a |
+| list tagged ports p2 | ok | ok | ok | ok | ok | ok | abort | n/a | n/a |
+| list floating IPs | ok | ok | ok | ok | ok | ok | abort | n/a | n/a |
+| list project ports | ok | ok | ok | ok | ok | ok | abort | n/a | n/a |
+| list services p1 | ok | ok | ok | ok | ok | ok | abort | n/a | n/a |
+| list services p2 | ok | ok | ok | ok | ok | ok | abort | ok | ok |
+| recheck get port | ok | ok | ok | ok | ok | ok | delete failed | n/a | n/a |
+| recheck get FIP | ok | ok | ok | ok | ok | ok | delete failed | n/a | n/a |
+| recheck list services | ok | ok | ok | ok | ok | ok | delete failed | n/a | n/a |
+| extensions | ok | ok | ok | ok | ok | ok | abort | n/a | n/a |
+| delete FIP | deleted, unconfirmed | deleted, unconfirmed | deleted, unconfirmed | deleted, unconfirmed | deleted, unconfirmed | ok | deleted, unconfirmed | n/a | n/a |
+| delete port | delete failed | delete failed | delete failed | delete failed | delete failed | ok | delete failed | n/a | n/a |
+| confirm get port | ok | ok | ok | ok | ok | ok | deleted, unconfirmed | n/a | n/a |
+| get controller Deployment #1 | ok | ok | ok | ok | ok | ok | abort | n/a | n/a |
+| list controller pods #1 | ok | ok | ok | ok | ok | ok | abort | n/a | n/a |
+| get controller Deployment #2 | ok | ok | ok | ok | ok | ok | held | n/a | n/a |
+| list controller pods #2 | ok | ok | ok | ok | ok | ok | held | n/a | n/a |
+| get controller Deployment #3 | ok | ok | ok | ok | ok | ok | deleted, then held (told unproven) | n/a | n/a |
+| list controller pods #3 | ok | ok | ok | ok | ok | ok | deleted, then held (told unproven) | n/a | n/a |
+`;
 
 const CONTROLLER_DEPLOY = /^\/apis\/apps\/v1\/namespaces\/kube-system\/deployments\/ch-k8s-lbaas-controller$/;
 const CONTROLLER_PODS = /^\/api\/v1\/namespaces\/kube-system\/pods\?/;
@@ -276,6 +318,8 @@ test('lbaas-ports: every call x every fault (Kubernetes, Keystone, Neutron)', as
     31,
   );
   console.log(`\n${table}\n`);
+  const diff = tableDiff(table, LBAAS_EXPECTED);
+  assert.equal(diff, [], `cells that moved:\n${diff.join('\n')}`);
 });
 
 test.run();
