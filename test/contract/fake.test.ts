@@ -15,7 +15,7 @@ kubeContract(async () => {
   return {
     name: 'fake',
     client: (extra = {}) => new KubeHttpClient({ server: fake.url, time: testTime(), ...extra }),
-    raw: (path, headers = {}) => rawGet(fake.url, path, headers),
+    raw: (path, headers = {}, init = {}) => rawGet(fake.url, path, headers, undefined, init),
     expireContinueTokens: async () => {
       now += 300_001;
     },

@@ -37,10 +37,11 @@ export type ContractTarget = Readonly<{
   name: string;
   /** A client of the target, with options of its own (gzip, a response counter). */
   client: (extra?: Partial<Omit<KubeClientOptions, 'server'>>) => KubeHttpClient;
-  /** Raw GET with the target's credentials (to look at bodies the client hides). */
+  /** A raw request (GET unless `init` says) with the target's credentials: the status and body the client hides. */
   raw: (
     path: string,
     headers?: Record<string, string>,
+    init?: RawInit,
   ) => Promise<{ status: number; body: Record<string, unknown> }>;
   /** Makes continue tokens handed out so far expire; `probe` answers the status of using one. */
   expireContinueTokens: (probe: () => Promise<number>) => Promise<void>;
@@ -345,7 +346,7 @@ export function kubeContract(
     assert.is(taken.status, 422, 'a member that is there does not test equal to null');
   });
 
-  it('pods: a scheduled pod stays Terminating after delete; grace 0 removes it', async ({ kube, ns }) => {
+  it('pods: a scheduled pod stays Terminating after delete; grace 0 removes it', async ({ t, kube, ns }) => {
     const spec = { containers: [{ name: 'c', image: 'x' }] };
     await kube.create(PODS, {
       apiVersion: 'v1',
@@ -361,17 +362,31 @@ export function kubeContract(
       metadata: { name: 'term', namespace: ns },
       spec: { ...spec, nodeName: 'node-1' },
     });
-    await kube.delete(PODS, ns, 'term');
-    const t = await kube.get(PODS, ns, 'term');
-    assert.ok(t?.metadata.deletionTimestamp, 'Terminating');
+    // the graceful delete answers 200 with the pod, Terminating
+    const graceful = await t.raw(`/api/v1/namespaces/${ns}/pods/term`, {}, { method: 'DELETE', body: {} });
+    assert.is(graceful.status, 200, JSON.stringify(graceful.body));
+    assert.is(graceful.body.kind, 'Pod');
+    assert.ok((graceful.body.metadata as { deletionTimestamp?: string }).deletionTimestamp);
+    const term = await kube.get(PODS, ns, 'term');
+    assert.ok(term?.metadata.deletionTimestamp, 'Terminating');
     const list = await kube.listAll(PODS, { namespace: ns, metadataOnly: true });
     assert.ok(
       list.items.some((p) => p.metadata.name === 'term'),
       'a Terminating pod is still listed',
     );
     await kube.mergePatch(PODS, ns, 'term', {}); // no-op patch is allowed
-    const force = await rawDelete(kube, `/api/v1/namespaces/${ns}/pods/term`, { gracePeriodSeconds: 0 });
-    assert.ok(force < 300);
+    // a force delete (grace 0) of a Terminating pod: 200 with the pod as it was, then it is gone
+    const force = await t.raw(
+      `/api/v1/namespaces/${ns}/pods/term`,
+      {},
+      {
+        method: 'DELETE',
+        body: { gracePeriodSeconds: 0 },
+      },
+    );
+    assert.is(force.status, 200, JSON.stringify(force.body));
+    assert.is(force.body.kind, 'Pod');
+    assert.is((force.body.metadata as { name?: string } | undefined)?.name, 'term');
     assert.is(await kube.get(PODS, ns, 'term'), undefined);
   });
 
@@ -751,20 +766,23 @@ async function rawList(kube: KubeHttpClient, path: string, accept = 'application
   return c.call({ method: 'GET', path: p, query, accept, what: `raw ${path}` });
 }
 
-async function rawDelete(kube: KubeHttpClient, path: string, body: unknown): Promise<number> {
-  const c = kube as unknown as { call: (c: unknown) => Promise<unknown> };
-  await c.call({ method: 'DELETE', path, body, what: `raw delete ${path}` });
-  return 200;
-}
+export type RawInit = Readonly<{ method?: 'GET' | 'DELETE'; body?: unknown }>;
 
 export async function rawGet(
   server: string,
   path: string,
   headers: Record<string, string>,
   dispatcher?: import('undici').Dispatcher,
+  init: RawInit = {},
 ): Promise<{ status: number; body: Record<string, unknown> }> {
   const r = await request(server + path, {
-    headers: { accept: 'application/json', ...headers },
+    method: init.method ?? 'GET',
+    headers: {
+      accept: 'application/json',
+      ...(init.body === undefined ? {} : { 'content-type': 'application/json' }),
+      ...headers,
+    },
+    ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
     ...(dispatcher ? { dispatcher } : {}),
   });
   const text = await r.body.text();

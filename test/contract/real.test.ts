@@ -11,8 +11,8 @@ kubeContract(
     return {
       name: 'real',
       client: (extra = {}) => adminClient(c, ADMIN_TOKEN, extra),
-      raw: (path, headers = {}) =>
-        rawGet(c.server, path, { authorization: `Bearer ${ADMIN_TOKEN}`, ...headers }, agent),
+      raw: (path, headers = {}, init = {}) =>
+        rawGet(c.server, path, { authorization: `Bearer ${ADMIN_TOKEN}`, ...headers }, agent, init),
       // The API server's continue tokens name an etcd revision: compacting etcd past it expires them.
       // startCluster runs the API server with --etcd-compaction-interval=10s; its watch cache
       // drops list snapshots once it sees the compaction (it polls every 15 s). Then the token is 410.

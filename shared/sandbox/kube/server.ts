@@ -231,6 +231,9 @@ export class FakeKubeServer {
       }
       case 'DELETE': {
         const gone = this.store.delete(ref, namespace, name, body);
+        // Pods answer with the Pod (as it was, or Terminating); other kinds with a Status
+        // naming the object (the API reference: DELETE pod is 200/202 Pod, configmap 200/202 Status)
+        if (ref.group === '' && ref.plural === 'pods') return [200, gone];
         return [
           200,
           {
