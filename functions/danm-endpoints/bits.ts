@@ -4,12 +4,12 @@
  * DanmEps: one write with the network's resourceVersion, on the run's shared fresh evidence.
  */
 import { z } from 'zod';
-import type { KindSpec } from '../../shared/contract/index.ts';
+import { type KindSpec, kubeObject } from '../../shared/contract/index.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { networkBatch, networkEvent, removeOne } from './batch.ts';
 import { networkType, type Settings } from './endpoint.ts';
 import { poolOf, readNetwork } from './evidence.ts';
-import { networkId } from './model.ts';
+import { danmResources, networkId } from './model.ts';
 import { restoreBit } from './restore.ts';
 
 export const bitData = z.object({
@@ -33,6 +33,7 @@ export const bitKind: KindSpec<BitData, KubeReader, KubeReadWriter, Settings> = 
     "the address is set in the network's bitmap, no DanmEp holds it, and no pod is being set up on the network",
   removal:
     "clear the bit in the network's allocation bitmap (one update of the network, on the resourceVersion read)",
+  touches: (d) => [{ object: kubeObject(danmResources(d.group)[d.networkType], d.namespace, d.name) }],
   async recheck(kube, t, ctx) {
     // The batch re-checks on the shared evidence; alone, a batch of one does the same.
     const d = t.data;

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import {
   describeValue,
   type KindSpec,
+  kubeObject,
   namespacesSetting,
   pageSizeSetting,
 } from '../../shared/contract/index.ts';
@@ -65,6 +66,13 @@ export const endpointKind: KindSpec<EpData, KubeReader, KubeReadWriter, Settings
   unused: 'the Pod it was created for (by UID) is gone',
   removal:
     "DELETE the DanmEp (preconditions: uid, resourceVersion), then clear its addresses in its network's allocation bitmap (one write per network and run) unless another DanmEp or a pod being set up holds them",
+  touches: (d) => {
+    const r = danmResources(d.group);
+    return [
+      { object: kubeObject(r.danmeps, d.namespace, d.name) },
+      { object: kubeObject(r[d.networkType], d.namespace, d.network) },
+    ];
+  },
   async recheck(kube, { data: d }, ctx) {
     const ep = await kube.get(danmResources(d.group).danmeps, d.namespace, d.name, ctx.signal);
     if (!ep) return { ok: false, reason: 'DanmEp is already gone' };

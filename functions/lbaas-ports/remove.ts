@@ -5,6 +5,7 @@ import {
   type KindSpec,
   keepMarked,
   messageOf,
+  openStackObject,
   type RecheckResult,
   type RemovedPart,
   type RemoveResult,
@@ -254,6 +255,16 @@ export const portKind: KindSpec<PortData, LbaasReader, LbaasWriter, Settings> = 
     'no Service names it in its inbound-port annotation or has one of its addresses (fixed or floating) as load-balancer ingress, and no Service is being placed',
   removal:
     'DELETE the port with If-Match on the revision_number read (a changed port is skipped and keeps its floating IP); then re-read its floating IP and DELETE it, with If-Match, only if it is unassociated and still managed',
+  touches: (d) => {
+    // without If-Match only where Neutron offers none and the operator accepted it
+    const free = d.conditional
+      ? {}
+      : { unconditional: 'Neutron offers no revision-if-match and unconditionalDeletes is set' };
+    return [
+      { object: openStackObject('neutron', 'ports', d.portId), ...free },
+      ...(d.fip ? [{ object: openStackObject('neutron', 'floatingips', d.fip.id), ...free }] : []),
+    ];
+  },
   async recheck(r, { data: d }, ctx) {
     return recheckPort(r, d, await freshServices(r, ctx), ctx);
   },

@@ -11,6 +11,7 @@ import {
   deleteAsObserved,
   type EventNote,
   type KindSpec,
+  kubeObject,
   messageOf,
   namespacesSetting,
   pageSizeSetting,
@@ -323,6 +324,7 @@ export const allocationKind: KindSpec<AllocData, KubeReader, KubeReadWriter, Set
   unused: 'no pod of its podref (namespace/name) exists',
   removal:
     "remove the allocation from the IPPool (one JSON patch a pool, that first tests the pool's resourceVersion read with the evidence: a pool changed since is read again, never patched blind)",
+  touches: (d) => [{ object: kubeObject(IPPOOLS, d.namespace, d.pool) }],
   async recheck(kube, { data: d }, ctx): Promise<RecheckResult> {
     const pool = await freshPool(kube, d, ctx.signal);
     if (!pool) return { ok: false, reason: 'pool is gone' };
@@ -425,6 +427,7 @@ export const reservationKind: KindSpec<ResvData, KubeReader, KubeReadWriter, Set
   data: resvData,
   unused: 'no pod of its podref (namespace/name) exists',
   removal: 'DELETE the OverlappingRangeIPReservation (preconditions: uid, resourceVersion)',
+  touches: (d) => [{ object: kubeObject(RESERVATIONS, d.namespace, d.name) }],
   async recheck(kube, { data: d }, ctx) {
     const r = await kube.get(RESERVATIONS, d.namespace, d.name, ctx.signal);
     if (!r || r.metadata.uid !== d.uid || r.metadata.resourceVersion !== d.rv)

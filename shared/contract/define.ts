@@ -200,6 +200,11 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
       if ('error' in d) return false;
       return d.kind.confirmGone(reader, d.target, typedCtx(ctx));
     },
+    touchesOf(t) {
+      const d = dispatch(t);
+      // Data that cannot be dispatched declares nothing: none of its writes gets through.
+      return 'error' in d ? [] : d.kind.touches(d.target.data);
+    },
     batchOf(t) {
       const kind = kindOf(t.kind);
       if (!kind?.batch) return undefined;

@@ -22,6 +22,10 @@ export { type Tombstone, type TombstoneEntry, tombstoneSchema } from './tombston
 import type { Time } from '../time.ts';
 
 export { BatchResults } from './batch.ts';
+export { kubeObject, openStackObject, type Touch } from './touch.ts';
+
+import type { Touch } from './touch.ts';
+
 export {
   EVIDENCE_MAX_AGE_MS,
   EvidenceCache,
@@ -183,6 +187,11 @@ export interface TwopassFunction<R, W> {
   remove(writer: W, target: Target, ctx: FunctionContext): Promise<RemoveResult>;
   /** A follow-up read: true when the target is really gone. */
   confirmGone(reader: R, target: Target, ctx: FunctionContext): Promise<boolean>;
+  /**
+   * What removing the target may write (its kind's declaration): the act phase refuses any
+   * other write, and any write before the target's tombstone is durable (shared/runtime/guard.ts).
+   */
+  touchesOf(target: Target): readonly Touch[];
   /** Targets whose removal writes the same object share a batch key (undefined: one by one). */
   batchOf(target: Target): string | undefined;
   /** Re-checks, removes in one preconditioned write and reads back every target of one batch. */
@@ -234,6 +243,12 @@ export type KindSpec<D, R, W, S> = Readonly<{
   unused: string;
   /** What removing a target of this kind does (for reviewers' reports). */
   removal: string;
+  /**
+   * Every object removing such a target may write (deleted, or written to free what it held),
+   * and which of them take no precondition and why: the act phase lets no other write
+   * through, and none before the target's tombstone is durable.
+   */
+  touches(data: D): readonly Touch[];
   recheck(reader: R, target: Typed<D>, ctx: RunContext<S>): Promise<RecheckResult>;
   remove(writer: W, target: Typed<D>, ctx: RunContext<S>): Promise<RemoveResult>;
   confirmGone(reader: R, target: Typed<D>, ctx: RunContext<S>): Promise<boolean>;

@@ -17,6 +17,7 @@ import {
   keepMarked,
   nonEmpty,
   type ObserveContext,
+  openStackObject,
   pageSizeSetting,
   type RunContext,
 } from '../contract/index.ts';
@@ -343,6 +344,19 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
         : CLOUD_TARGETS[c].ifMatch
           ? `DELETE the ${kind} with If-Match: revision_number=<the revision observed> (Neutron's revision-if-match: a changed ${kind} answers 412 and is skipped)`
           : `DELETE the ${kind} (cascade) without a precondition, which ${CLOUD_TARGETS[c].service} does not offer: the re-check on a fresh read just before is the last guard; one being changed (PENDING_*) answers 409 and is skipped`,
+    touches: (d) =>
+      !CLOUD_TARGETS[c].deletes
+        ? []
+        : [
+            c === 'loadbalancers'
+              ? {
+                  object: openStackObject('octavia', c, d.id),
+                  unconditional: 'Octavia offers no precondition on a DELETE',
+                }
+              : { object: openStackObject('neutron', c, d.id) },
+            // released from the ports it is still on: any port, each write on its revision
+            ...(rule.release ? [{ object: openStackObject('neutron', 'ports', '*') }] : []),
+          ],
     async recheck(r, { key, data: d }, ctx) {
       const o = await get(r, d.id, ctx.signal);
       if (!o) return { ok: false, reason: `${kind} is already gone` };

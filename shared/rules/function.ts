@@ -15,6 +15,7 @@ import {
   GUARD_DEFAULTS,
   type KindSpec,
   keepMarked,
+  kubeObject,
   MINUTE,
   namespacesSetting,
   type ObserveContext,
@@ -208,6 +209,7 @@ export function ruleFunction(rule: Rule): AnyFunction {
     note: `decided by rule ${rule.name} (${rule.source}): in use when ${rule.inUse.source.trim()}`,
     unused: rule.unused,
     removal: `DELETE the ${kindName} (preconditions: uid, resourceVersion)`,
+    touches: (d) => [{ object: kubeObject(ref, d.namespace, d.name) }],
     async recheck(kube, { key, data: d }, ctx) {
       const o = await kube.get(ref, d.namespace, d.name, ctx.signal);
       if (!o) return { ok: false, reason: `${kindName} is already gone` };

@@ -12,11 +12,13 @@ import {
   EvidenceCache,
   type FunctionContext,
   type RemovedPart,
+  type Touch,
   type TwopassFunction,
 } from '../contract/index.ts';
 import type { DeleteAction, Target } from '../engine/types.ts';
 import { messageOf } from '../errors.ts';
 import { EXIT } from './errors.ts';
+import { LawGuard } from './guard.ts';
 import type { Persisted, Scope } from './phases.ts';
 import type { Finish, LogSink } from './result.ts';
 import type { RunDeps } from './run.ts';
@@ -68,6 +70,9 @@ export type ActOutcome = Readonly<{
   /** Tombstones written, and the store writes that carried them. */
   tombstones: number;
   tombstoneWrites: number;
+  /** Writes the guard let through, and those it refused (never sent: each fails the run). */
+  writes: number;
+  refusals: readonly string[];
 }>;
 
 type Unit = { targets: Target[]; batched: boolean };
@@ -113,8 +118,16 @@ class Acting<R, W> {
   private readonly deps: ActDeps<R, W>;
   private readonly eventSignal: AbortSignal;
 
-  constructor(deps: ActDeps<R, W>, ctx: FunctionContext, eventSignal: AbortSignal = ctx.signal) {
+  private readonly guard: LawGuard;
+
+  constructor(
+    deps: ActDeps<R, W>,
+    ctx: FunctionContext,
+    guard: LawGuard,
+    eventSignal: AbortSignal = ctx.signal,
+  ) {
     this.deps = deps;
+    this.guard = guard;
     this.ctx = ctx;
     this.eventSignal = eventSignal;
   }
@@ -168,6 +181,11 @@ class Acting<R, W> {
         { event: 'resource.gone', ...baseOf(t), ...(detail ? { detail } : {}) },
         'resource.gone',
       );
+      return;
+    }
+    if (!this.guard.isDurable(t.key)) {
+      // told deleted without a durable tombstone: not let stand as a deletion of the run
+      this.fail(t, 'reported deleted, but no tombstone of it was written before: a bug of its kind');
       return;
     }
     this.deleted.push(t.key);
@@ -279,7 +297,29 @@ class Acting<R, W> {
   }
 }
 
-export async function act<R, W>(deps: ActDeps<R, W>, req: ActRequest): Promise<ActOutcome> {
+/** What each target's removal may write, as its kind declares (a kind that cannot say declares nothing). */
+function declared<R, W>(deps: ActDeps<R, W>, actions: readonly DeleteAction[]): [string, readonly Touch[]][] {
+  return actions.map((a) => {
+    try {
+      return [a.target.key, deps.fn.touchesOf(a.target)];
+    } catch (err) {
+      deps.log.error(
+        {
+          event: 'delete.failed',
+          ...baseOf(a.target),
+          error: `its kind cannot say what it writes: ${messageOf(err)}`,
+        },
+        'delete.failed',
+      );
+      return [a.target.key, []];
+    }
+  });
+}
+
+export async function act<R, W>(rawDeps: ActDeps<R, W>, req: ActRequest): Promise<ActOutcome> {
+  // Every write of the function goes through the guard: declared, tombstoned, preconditioned.
+  const guard = new LawGuard(declared(rawDeps, req.actions));
+  const deps: ActDeps<R, W> = { ...rawDeps, writer: guard.wrap(rawDeps.writer) };
   const cache = new EvidenceCache(deps.time.now, req.evidenceMaxAgeMs);
   const tombs = new TombstoneWriter({
     store: deps.store.tombstones,
@@ -296,13 +336,17 @@ export async function act<R, W>(deps: ActDeps<R, W>, req: ActRequest): Promise<A
       ...req.ctx,
       fresh: cache.get,
       concurrency: req.concurrency,
-      tombstone: tombs.write,
+      tombstone: async (entries) => {
+        await tombs.write(entries);
+        guard.markDurable(entries.map((e) => e.key));
+      },
       stop: (reason) => {
         if (stopped !== undefined) return;
         stopped = reason;
         deps.log.error({ event: 'act.stopped', reason }, 'act.stopped');
       },
     },
+    guard,
     req.eventSignal,
   );
   const { signal } = a.ctx;
@@ -357,6 +401,8 @@ export async function act<R, W>(deps: ActDeps<R, W>, req: ActRequest): Promise<A
     evidenceReads: cache.total(),
     tombstones: tombs.written,
     tombstoneWrites: tombs.writes,
+    writes: guard.writes.length,
+    refusals: guard.refusals,
   };
 }
 
@@ -407,9 +453,12 @@ export async function actPhase<R, W>(
         actions: actions.length,
         tombstones: done.tombstones,
         tombstoneWrites: done.tombstoneWrites,
+        writes: done.writes,
+        refused: done.refusals.length,
       },
       'act.summary',
     );
+  for (const reason of done.refusals) x.log.error({ event: 'law.refused', reason }, 'law.refused');
   if (done.drop.size > 0) {
     const candidates = { ...persisted.state.candidates };
     for (const k of done.drop) delete candidates[k];
@@ -432,7 +481,7 @@ export async function actPhase<R, W>(
     );
     return { outcome: 'failed', exitCode: EXIT.error, ...told, error };
   }
-  const bad = failed.length > 0;
+  const bad = failed.length > 0 || done.refusals.length > 0;
   if ((held.length > 0 || done.stopped) && !bad) {
     // Held in the act phase: what was deleted before the hold may already be in the
     // producer's memory, so a hold after deletions wants the operator (exit 1).

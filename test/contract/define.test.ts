@@ -43,6 +43,7 @@ const strict = (build: { id: string; version: number }, use: 'used' | 'indetermi
         data: z.object({ id: z.string().min(1), version: z.number().int() }),
         unused: 'never',
         removal: 'nothing',
+        touches: () => [],
         recheck: async () => ({ ok: true }),
         remove: async () => ({ outcome: 'deleted' }),
         confirmGone: async () => true,

@@ -51,6 +51,8 @@ export function memFunction() {
         data: thingData,
         unused: 'no user holds it',
         removal: 'delete it from the world',
+        // the world is not a port the runtime guards: the declaration is the thing itself
+        touches: (d) => [{ object: `mem:things/${d.id}` }],
         async recheck(w, { data }) {
           w.faults.recheck?.();
           if (!w.things.has(data.id)) return { ok: false, reason: 'gone' };
