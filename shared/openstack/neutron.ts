@@ -388,7 +388,9 @@ export class NeutronClient implements NeutronReader, NeutronWriter {
     );
     if (r.status === 200) return 'updated';
     if (r.status === 404 && isNotFound(r.body, 'ports')) return 'gone';
-    if (r.status === 412) return 'conflict';
+    // 412: the port changed. A group of the list deleted since the port was read is refused
+    // before If-Match is looked at (404 SecurityGroupNotFound): the list is stale, as on a 412.
+    if (r.status === 412 || (r.status === 404 && isNotFound(r.body, 'security-groups'))) return 'conflict';
     throw new OpenStackApiError(what, r.status, describeBody(r.body));
   }
 

@@ -106,6 +106,29 @@ const data = z.object({
 });
 type Data = z.output<typeof data>;
 
+/**
+ * One write of a port at a time in this process. Neutron checks If-Match before its update
+ * commits: two writes of one port on the same revision at the same moment can both answer
+ * 200, the later undoing the earlier (seen on the real Neutron: two groups taken off one
+ * node port at once, one of them put back). A run's own writes of a port therefore queue;
+ * each still carries its If-Match (decision 0013).
+ */
+const portWrites = new Map<string, Promise<unknown>>();
+async function onePortAtATime<T>(id: string, work: () => Promise<T>): Promise<T> {
+  const before = portWrites.get(id) ?? Promise.resolve();
+  const mine = before.then(work, work);
+  const tail = mine.then(
+    () => undefined,
+    () => undefined,
+  );
+  portWrites.set(id, tail);
+  try {
+    return await mine;
+  } finally {
+    if (portWrites.get(id) === tail) portWrites.delete(id);
+  }
+}
+
 type Resource = (Port | FloatingIp | SecurityGroup | Volume | LoadBalancer) & {
   name?: string | null;
   description?: string | null;
@@ -401,37 +424,35 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
           return { outcome: 'skipped', reason: `fresh evidence: ${ev.blockers.join('; ')}` };
         const ports = releasable(ev.indexes, d.id);
         if ('refused' in ports) return { outcome: 'skipped', reason: ports.refused };
-        for (const p of ports.ports) {
-          let out = await w.neutron.setPortSecurityGroups(
-            p.id,
-            p.security_groups.filter((g) => g !== d.id),
-            p.revision_number,
-            ctx.signal,
-          );
-          if (out === 'conflict') {
-            // The port changed since the evidence was read (another group of the same run taken
-            // off it, most often): read it once more and, if it still may be released, write
-            // again on its new revision. A second 412 leaves it.
-            const now = await w.neutron.getPort(p.id, ctx.signal);
-            if (!now || !(now.security_groups ?? []).includes(d.id)) continue;
-            const again = rule.release.when.evaluate({ object: toCel(now), evidence: ev.indexes });
-            if (!again.ok || again.value !== true)
-              return {
-                outcome: 'skipped',
-                reason: `port ${p.id} changed and is no longer one it may be taken off`,
-              };
-            out = await w.neutron.setPortSecurityGroups(
-              p.id,
+        // One port, in its queue: read as it is now (a write of this run may have changed it,
+        // and the list sent must name only groups that still exist), judged again, and written
+        // without the group on the revision just read. A 412, or a group of the list deleted
+        // meanwhile, reads it once more; a second leaves it. The reason it stays, or undefined
+        // when the group is off it.
+        const release = rule.release;
+        const releasePort = async (id: string): Promise<string | undefined> => {
+          for (let attempt = 1; ; attempt++) {
+            const now = await w.neutron.getPort(id, ctx.signal);
+            if (!now || !(now.security_groups ?? []).includes(d.id)) return undefined;
+            const may = release.when.evaluate({ object: toCel(now), evidence: ev.indexes });
+            if (!may.ok || may.value !== true)
+              return `port ${id} changed and is no longer one it may be taken off`;
+            const out = await w.neutron.setPortSecurityGroups(
+              id,
               (now.security_groups ?? []).filter((g) => g !== d.id),
               now.revision_number ?? -1,
               ctx.signal,
             );
+            if (out !== 'conflict') return undefined;
+            if (attempt >= 2)
+              return `precondition failed (412): port ${id} changed twice while being written; the group stays on the ports not yet released`;
           }
-          if (out === 'conflict')
-            return {
-              outcome: 'skipped',
-              reason: `precondition failed (412): port ${p.id} changed; the group stays on the ports not yet released`,
-            };
+        };
+        // each port's writes queue behind any other write of it in this process (Neutron's
+        // If-Match is not atomic under concurrent updates)
+        for (const p of ports.ports) {
+          const stays = await onePortAtATime(p.id, () => releasePort(p.id));
+          if (stays !== undefined) return { outcome: 'skipped', reason: stays };
         }
       }
       const out = await del(w, d, ctx.signal);

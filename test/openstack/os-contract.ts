@@ -232,6 +232,59 @@ export function osContract(label: string, getTarget: (() => Promise<OsTarget>) |
     await c.close();
   });
 
+  it("a port's groups written with If-Match: the current revision 200, a stale one 412; a group that no longer exists 404 SecurityGroupNotFound, looked up before If-Match", async (t) => {
+    const c = client(t);
+    const p = await createPort(t, c, `sg-${randomUUID().slice(0, 8)}`);
+    const made = await c.raw('POST', '/security-groups', {
+      security_group: { name: `g-${randomUUID().slice(0, 8)}` },
+    });
+    assert.is(made.status, 201, made.text.slice(0, 300));
+    const g = (made.body.security_group as { id: string }).id;
+    const r0 = (await c.neutron.getPort(p.id))!.revision_number!;
+    const base = p.security_groups ?? [];
+    assert.is(await c.neutron.setPortSecurityGroups(p.id, [...base, g], r0), 'updated');
+    const r1 = (await c.neutron.getPort(p.id))!.revision_number!;
+    assert.ok(r1 > r0, `the write moves revision_number (${r0} -> ${r1})`);
+    assert.equal((await c.neutron.getPort(p.id))!.security_groups?.sort(), [...base, g].sort());
+    const stale = await c.raw(
+      'PUT',
+      `/ports/${p.id}`,
+      { port: { security_groups: base } },
+      {
+        'if-match': `revision_number=${r0}`,
+      },
+    );
+    assert.is(stale.status, 412);
+    assert.is(await c.neutron.setPortSecurityGroups(p.id, base, r0), 'conflict');
+    // a second group, made and deleted: the list naming it is refused whatever the revision
+    const other = await c.raw('POST', '/security-groups', {
+      security_group: { name: `h-${randomUUID().slice(0, 8)}` },
+    });
+    const h = (other.body.security_group as { id: string }).id;
+    assert.is(await c.neutron.deleteSecurityGroup(h, undefined), 'deleted');
+    for (const rev of [r0, r1]) {
+      const gone = await c.raw(
+        'PUT',
+        `/ports/${p.id}`,
+        { port: { security_groups: [...base, h] } },
+        {
+          'if-match': `revision_number=${rev}`,
+        },
+      );
+      assert.is(gone.status, 404, `revision ${rev}: ${gone.text.slice(0, 300)}`);
+      assert.is((gone.body.NeutronError as { type?: string })?.type, 'SecurityGroupNotFound');
+    }
+    assert.is(
+      await c.neutron.setPortSecurityGroups(p.id, [...base, h], r1),
+      'conflict',
+      'a stale list, as on a 412',
+    );
+    assert.is(await c.neutron.setPortSecurityGroups(p.id, base, r1), 'updated');
+    await c.neutron.deletePort(p.id, undefined);
+    assert.is(await c.neutron.deleteSecurityGroup(g, undefined), 'deleted');
+    await c.close();
+  });
+
   it('409: a fixed IP that another port holds is IpAddressAlreadyAllocated', async (t) => {
     const c = client(t);
     const a = await createPort(t, c, `ip-${randomUUID().slice(0, 8)}`);

@@ -393,11 +393,23 @@ export class FakeOpenStack {
       if (method === 'PUT' && sub === undefined && collection === 'floatingips')
         return this.updateFip(obj as FloatingIp, raw, t, send);
       if (method === 'PUT' && sub === undefined) {
+        const p =
+          (JSON.parse(raw || '{}') as { port?: Partial<Port> & { security_groups?: unknown } }).port ?? {};
+        // Neutron looks the groups up before If-Match: one that does not exist is a 404
+        const missing = Array.isArray(p.security_groups)
+          ? (p.security_groups as unknown[]).find((g) => typeof g !== 'string' || !this.securityGroups.has(g))
+          : undefined;
+        if (missing !== undefined)
+          return send(404, {
+            NeutronError: {
+              type: 'SecurityGroupNotFound',
+              message: `Security group ${String(missing)} does not exist`,
+              detail: '',
+            },
+          });
         // an update may be conditional too (revision-if-match applies to every write)
         if (refusedByIfMatch(req.headers['if-match'], obj.revision_number, send)) return;
         // the fields a port update may change here; the reply's revision is the one the write made
-        const p =
-          (JSON.parse(raw || '{}') as { port?: Partial<Port> & { security_groups?: unknown } }).port ?? {};
         const change: Partial<Port> & { security_groups?: string[] } = {};
         for (const k of ['name', 'description', 'device_id', 'device_owner'] as const)
           if (typeof p[k] === 'string') change[k] = p[k];
