@@ -171,17 +171,23 @@ function uvu(args: string[], hold = false): Promise<{ code: number; out: string 
  * each group as soon as the builds it needs have ended (in the order listed when several are
  * ready); a build that failed is a failure, its log's end printed, and its suites still run
  * (they fail where their tools are required).
- * The node suites (lane `side`) start their own apiserver and node and mostly wait on the
- * kubelet and on CronJobs firing each minute, so they run beside the others as soon as their
- * builds are done, their output held and printed whole when each group ends.
+ * The image and producers suites (lane `side`) start their own apiserver and node, use no
+ * OpenStack and mostly wait on the kubelet and on CronJobs firing each minute, so they run
+ * beside the others as soon as their builds are done, their output held and printed whole
+ * when each group ends. The node suite runs last, once the side lane is done: it needs the
+ * same node (bridges, containerd), and its lbaas-ports Jobs reclaim the managed ports of the
+ * test OpenStack's project, which the lbaas-ports suites make and expect to find.
  */
-const LATE: readonly { name: string; files: string; needs: readonly string[]; lane: 'main' | 'side' }[] = [
-  {
-    name: 'node',
-    files: '^node/(?!producers\\.test\\.ts$)',
-    needs: ['node-go', 'node-image'],
-    lane: 'side',
-  },
+type LateGroup = Readonly<{
+  name: string;
+  files: string;
+  needs: readonly string[];
+  lane: 'main' | 'side';
+  /** Runs only once the side lane has ended. */
+  afterSide?: boolean;
+}>;
+const LATE: readonly LateGroup[] = [
+  { name: 'image', files: '^node/image\\.test\\.ts$', needs: ['node-image'], lane: 'side' },
   {
     name: 'producers',
     files: '^node/producers\\.test\\.ts$',
@@ -191,7 +197,15 @@ const LATE: readonly { name: string; files: string; needs: readonly string[]; la
   { name: 'cloud', files: '^cloud/', needs: ['cloud'], lane: 'main' },
   { name: 'helm', files: '^helm/', needs: ['helm'], lane: 'main' },
   { name: 'monitoring', files: '^monitoring/', needs: ['monitoring'], lane: 'main' },
+  {
+    name: 'node',
+    files: '^node/(?!producers\\.test\\.ts$|image\\.test\\.ts$)',
+    needs: ['node-go', 'node-image'],
+    lane: 'main',
+    afterSide: true,
+  },
 ];
+let sideDone = false;
 const LATE_DIRS = `^(${LATE_GROUP_DIRS.join('|')})(/|$)`;
 for (const d of LATE_GROUP_DIRS)
   if (!LATE.some((g) => g.files.startsWith(`^${d}/`))) throw new Error(`no late group runs test/${d}`);
@@ -211,14 +225,17 @@ async function runLate(dir: string, lane: 'main' | 'side'): Promise<number> {
   const t = Date.now();
   let said = 0;
   while (left.length > 0) {
-    const i = left.findIndex((g) => g.needs.every((n) => buildState(dir, n) !== undefined));
+    const i = left.findIndex(
+      (g) => (!g.afterSide || sideDone) && g.needs.every((n) => buildState(dir, n) !== undefined),
+    );
     if (i < 0) {
       if (lane === 'main' && Date.now() - said > 60_000) {
         const waiting = [...new Set(left.flatMap((g) => g.needs))].filter(
           (n) => buildState(dir, n) === undefined,
         );
+        const side = left.some((g) => g.afterSide) && !sideDone ? ['the image and producers suites'] : [];
         console.log(
-          `waiting for the builds of ${waiting.join(', ')} (${Math.round((Date.now() - t) / 1000)} s)`,
+          `waiting for ${[...waiting.map((n) => `the build of ${n}`), ...side].join(', ')} (${Math.round((Date.now() - t) / 1000)} s)`,
         );
         said = Date.now();
       }
@@ -253,7 +270,9 @@ const lateDir = process.env.TWOPASS_LATE_BUILDS;
 const runs: { code: number; out: string }[] = [];
 let buildFailures = 0;
 if (lateDir && phase !== 'early') {
-  const side = runLate(lateDir, 'side');
+  const side = runLate(lateDir, 'side').finally(() => {
+    sideDone = true;
+  });
   runs.push(await uvu([pattern, '-i', LATE_DIRS]));
   buildFailures = (await runLate(lateDir, 'main')) + (await side);
 } else runs.push(await uvu([pattern]));
