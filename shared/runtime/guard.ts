@@ -92,6 +92,15 @@ const hasResourceVersion = (o: unknown): boolean =>
 
 /** The writes of each known port: the object each names, and whether it carries its precondition. */
 type Rule = (args: unknown[]) => { object: string; precondition: boolean };
+/** A PUT of a whole object: named by its metadata, conditional on its resourceVersion. */
+const wholeObject: Rule = ([ref, obj]) => ({
+  object: kubeObject(
+    ref as ResourceRef,
+    (obj as KubeObject).metadata?.namespace,
+    (obj as KubeObject).metadata?.name,
+  ),
+  precondition: hasResourceVersion(obj),
+});
 const KUBE: Record<string, Rule> = {
   deleteWithPreconditions: ([ref, ns, name, pre]) => ({
     object: kubeObject(ref as ResourceRef, ns as string | undefined, name as string),
@@ -101,22 +110,8 @@ const KUBE: Record<string, Rule> = {
     object: kubeObject(ref as ResourceRef, ns as string | undefined, name as string),
     precondition: false,
   }),
-  replace: ([ref, obj]) => ({
-    object: kubeObject(
-      ref as ResourceRef,
-      (obj as KubeObject).metadata?.namespace,
-      (obj as KubeObject).metadata?.name,
-    ),
-    precondition: hasResourceVersion(obj),
-  }),
-  replaceStatus: ([ref, obj]) => ({
-    object: kubeObject(
-      ref as ResourceRef,
-      (obj as KubeObject).metadata?.namespace,
-      (obj as KubeObject).metadata?.name,
-    ),
-    precondition: hasResourceVersion(obj),
-  }),
+  replace: wholeObject,
+  replaceStatus: wholeObject,
   jsonPatch: ([ref, ns, name, ops]) => {
     const first = (ops as readonly JsonPatchOp[] | undefined)?.[0];
     return {
