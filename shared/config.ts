@@ -10,10 +10,9 @@ import type { z } from 'zod';
 import { type FileConfig, fileSchema, type functionSchema, stateSpec } from './config-schema.ts';
 import { EVIDENCE_MAX_AGE_MS } from './contract/fresh.ts';
 import type { FunctionDefaults } from './contract/index.ts';
-import { describeIssues } from './contract/settings.ts';
 import { formatDuration, GRACE_FLOOR_MS, parseDuration } from './engine/duration.ts';
 import type { Policy } from './engine/types.ts';
-import { ConfigError, yamlMessage } from './errors.ts';
+import { ConfigError, issuesText, yamlMessage } from './errors.ts';
 
 export { type FileConfig, fileSchema } from './config-schema.ts';
 
@@ -73,7 +72,7 @@ export type Config = Readonly<{
   source: string;
 }>;
 
-const issuesToMessage = (where: string, error: z.ZodError) => describeIssues(where, error, '(root)');
+const issuesToMessage = (where: string, error: z.ZodError) => issuesText(error, { where });
 
 export function loadConfigFile(path: string | undefined): { raw: FileConfig; source: string } {
   if (path === undefined) return { raw: {}, source: 'defaults' };

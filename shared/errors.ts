@@ -81,3 +81,50 @@ export function fsWhy(err: unknown): string {
   const code = (err as NodeJS.ErrnoException).code;
   return (code && FS_WHY[code]) ?? messageOf(err);
 }
+
+/** What a zod error is about, for `issuesText`. */
+export type IssuesWording = Readonly<{
+  /** Prefixes every line: the file or config the input came from. */
+  where?: string;
+  /** Names the input itself, for an issue without a path (default `(root)`). */
+  root?: string;
+  /** The path of the input inside its document (`functions.<fn>.settings`). */
+  prefix?: readonly string[];
+  /** The keys that are known, named after an unknown one. */
+  known?: readonly string[];
+  /** Only the first issue (a whole file that is not what it should be). */
+  first?: boolean;
+  /** On one line, `; ` between issues (inside a sentence: a reason, a note). */
+  inline?: boolean;
+}>;
+
+/**
+ * The one wording of a zod error in twopass: one line per issue,
+ * `WHERE: \`the.key.path\`: message`, an unknown key named as such.
+ */
+export function issuesText(
+  error: Readonly<{ issues: readonly ZodIssueLike[] }>,
+  wording: IssuesWording = {},
+): string {
+  const { where, root = '(root)', prefix = [], known, first = false, inline = false } = wording;
+  const issues = first ? error.issues.slice(0, 1) : error.issues;
+  if (issues.length === 0) return `${where ? `${where}: ` : ''}invalid`;
+  return issues
+    .map((i) => {
+      const key = [...prefix, ...i.path.map(String)].join('.') || root;
+      const msg =
+        i.code === 'unrecognized_keys'
+          ? `unknown key(s) ${(i.keys ?? []).map((k) => `\`${k}\``).join(', ')}${known ? ` (known: ${known.join(', ')})` : ''}`
+          : i.message;
+      return `${where ? `${where}: ` : ''}\`${key}\`: ${msg}`;
+    })
+    .join(inline ? '; ' : '\n');
+}
+
+/** The parts of a zod issue `issuesText` reads (errors.ts stays free of packages). */
+type ZodIssueLike = Readonly<{
+  code: string;
+  path: readonly PropertyKey[];
+  message: string;
+  keys?: readonly string[];
+}>;

@@ -2,10 +2,9 @@
 
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { firstIssue } from '../contract/settings.ts';
 import { diffSnapshots } from '../engine/diff.ts';
 import type { Snapshot } from '../engine/types.ts';
-import { ConfigError } from '../errors.ts';
+import { ConfigError, issuesText } from '../errors.ts';
 import type { OutputMode } from '../log/logger.ts';
 import { EXIT } from '../runtime/errors.ts';
 import type { Io } from './io.ts';
@@ -32,7 +31,7 @@ function load(path: string): Snapshot {
   const r = savedSnapshot.safeParse(raw);
   if (!r.success) {
     throw new ConfigError(
-      `${path}: not a saved snapshot (\`twopass run --save-snapshot DIR\` writes them): ${firstIssue(r.error)}`,
+      `${path}: not a saved snapshot (\`twopass run --save-snapshot DIR\` writes them): ${issuesText(r.error, { first: true })}`,
     );
   }
   return r.data as unknown as Snapshot;

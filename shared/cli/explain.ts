@@ -7,7 +7,7 @@ import { ConfigError } from '../errors.ts';
 import type { OutputMode } from '../log/logger.ts';
 import { findFunction } from '../rules/registry.ts';
 import { EXIT } from '../runtime/errors.ts';
-import { observeAndDecide } from '../runtime/wire.ts';
+import { observeAndDecide } from '../runtime/explain.ts';
 import { type KeyTrail, type RunRecord, trailOf } from '../state/history.ts';
 import type { Io } from './io.ts';
 

@@ -19,6 +19,7 @@ import { ruleDefaults, ruleFunction } from '../rules/function.ts';
 import { type AnyRule, checkRuleNames, isCloudRule, loadAnyRuleFile } from '../rules/registry.ts';
 import type { Rule } from '../rules/rule.ts';
 import { EXIT } from '../runtime/errors.ts';
+import { validateSettings } from '../runtime/settings.ts';
 import { VERSION } from '../version.ts';
 import type { Io } from './io.ts';
 
@@ -235,17 +236,25 @@ export async function decideWorld(
   let snap: Awaited<ReturnType<ReturnType<typeof ruleFunction>['observe']>>;
   if (isCloudRule(rule)) {
     const cloud = new WorldNeutron(world.objects, world.source);
-    snap = await cloudRuleFunction(rule).observe(cloud.reader(world), {
+    const fn = cloudRuleFunction(rule);
+    snap = await fn.observe(cloud.reader(world), {
       ...ctx,
       // a world is judged, never deleted from: what an operator acknowledges before a real run is taken as said
-      settings: {
-        projectId: cloud.projectId,
-        cluster: cloud.cluster,
-        clusterNameIsUnique: true,
-        ...Object.fromEntries(rule.acknowledgements.map((a) => [a.setting, true])),
-      },
+      settings: validateSettings(
+        fn,
+        {
+          projectId: cloud.projectId,
+          cluster: cloud.cluster,
+          clusterNameIsUnique: true,
+          ...Object.fromEntries(rule.acknowledgements.map((a) => [a.setting, true])),
+        },
+        `rule ${rule.name}`,
+      ),
     });
-  } else snap = await ruleFunction(rule).observe(world, { ...ctx, settings: {} });
+  } else {
+    const fn = ruleFunction(rule);
+    snap = await fn.observe(world, { ...ctx, settings: validateSettings(fn, {}, `rule ${rule.name}`) });
+  }
   const used = new Set(snap.used);
   const ind = new Map(snap.indeterminate.map((i) => [i.key, i.reason]));
   const blockers = snap.blockers ?? [];

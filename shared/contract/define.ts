@@ -6,7 +6,7 @@
  */
 import type { z } from 'zod';
 import type { Indeterminate, SourceMeta, Target } from '../engine/types.ts';
-import { ConfigError } from '../errors.ts';
+import { issuesText } from '../errors.ts';
 import {
   type BatchItemResult,
   type ConnectContext,
@@ -16,13 +16,13 @@ import {
   type KindSpec,
   type Marks,
   type ObserveContext,
+  type ParsedSettings,
   type Removed,
   type RunContext,
   type TargetInit,
   type TwopassFunction,
   type Typed,
 } from './index.ts';
-import { describeIssuesInline, isParsedSettings } from './settings.ts';
 
 export function keepMarked(marks: readonly Marks[] | undefined): boolean {
   for (const m of marks ?? []) {
@@ -33,7 +33,7 @@ export function keepMarked(marks: readonly Marks[] | undefined): boolean {
   return false;
 }
 
-const issueText = (e: z.ZodError) => describeIssuesInline(e, '(data)');
+const issueText = (e: z.ZodError) => issuesText(e, { root: '(data)', inline: true });
 
 /** Builds the run loop's view of a function from its declaration. */
 export function defineFunction<S extends z.ZodObject, R, W, K extends Record<string, unknown>>(
@@ -45,19 +45,9 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
   const kindOf = (name: string): AnyKind | undefined =>
     Object.hasOwn(kinds, name) ? kinds[name] : undefined;
 
-  // Settings are parsed once per settings object (a run passes one object to every call).
-  const parsedSettings = new WeakMap<object, Settings>();
-  const settingsOf = (raw: Readonly<Record<string, unknown>>): Settings => {
-    // Parsed where the config loaded (validateSettings): handed down as it is.
-    if (isParsedSettings(raw)) return raw as Settings;
-    let s = parsedSettings.get(raw);
-    if (s !== undefined) return s;
-    const r = spec.settings.safeParse(raw);
-    if (!r.success) throw new ConfigError(`${spec.name}: settings: ${issueText(r.error)}`);
-    s = r.data as Settings;
-    parsedSettings.set(raw, s);
-    return s;
-  };
+  // Parsed once where the config loaded (the runtime's validateSettings, the only maker of
+  // ParsedSettings), by this function's own schema: handed down as they are.
+  const settingsOf = (parsed: ParsedSettings): Settings => parsed as unknown as Settings;
   const typedCtx = (ctx: FunctionContext): RunContext<Settings> => ({
     ...ctx,
     settings: settingsOf(ctx.settings),

@@ -36,6 +36,8 @@ export {
 export { asNew, deleteAsObserved, type Observed, recreateAsWas } from './kube.ts';
 export * from './settings.ts';
 
+import type { ParsedSettings } from './settings.ts';
+
 export const MINUTE = 60_000;
 /** The keep-mark: an annotation (any value but "false") or a cloud tag of this name. */
 export const KEEP_MARK = 'twopass.io/keep';
@@ -83,8 +85,8 @@ export type RunContext<S = Readonly<Record<string, unknown>>> = Readonly<{
   stop?: (reason: string) => void;
 }>;
 
-/** The runtime's view of the context: settings as the config gave them (parsed by the function). */
-export type FunctionContext = RunContext<Readonly<Record<string, unknown>>>;
+/** The runtime's view of the context: settings parsed once, where the config loaded. */
+export type FunctionContext = RunContext<ParsedSettings>;
 
 /** What one observation returns: a snapshot without its id, function and time (the run adds them). */
 export type Observation = Omit<Snapshot, 'id' | 'function' | 'takenAt'>;
@@ -151,7 +153,7 @@ export type FunctionDefaults = Policy &
   }>;
 
 /** What a function may use to build its ports (the entry point's environment, never read below). */
-export type ConnectContext<S = Readonly<Record<string, unknown>>> = Readonly<{
+export type ConnectContext<S = ParsedSettings> = Readonly<{
   kube: KubeReadWriter;
   settings: S;
   env: Readonly<Record<string, string | undefined>>;

@@ -1,10 +1,10 @@
 /** Removal helpers every Kubernetes-backed kind shares. */
 
+import { issuesText } from '../errors.ts';
 import { ConflictError } from '../kube/errors.ts';
 import type { KubeReadWriter, NewObject } from '../kube/ports.ts';
 import type { KubeObject, ResourceRef } from '../kube/resources.ts';
 import type { RemoveResult, RestoreResult } from './index.ts';
-import { firstIssue } from './settings.ts';
 import { kubeObjectPayload } from './tombstone.ts';
 
 /** The object as the snapshot saw it: where it is, its UID and its resourceVersion. */
@@ -74,7 +74,7 @@ export async function recreateAsWas(
   if (!parsed.success)
     return {
       outcome: 'refused',
-      reason: `the tombstone holds no ${ref.kind} to create: ${firstIssue(parsed.error)}`,
+      reason: `the tombstone holds no ${ref.kind} to create: ${issuesText(parsed.error, { first: true })}`,
     };
   const o = parsed.data as KubeObject;
   const where = `${o.metadata.namespace ? `${o.metadata.namespace}/` : ''}${o.metadata.name}`;

@@ -1,6 +1,7 @@
 /**
  * Building blocks of function settings schemas, and the description of a schema that
- * `twopass functions` prints (each key, its type, its default, what it does).
+ * `twopass functions` prints (each key, its type, its default, what it does). Zod errors
+ * are worded in one place, `issuesText` in shared/errors.ts.
  */
 import { z } from 'zod';
 
@@ -12,47 +13,14 @@ export function describeValue(v: unknown): string {
   return `\`${String(v)}\` (${typeof v})`;
 }
 
-/**
- * Zod issues as one line each: `WHERE: \`key.path\`: message` (an unknown key named as
- * such); `root` names the document when the issue has no path.
- */
-export function describeIssues(where: string, error: z.ZodError, root: string): string {
-  return error.issues
-    .map((i) => {
-      const key = i.path.join('.') || root;
-      const msg =
-        i.code === 'unrecognized_keys'
-          ? `unknown key(s) ${i.keys.map((k) => `\`${k}\``).join(', ')}`
-          : i.message;
-      return `${where}: \`${key}\`: ${msg}`;
-    })
-    .join('\n');
-}
+declare const parsedBrand: unique symbol;
 
 /**
- * Settings objects already parsed by their function's schema (where the config loads):
- * the contract hands them to the function as they are, never parsing them again.
+ * A function's settings as its own schema gave them, where the config loaded
+ * (`validateSettings` in the runtime makes them, nothing else): the contract hands them
+ * to the function as they are, never parsing them again.
  */
-const PARSED = new WeakSet<object>();
-
-/** Marks a settings object as the output of its function's schema. */
-export function parsedSettings<T extends object>(settings: T): T {
-  PARSED.add(settings);
-  return settings;
-}
-
-export const isParsedSettings = (settings: object): boolean => PARSED.has(settings);
-
-/** The first zod issue, `path: message` (one line for a file that is not what it should be). */
-export function firstIssue(error: z.ZodError, root = '(root)'): string {
-  const i = error.issues[0];
-  return i ? `\`${i.path.join('.') || root}\`: ${i.message}` : 'invalid';
-}
-
-/** Zod issues on one line, `path: message; ...` (`root` names an issue without a path). */
-export function describeIssuesInline(error: z.ZodError, root: string): string {
-  return error.issues.map((i) => `${i.path.join('.') || root}: ${i.message}`).join('; ');
-}
+export type ParsedSettings = Readonly<Record<string, unknown>> & { readonly [parsedBrand]: true };
 
 /** A list of namespace names (DNS-1123 labels). */
 export const namespacesSetting = z.array(

@@ -3,7 +3,7 @@
  * was judged unused. The act phase writes it before the deletion (see shared/state/tombstones.ts).
  */
 import { z } from 'zod';
-import { firstIssue } from './settings.ts';
+import { issuesText } from '../errors.ts';
 
 /** What a function hands over for one target it is about to delete. */
 export type TombstoneEntry = Readonly<{
@@ -51,12 +51,15 @@ export function readPayload<O extends z.ZodType, R extends z.ZodType>(
 ): { ok: true; object: z.output<O>; restore: z.output<R> } | { ok: false; reason: string } {
   const o = payload.object.safeParse(tomb.object);
   if (!o.success)
-    return { ok: false, reason: `the tombstone's ${tomb.kind} is not one: ${firstIssue(o.error)}` };
+    return {
+      ok: false,
+      reason: `the tombstone's ${tomb.kind} is not one: ${issuesText(o.error, { first: true })}`,
+    };
   const r = payload.restore.safeParse(tomb.restore);
   if (!r.success)
     return {
       ok: false,
-      reason: `the tombstone's restore facts of the ${tomb.kind} do not parse: ${firstIssue(r.error)}`,
+      reason: `the tombstone's restore facts of the ${tomb.kind} do not parse: ${issuesText(r.error, { first: true })}`,
     };
   return { ok: true, object: o.data, restore: r.data };
 }

@@ -9,8 +9,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { firstIssue } from '../contract/settings.ts';
-import { yamlMessage } from '../errors.ts';
+import { issuesText, yamlMessage } from '../errors.ts';
 import { OpenStackConfigError } from './errors.ts';
 
 export type AuthType = 'password' | 'v3applicationcredential';
@@ -175,7 +174,7 @@ export function fromCloud(name: string, raw: unknown, source: string): CloudConf
     strip((pre as { auth: Record<string, unknown> }).auth);
   const r = cloudSchema.safeParse(pre);
   if (!r.success) {
-    throw new OpenStackConfigError(`${source}: cloud ${name}: ${firstIssue(r.error)}`);
+    throw new OpenStackConfigError(`${source}: cloud ${name}: ${issuesText(r.error, { first: true })}`);
   }
   const c = r.data;
   const a = c.auth;

@@ -6,9 +6,9 @@
 import { readFileSync } from 'node:fs';
 import { parseAllDocuments } from 'yaml';
 import { z } from 'zod';
-import { describeIssues, describeValue, namespacesSetting } from '../contract/settings.ts';
+import { describeValue, namespacesSetting } from '../contract/settings.ts';
 import { GRACE_FLOOR_MS, parseDuration } from '../engine/duration.ts';
-import { ConfigError, yamlMessage } from '../errors.ts';
+import { ConfigError, issuesText, yamlMessage } from '../errors.ts';
 import type { ResourceRef } from '../kube/resources.ts';
 import {
   type Compiled,
@@ -257,7 +257,7 @@ export function parseRuleDoc<S extends z.ZodType>(schema: S, doc: unknown, sourc
       ? `rule ${(doc as { name: string }).name}`
       : `rule in ${source}`;
   const parsed = schema.safeParse(doc);
-  if (!parsed.success) throw new ConfigError(describeIssues(named, parsed.error, '(rule)'));
+  if (!parsed.success) throw new ConfigError(issuesText(parsed.error, { where: named, root: '(rule)' }));
   return parsed.data;
 }
 

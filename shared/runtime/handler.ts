@@ -7,8 +7,8 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { envOverrides, type FileConfig, fileSchema, resolveConfig } from '../config.ts';
 import type { AnyFunction } from '../contract/index.ts';
-import { describeIssues, describeValue, firstIssue } from '../contract/settings.ts';
-import { ConfigError } from '../errors.ts';
+import { describeValue } from '../contract/settings.ts';
+import { ConfigError, issuesText } from '../errors.ts';
 import { createLogger } from '../log/logger.ts';
 import { systemTime, type Time } from '../time.ts';
 import type { RunResult } from './run.ts';
@@ -64,13 +64,14 @@ export function makeHandler(
   return async function handler(event: HandlerEvent | null | undefined): Promise<HandlerResult> {
     // Strict: anything malformed is an error before any I/O; only the boolean `true` deletes.
     const e = eventSchema.safeParse(event ?? {});
-    if (!e.success) throw new ConfigError(describeIssues(`${fn.name} handler`, e.error, '(event)'));
+    if (!e.success)
+      throw new ConfigError(issuesText(e.error, { where: `${fn.name} handler`, root: '(event)' }));
     const ev = e.data;
     if (ev.apply === true && ev.dryRun === true)
       throw new ConfigError(`${fn.name} handler: \`apply\` and \`dryRun\` contradict each other`);
     const parsed = fileSchema.safeParse(ev.config ?? {});
     if (!parsed.success) {
-      throw new ConfigError(`${fn.name} handler: config ${firstIssue(parsed.error)}`);
+      throw new ConfigError(`${fn.name} handler: config ${issuesText(parsed.error, { first: true })}`);
     }
     const env = io.env ?? process.env;
     const time = io.time ?? systemTime;

@@ -4,7 +4,7 @@
  * throws a `Stop` with the run's outcome; `run()` turns it (and anything unexpected) into
  * `run.finished` and an exit code.
  */
-import type { FunctionContext, TwopassFunction } from '../contract/index.ts';
+import type { FunctionContext, ParsedSettings, TwopassFunction } from '../contract/index.ts';
 import { decide } from '../engine/decide.ts';
 import type { Decision, DeleteAction, Policy, Snapshot, State } from '../engine/types.ts';
 import { ConfigError, callOf, messageOf } from '../errors.ts';
@@ -27,8 +27,11 @@ export type Scope = {
 /** Ends the run with this outcome (thrown by a phase, caught by `run()`). */
 export class Stop {
   readonly finish: Finish;
-  constructor(finish: Finish) {
+  /** The error that ended the run, when one did (explain rethrows it). */
+  readonly cause: unknown;
+  constructor(finish: Finish, cause?: unknown) {
     this.finish = finish;
+    this.cause = cause;
   }
 }
 
@@ -37,23 +40,23 @@ export function abortOn(log: Logger, call: string, err: unknown): Stop {
   const reason = messageOf(err);
   if (err instanceof ConfigError) {
     log.error({ event: 'run.aborted', call, reason, config: true }, 'run.aborted');
-    return new Stop({ outcome: 'failed', exitCode: EXIT.config, error: reason });
+    return new Stop({ outcome: 'failed', exitCode: EXIT.config, error: reason }, err);
   }
   log.error({ event: 'run.aborted', call, reason }, 'run.aborted');
-  return new Stop({ outcome: 'aborted', exitCode: EXIT.incomplete, error: reason });
+  return new Stop({ outcome: 'aborted', exitCode: EXIT.incomplete, error: reason }, err);
 }
 
 export type Loaded = Readonly<{ state: State; version?: string | undefined }>;
 
 /** 1. The stored state; corrupt state is exit 1 with the command that resets it. */
-export async function loadState(store: StateStore, fn: string, x: Scope): Promise<Loaded> {
+export async function loadState(store: Pick<StateStore, 'load'>, fn: string, x: Scope): Promise<Loaded> {
   const { log } = x;
   try {
     return await store.load(fn, x.signal);
   } catch (err) {
     if (err instanceof StateCorruptError) {
       log.error({ event: 'run.aborted', call: 'state.load', reason: err.message }, 'run.aborted');
-      throw new Stop({ outcome: 'failed', exitCode: EXIT.error, error: err.message });
+      throw new Stop({ outcome: 'failed', exitCode: EXIT.error, error: err.message }, err);
     }
     throw abortOn(log, 'state.load', err);
   }
@@ -108,6 +111,46 @@ export function decideAndLog(
     else log.info(e, e.event);
   }
   return decision;
+}
+
+/** What the read-only front of a run hands on: the stored state, the snapshot, the decision. */
+export type Front = Readonly<{
+  loaded: Loaded;
+  snapshot: Snapshot;
+  decision: Decision;
+  ctx: FunctionContext;
+}>;
+
+/**
+ * Phases 1-3, the front of every run and the whole of `explain`: the stored state, one
+ * complete snapshot, the decision on it. It reads and logs, never writes: `store` is only
+ * loaded from.
+ */
+export async function front<R>(
+  fn: TwopassFunction<R, unknown>,
+  reader: R,
+  store: Pick<StateStore, 'load'>,
+  x: Scope,
+  time: Time,
+  ask: Readonly<{
+    snapshotId: string;
+    settings: ParsedSettings;
+    policy: Policy;
+    acceptEvidence?: boolean | undefined;
+    dryRun: boolean;
+  }>,
+): Promise<Front> {
+  const loaded = await loadState(store, fn.name, x);
+  x.log = x.log.child({ snapshotId: ask.snapshotId });
+  const ctx: FunctionContext = {
+    now: time.now(),
+    signal: x.signal,
+    settings: ask.settings,
+    note: (event, fields, level = 'info') => x.log[level]({ event, ...fields }, event),
+  };
+  const snapshot = await observe(fn, reader, ctx, ask.snapshotId, x, time);
+  const decision = decideAndLog(loaded, snapshot, ask.policy, ask, x.log);
+  return { loaded, snapshot, decision, ctx };
 }
 
 /** The state as a store holds it: saved and versioned, or not recorded (a dry run without --record). */

@@ -11,10 +11,9 @@ import { rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { z } from 'zod';
 import type { TwopassFunction } from '../contract/index.ts';
-import { firstIssue } from '../contract/settings.ts';
 import { formatDuration } from '../engine/duration.ts';
 import type { DeleteAction, Snapshot } from '../engine/types.ts';
-import { ConfigError } from '../errors.ts';
+import { ConfigError, issuesText } from '../errors.ts';
 import { ensureDir } from '../paths.ts';
 
 const entrySchema = z.object({
@@ -105,7 +104,7 @@ export function loadReport(path: string): Report {
   const r = reportSchema.safeParse(raw);
   if (!r.success) {
     throw new ConfigError(
-      `${path}: not a report (\`twopass run <function> --report FILE\` writes them): ${firstIssue(r.error)}`,
+      `${path}: not a report (\`twopass run <function> --report FILE\` writes them): ${issuesText(r.error, { first: true })}`,
     );
   }
   return r.data;

@@ -3,12 +3,8 @@
  * owner of outcomes: a phase returns or throws a `Stop`, anything else thrown is a failed
  * run; every path ends with `run.finished`, the hooks and the documented exit code.
  */
-import {
-  EVIDENCE_MAX_AGE_MS,
-  type EventNote,
-  type FunctionContext,
-  type TwopassFunction,
-} from '../contract/index.ts';
+import { EVIDENCE_MAX_AGE_MS, type EventNote, type TwopassFunction } from '../contract/index.ts';
+import type { ParsedSettings } from '../contract/settings.ts';
 import type { DiffEvent, Policy, Snapshot } from '../engine/types.ts';
 import { ConfigError, messageOf } from '../errors.ts';
 import { countingRequests } from '../http/tally.ts';
@@ -19,19 +15,11 @@ import type { Lock, LockHandle, StateStore } from '../state/store.ts';
 import type { Time } from '../time.ts';
 import { actPhase } from './act.ts';
 import { EXIT } from './errors.ts';
-import {
-  approvedOnly,
-  decideAndLog,
-  loadState,
-  observe,
-  persist,
-  type Scope,
-  Stop,
-  saveSnapshotFile,
-  writeReport,
-} from './phases.ts';
+import { approvedOnly, front, persist, type Scope, Stop, saveSnapshotFile, writeReport } from './phases.ts';
+import { placesOf } from './places.ts';
 import type { Report } from './report.ts';
 import type { Finish, LogSink, RunHooks, RunResult } from './result.ts';
+import { validateSettings } from './settings.ts';
 
 export type { LogSink, RunHooks, RunOutcome, RunResult } from './result.ts';
 
@@ -59,7 +47,8 @@ export type RunRequest = Readonly<{
   /** Save state in a dry run, so that observations build up. */
   record: boolean;
   policy: Policy;
-  settings?: Readonly<Record<string, unknown>>;
+  /** The function's settings, parsed where the config loaded (absent: its defaults). */
+  settings?: ParsedSettings;
   /** Overall deadline for the run. */
   deadlineMs: number;
   /** Deletions in flight at once. */
@@ -282,24 +271,17 @@ const RELEASED = Object.freeze({
 async function phases<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Scope, at: Marks): Promise<Finish> {
   const { fn } = deps;
   const { runId } = at;
-  const loaded = await loadState(deps.store, fn.name, x);
   const snapshotId = deps.newId();
-  x.log = x.log.child({ snapshotId });
-  const ctx: FunctionContext = {
-    now: deps.time.now(),
-    signal: x.signal,
-    settings: req.settings ?? {},
-    note: (event, fields, level = 'info') => x.log[level]({ event, ...fields }, event),
-  };
-  let snapshot = await observe(fn, deps.reader, ctx, snapshotId, x, deps.time);
+  const ahead = await front(fn, deps.reader, deps.store, x, deps.time, {
+    snapshotId,
+    settings: req.settings ?? validateSettings(fn, {}, 'the run'),
+    policy: req.policy,
+    acceptEvidence: req.acceptEvidence,
+    dryRun: !req.apply,
+  });
+  const { loaded, decision, ctx } = ahead;
+  let { snapshot } = ahead;
   if (deps.saveSnapshot) await saveSnapshotFile(deps.saveSnapshot, snapshot, x);
-  const decision = decideAndLog(
-    loaded,
-    snapshot,
-    req.policy,
-    { acceptEvidence: req.acceptEvidence, dryRun: !req.apply },
-    x.log,
-  );
   at.events = decision.diff.events;
   const notices = decision.diff.events.filter(
     (e) => e.event === 'evidence.accepted' || e.event === 'run.refused' || e.event === 'run.aborted',
@@ -389,48 +371,4 @@ async function phases<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Scope, at: 
     evidenceMaxAgeMs: req.evidenceMaxAgeMs ?? EVIDENCE_MAX_AGE_MS,
   });
   return { ...base, confirmed, ...done, ...where.result(done.deleted ?? []) };
-}
-
-/**
- * Where the candidates of a run sit (a network, a pool, a namespace, a project), by kind:
- * how many are pending or confirmed there, and how many the act phase deleted; the age of
- * the oldest candidate, and the grace, for the alert on a collector that is stuck.
- */
-function placesOf<R, W>(
-  fn: RunDeps<R, W>['fn'],
-  snapshot: Snapshot,
-  decision: ReturnType<typeof decideAndLog>,
-  now: number,
-  graceMs: number,
-) {
-  const cands = decision.nextState.candidates;
-  const at = new Map<string, string>();
-  for (const t of snapshot.targets)
-    if (Object.hasOwn(cands, t.key)) at.set(t.key, `${t.kind}\u0000${fn.placeOf(t)}`);
-  let oldest = Number.POSITIVE_INFINITY;
-  for (const c of Object.values(cands)) oldest = Math.min(oldest, c.firstUnusedAt);
-  const confirmed = new Set(decision.actions.map((a) => a.target.key));
-  return {
-    result(
-      deleted: readonly string[] = [],
-    ): Pick<RunResult, 'places' | 'oldestCandidateAgeSeconds' | 'graceSeconds'> {
-      const gone = new Set(deleted);
-      const tally = new Map<string, { candidates: number; confirmed: number; deleted: number }>();
-      for (const [key, kp] of at) {
-        const row = tally.get(kp) ?? { candidates: 0, confirmed: 0, deleted: 0 };
-        row.candidates++;
-        if (confirmed.has(key)) row.confirmed++;
-        if (gone.has(key)) row.deleted++;
-        tally.set(kp, row);
-      }
-      return {
-        places: [...tally].map(([kp, n]) => {
-          const [kind, place] = kp.split('\u0000') as [string, string];
-          return { kind, place, ...n };
-        }),
-        oldestCandidateAgeSeconds: Number.isFinite(oldest) ? Math.max(0, (now - oldest) / 1000) : 0,
-        graceSeconds: graceMs / 1000,
-      };
-    },
-  };
 }

@@ -4,30 +4,26 @@
  * ConfigError that names the key, never a setting silently dropped (a dropped
  * `namespaces` would widen the scope to every namespace).
  */
-import type { z } from 'zod';
-import type { AnyFunction } from '../contract/index.ts';
-import { parsedSettings } from '../contract/settings.ts';
-import { ConfigError } from '../errors.ts';
+import type { AnyFunction, ParsedSettings } from '../contract/index.ts';
+import { ConfigError, issuesText } from '../errors.ts';
 
-/** Parses one function's settings with its schema; the error names `functions.<fn>.settings.<key>`. */
+/**
+ * Parses one function's settings with its schema: the one parse of them, where the config
+ * loads; the error names `functions.<fn>.settings.<key>`.
+ */
 export function validateSettings(
   fn: AnyFunction,
   settings: Readonly<Record<string, unknown>>,
   where: string,
-): Readonly<Record<string, unknown>> {
+): ParsedSettings {
   const r = fn.settingsSchema.safeParse(settings);
-  if (r.success) return parsedSettings(Object.freeze(r.data as Record<string, unknown>));
+  if (r.success) return Object.freeze(r.data) as ParsedSettings;
   throw new ConfigError(
-    r.error.issues
-      .map((i) => {
-        const key = ['functions', fn.name, 'settings', ...i.path.map(String)].join('.');
-        const msg =
-          i.code === 'unrecognized_keys'
-            ? `unknown key(s) ${i.keys.map((k) => `\`${k}\``).join(', ')} (known: ${Object.keys((fn.settingsSchema as z.ZodObject).shape ?? {}).join(', ')})`
-            : i.message;
-        return `${where}: \`${key}\`: ${msg}`;
-      })
-      .join('\n'),
+    issuesText(r.error, {
+      where,
+      prefix: ['functions', fn.name, 'settings'],
+      known: Object.keys(fn.settingsSchema.shape),
+    }),
   );
 }
 

@@ -7,21 +7,19 @@ import { randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Config, functionConfig } from '../config.ts';
-import type { AnyFunction, Ports } from '../contract/index.ts';
-import { decide } from '../engine/decide.ts';
-import type { Decision, Policy, Snapshot, State } from '../engine/types.ts';
+import type { AnyFunction, ParsedSettings, Ports } from '../contract/index.ts';
+import type { Snapshot } from '../engine/types.ts';
 import { ConfigError } from '../errors.ts';
 import { type KubeClientOptions, KubeHttpClient, kubeOptionsFromConfig } from '../kube/client.ts';
 import { KubeApiError } from '../kube/errors.ts';
 import { recordEvent } from '../kube/events.ts';
 import type { KubeClient } from '../kube/ports.ts';
 import { apiVersionOf, CRONJOBS, JOBS, type KubeObject, NAMESPACES } from '../kube/resources.ts';
-import { createLogger, type Logger } from '../log/logger.ts';
+import type { Logger } from '../log/logger.ts';
 import { notifyRun, type Webhook, webhookFrom } from '../notify/webhook.ts';
 import { ensureDir } from '../paths.ts';
 import { ConfigMapStateStore } from '../state/configmap.ts';
 import { FileLock, FileStateStore } from '../state/file.ts';
-import type { RunRecord } from '../state/history.ts';
 import { LeaseLock } from '../state/lease.ts';
 import type { Lock, StateStore } from '../state/store.ts';
 import type { Time } from '../time.ts';
@@ -249,7 +247,7 @@ export async function connectPorts(
   fn: AnyFunction,
   kube: KubeClient,
   cfg: Config,
-  settings: Readonly<Record<string, unknown>>,
+  settings: ParsedSettings,
   env: Readonly<Record<string, string | undefined>>,
   time: Time,
 ): Promise<Ports<unknown, unknown>> {
@@ -346,34 +344,4 @@ export async function saveSnapshot(dir: string, s: Snapshot): Promise<string> {
   );
   await writeFile(path, `${JSON.stringify(s, null, 1)}\n`);
   return path;
-}
-
-/**
- * One read-only pass of the pipeline, as a run would make it: the stored state, a fresh
- * complete snapshot and the decision on it. Nothing is written, no lock is taken (`explain`).
- */
-export async function observeAndDecide(
-  fn: AnyFunction,
-  cfg: Config,
-  env: Pick<Environment, 'time' | 'processEnv'>,
-): Promise<{ state: State; snapshot: Snapshot; decision: Decision; policy: Policy; runs: RunRecord[] }> {
-  const fc = functionConfig(cfg, fn.name, fn.defaults);
-  checkKindGrace(fn, cfg.functions[fn.name]?.kindGrace, `config ${cfg.source}`);
-  const settings = validateSettings(fn, { pageSize: cfg.pageSize, ...fc.settings }, `config ${cfg.source}`);
-  const kube = await connectKube(cfg, { time: env.time, log: createLogger({ output: 'json' }) });
-  try {
-    const { store } = stateFor(cfg, kube, env.time);
-    const { state } = await store.load(fn.name);
-    const now = env.time.now();
-    const ports = await connectPorts(fn, kube, cfg, settings, env.processEnv ?? {}, env.time);
-    const obs = await fn
-      .observe(ports.reader, { now, signal: env.time.timeout(cfg.deadlineMs), settings, note: () => {} })
-      .finally(() => ports.close());
-    const snapshot: Snapshot = { id: 'explain', function: fn.name, takenAt: now, ...obs };
-    // the history is a pointer for the reader: one that cannot be read is no history
-    const runs = (await store.history?.list(fn.name).catch(() => undefined)) ?? [];
-    return { state, snapshot, decision: decide(state, snapshot, fc.policy, now), policy: fc.policy, runs };
-  } finally {
-    await kube.close();
-  }
 }

@@ -1,8 +1,8 @@
 /** Validation of stored state: what comes back from a store is untrusted input. */
 
 import { z } from 'zod';
-import { firstIssue } from '../contract/settings.ts';
 import { STATE_SCHEMA_VERSION, type State } from '../engine/types.ts';
+import { issuesText } from '../errors.ts';
 import { resetCommand, StateCorruptError } from './errors.ts';
 
 const candidate = z.object({
@@ -57,7 +57,7 @@ export function parseState(raw: unknown, fn: string, where: string, store: strin
   const r = stateSchema.safeParse(raw);
   if (!r.success) {
     throw new StateCorruptError(
-      `${where}: stored state is not valid (${firstIssue(r.error)}); nothing will be deleted until it is repaired or reset with \`${resetCommand(fn, store)}\``,
+      `${where}: stored state is not valid (${issuesText(r.error, { first: true })}); nothing will be deleted until it is repaired or reset with \`${resetCommand(fn, store)}\``,
     );
   }
   if (r.data.function !== fn) {

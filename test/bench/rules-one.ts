@@ -11,6 +11,7 @@ import { toCel } from '../../shared/rules/cel.ts';
 import { judge, readEvidence, ruleFunction } from '../../shared/rules/function.ts';
 import { loadRuleFile } from '../../shared/rules/rule.ts';
 import { CILIUM } from '../../shared/sandbox/scenarios/cilium.ts';
+import { parsed } from '../helpers/settings.ts';
 import { arg, peakRssMiB } from './common.ts';
 
 const n = Number(arg('n'));
@@ -50,7 +51,8 @@ globalThis.gc?.();
 const t0 = performance.now();
 let result = 0;
 if (what === 'rule') {
-  const snap = await ruleFunction(rule).observe(w, { now: Date.now(), signal, settings: {}, note: () => {} });
+  const fn = ruleFunction(rule);
+  const snap = await fn.observe(w, { now: Date.now(), signal, settings: parsed(fn), note: () => {} });
   result = snap.targets.length - snap.used.length - snap.indeterminate.length;
 } else if (what === 'cel') {
   // the CEL alone: evidence indexed, objects converted, then only the evaluations are timed

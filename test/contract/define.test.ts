@@ -9,8 +9,9 @@ import { z } from 'zod';
 import { defineFunction, MINUTE } from '../../shared/contract/index.ts';
 import type { KubeReadWriter } from '../../shared/kube/ports.ts';
 import { memFunction, world } from '../helpers/memfn.ts';
+import { parsed } from '../helpers/settings.ts';
 
-const ctx = { now: 0, signal: new AbortController().signal, settings: {}, note: () => {} };
+const ctx = { now: 0, signal: new AbortController().signal, settings: parsed(memFunction()), note: () => {} };
 const test = suite('defineFunction: target data');
 
 test('a target in use keeps no removal data; unused and indeterminate targets keep theirs, checked', async () => {
@@ -63,7 +64,7 @@ for (const use of ['used', 'indeterminate', 'none'] as const)
       await strict({ id: '', version: 1.5 }, use).observe(null, ctx);
       assert.unreachable('observe should throw');
     } catch (err) {
-      assert.match(String((err as Error).message), /strict: Thing k: id: .*version: /);
+      assert.match(String((err as Error).message), /strict: Thing k: `id`: .*; `version`: /);
     }
   });
 
@@ -79,6 +80,73 @@ test('a target whose data does not fit its kind is never dispatched: re-check re
     ok: false,
     reason: 'target has no removal data',
   });
+});
+
+test('settings are parsed once, where the config loads: every call of a run gets that very object', async () => {
+  let parses = 0;
+  const seen = new Set<unknown>();
+  const counted = defineFunction<z.ZodObject, null, null, { Thing: { id: string } }>({
+    name: 'counted',
+    description: 'test-only',
+    settings: z
+      .object({
+        n: z.number().refine(() => {
+          parses++;
+          return true;
+        }),
+      })
+      .strict(),
+    defaults: {
+      schedule: '* * * * *',
+      graceMs: MINUTE,
+      maxDeletions: 10,
+      maxDeletionPercent: 100,
+      maxEvidenceDropPercent: 100,
+    },
+    kinds: {
+      Thing: {
+        data: z.object({ id: z.string() }),
+        unused: 'never',
+        removal: 'nothing',
+        touches: () => [],
+        recheck: async (_r, _t, c) => {
+          seen.add(c.settings);
+          return { ok: true };
+        },
+        remove: async (_w, _t, c) => {
+          seen.add(c.settings);
+          return { outcome: 'deleted' };
+        },
+        confirmGone: async () => true,
+      },
+    },
+    async observe(_r, c) {
+      seen.add(c.settings);
+      c.source('things', 'target', { items: [1] });
+      c.target('Thing', { key: 'k', fingerprint: 'f', name: 'n', data: { id: 'x' } });
+    },
+  });
+  const settings = parsed(counted, { n: 3 });
+  assert.is(parses, 1, 'the one parse');
+  const c = { now: 0, signal: new AbortController().signal, settings, note: () => {} };
+  const obs = await counted.observe(null, c);
+  assert.ok((await counted.recheck(null, obs.targets[0]!, c)).ok);
+  assert.is((await counted.remove(null, obs.targets[0]!, c)).outcome, 'deleted');
+  assert.is(parses, 1, 'observe, re-check and removal parse nothing again');
+  assert.is(seen.size, 1, 'one settings object throughout');
+  assert.is([...seen][0], settings, "the parsed object itself, as the function's own type");
+  try {
+    parsed(counted, { n: 'three' });
+    assert.unreachable('a wrong type is refused where the config loads');
+  } catch (e) {
+    assert.match(String(e), /test: `functions\.counted\.settings\.n`: /);
+  }
+  try {
+    parsed(counted, { n: 1, m: 2 });
+    assert.unreachable('an unknown key is refused where the config loads');
+  } catch (e) {
+    assert.match(String(e), /`functions\.counted\.settings`: unknown key\(s\) `m` \(known: n\)/);
+  }
 });
 
 test.run();

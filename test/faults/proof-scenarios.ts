@@ -26,6 +26,7 @@ import * as wb from '../../shared/sandbox/scenarios/whereabouts.ts';
 import { FaultProxy, type ProxyFaultKind } from '../helpers/fault-proxy.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { captureLog } from '../helpers/memfn.ts';
+import { parsed } from '../helpers/settings.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
 import { testTime } from '../helpers/time.ts';
 
@@ -105,7 +106,7 @@ function rig(
 const ctxFor = (now: number): FunctionContext => ({
   now,
   signal: new AbortController().signal,
-  settings: {},
+  settings: parsed(danmEndpoints),
   note: () => {},
 });
 
@@ -203,7 +204,7 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
         const r = rig(t, danmEndpoints, proxy, ns);
         const obs = await danmEndpoints.observe(r.client, {
           ...ctxFor(r.now.t),
-          settings: { namespaces: [ns] },
+          settings: parsed(danmEndpoints, { namespaces: [ns] }),
         });
         const seen = obs.targets.find((x: Target) => x.key === w.live[0]!.metadata.uid)!;
         assert.ok(seen, 'the live DanmEp is a target');

@@ -24,6 +24,7 @@ import { FileTombstones } from '../../shared/state/tombstones.ts';
 import { danmRunner } from '../helpers/danm.ts';
 import { intercept } from '../helpers/intercept.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
+import { parsed } from '../helpers/settings.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -102,7 +103,7 @@ export function danmPluginScenarios(label: string, getTarget: () => Promise<Kube
     const restored = await danmEndpoints.restore(kube, kube, tomb!, {
       now: r.now,
       signal: AbortSignal.timeout(30_000),
-      settings: { namespaces: [ns] },
+      settings: parsed(danmEndpoints, { namespaces: [ns] }),
       note: () => {},
       apply: true,
     });

@@ -26,6 +26,7 @@ import { FileTombstones } from '../../shared/state/tombstones.ts';
 import { danmRunner } from '../helpers/danm.ts';
 import { type Call, intercept, writeRecorder } from '../helpers/intercept.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
+import { parsed } from '../helpers/settings.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
 
 export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget | undefined>): void {
@@ -199,7 +200,7 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
       danmEndpoints.restore(kube, kube, x, {
         now: r.now,
         signal: AbortSignal.timeout(30_000),
-        settings: { namespaces: [ns] },
+        settings: parsed(danmEndpoints, { namespaces: [ns] }),
         note: () => {},
         apply,
       });
@@ -253,7 +254,7 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
     const ctx = {
       now: r.now,
       signal: AbortSignal.timeout(30_000),
-      settings: { namespaces: [ns] },
+      settings: parsed(danmEndpoints, { namespaces: [ns] }),
       note: () => {},
     };
     assert.is((await danmEndpoints.restore(kube, kube, tomb!, { ...ctx, apply: true })).outcome, 'restored');

@@ -29,6 +29,7 @@ import { spawnCli } from '../helpers/cli.ts';
 import { writeRecorder } from '../helpers/intercept.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { runner } from '../helpers/runner.ts';
+import { parsed } from '../helpers/settings.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
 
 const RANGE = '192.168.2.0/24';
@@ -37,7 +38,7 @@ const RANGE = '192.168.2.0/24';
 const observeAt = (now: number, ns: string) => ({
   now,
   signal: AbortSignal.timeout(30_000),
-  settings: { namespaces: [ns] },
+  settings: parsed(whereaboutsIps, { namespaces: [ns] }),
   note: () => {},
   // the tombstones of a run stepped through by hand: kept in memory
   tombstone: async () => {},

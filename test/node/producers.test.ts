@@ -504,6 +504,9 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
   /** Allocations that left the pool while their sandbox ran: twopass's (from its log) or another writer's. */
   const freedLive: { id: string; text: string }[] = [];
   let before: Record<string, Allocation> = {};
+  /** What each run's diff log said of an allocation (by its container id's first 12), and of itself. */
+  const allocationLog = new Map<string, string[]>();
+  const runLog: string[] = [];
   const base = range.split('/')[0]!.split('.').slice(0, 3).join('.');
 
   const sample = async () => {
@@ -541,12 +544,26 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
       if (!done || seenJobs.has(j.metadata.name)) continue;
       seenJobs.add(j.metadata.name);
       const end = await jobEnd(cluster, node, j.metadata.name);
+      // the run's own first log line: its snapshot is taken after it (the Job's start is the
+      // pod's creation, seconds earlier when the image or the node is slow)
+      const first = end.events.find((e) => typeof e.time === 'string');
       runs.push({
         name: j.metadata.name,
-        started: Date.parse(String(j.status?.startTime)),
+        started: first ? Date.parse(String(first.time)) : Date.parse(String(j.status?.startTime)),
         condition: end.condition,
         killed: end.reason === 'ContainerStatusUnknown',
       });
+      // what the run said of each allocation (by container id), for a leak freed late
+      for (const e of end.events) {
+        const m = /container ([0-9a-f]{12})/.exec(String(e.name ?? ''));
+        if (!m || typeof e.event !== 'string' || !/^(candidate|target|resource|delete)\./.test(e.event))
+          continue;
+        const said = `${j.metadata.name} ${e.event}${e.reason ? ` (${String(e.reason)})` : ''}`;
+        allocationLog.set(m[1]!, [...(allocationLog.get(m[1]!) ?? []), said]);
+      }
+      for (const e of end.events)
+        if (e.event === 'run.refused' || e.event === 'run.aborted' || e.event === 'run.finished')
+          runLog.push(`${j.metadata.name} ${String(e.event)} ${String(e.outcome ?? e.reason ?? '')}`);
       // a Job whose pod went with a lost node (killed, its status unknown) is the churn's casualty
       if (end.reason === 'ContainerStatusUnknown') killedRuns++;
       else if (end.condition !== 'Complete') violations.push(`Job ${j.metadata.name} ${summary(end)}`);
@@ -594,8 +611,9 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
         await node.lose();
         try {
           for (const p of take(3)) {
-            lostPods.add(`${APPS}/${p}`);
+            // a leak from when its pod is gone from the API (a run that listed it before saw it live)
             await kube.delete(PODS, APPS, p, undefined, { gracePeriodSeconds: 0 });
+            lostPods.add(`${APPS}/${p}`);
           }
           await new Promise((r) => setTimeout(r, 5000));
         } finally {
@@ -640,7 +658,17 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
     // the runs that started after the leak was seen, up to the one that freed it; a run killed
     // with the lost node (the Job's pod went with it) did nothing and does not count
     const between = runs.filter((r) => !r.killed && r.started > l.at && r.started <= job.started).length;
-    if (between > 2) late.push(`${l.ip} (${l.podref}) freed by the ${between}th run after it leaked`);
+    if (between > 2)
+      late.push(
+        `${l.ip} (${l.podref}) freed by the ${between}th run after it leaked at ${new Date(l.at).toISOString()}; ` +
+          `its runs said: ${(allocationLog.get(id.slice(0, 12)) ?? []).join('; ')}; the runs: ${runLog
+            .filter((x) =>
+              runs.some(
+                (r) => x.startsWith(`${r.name} `) && r.started > l.at - 120_000 && r.started <= job.started,
+              ),
+            )
+            .join('; ')}`,
+      );
   }
   const leaked = [...leaks.keys()];
   for (const f of freedLive) if (byTwopass.has(f.id)) violations.push(`twopass: ${f.text}`);
@@ -707,7 +735,7 @@ it('churn: pods created and deleted (some force-deleted, some on a node that is 
   // 6 rounds of 10: 60 pods, 2 node losses. At 20 rounds (200 pods, 6 losses) nothing live
   // was freed and twopass freed all 18 leaks, but 6 of them only by the 4th run after they
   // leaked (2026-12-07, not yet explained): the bound below does not hold at that scale yet.
-  const c = await churn(ctx, RANGE, NET, 'p', 6);
+  const c = await churn(ctx, RANGE, NET, 'p', Number(process.env.TWOPASS_CHURN_ROUNDS ?? 6));
   console.log(churnLine('churn', c));
   assert.equal(c.violations, [], c.violations.join('\n'));
   assert.equal(c.wrongByOthers, [], 'no allocation of a running sandbox left the pool');

@@ -14,6 +14,7 @@ import { ConfigError } from '../../shared/errors.ts';
 import { CLUSTER as CLUSTER_MARK, compileCloudRule } from '../../shared/rules/cloud-rule.ts';
 import { functionsOf } from '../../shared/rules/registry.ts';
 import { twopass } from '../helpers/cli.ts';
+import { parsed } from '../helpers/settings.ts';
 import { CLUSTER, FIP_PACK, describe as fipDescription, settingsFor } from './cloud-scenarios.ts';
 
 const test = suite('cloud rules: loading and explaining');
@@ -181,7 +182,8 @@ test("a server that ignores project_id (or an admin's token): another project's 
   });
   const all = [fip('mine', 'p-1'), fip('theirs', 'p-2')];
   const notes: string[] = [];
-  const snap = await cloudRuleFunction(pack).observe(
+  const fn = cloudRuleFunction(pack);
+  const snap = await fn.observe(
     {
       kube: new WorldReader([]),
       neutron: {
@@ -197,7 +199,7 @@ test("a server that ignores project_id (or an admin's token): another project's 
     {
       now: Date.now(),
       signal: new AbortController().signal,
-      settings: settingsFor(pack, 'p-1'),
+      settings: parsed(fn, settingsFor(pack, 'p-1')),
       note: (event: string, fields: Record<string, unknown>) =>
         notes.push(`${event} ${JSON.stringify(fields)}`),
     },

@@ -19,6 +19,7 @@ import { createService } from '../../shared/sandbox/scenarios/lbaas.ts';
 import { FileTombstones } from '../../shared/state/tombstones.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { type Runner, runner } from '../helpers/runner.ts';
+import { parsed } from '../helpers/settings.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
 import { testTime } from '../helpers/time.ts';
 
@@ -141,7 +142,7 @@ export function cloudRuleScenarios(
     // choosing a floating IP's address is admin-only in Neutron's default policy: restored as an admin
     const ports = await fn.connect!({
       kube: t.client(),
-      settings: settingsFor(rule, w.projectId, { pageSize: 100 }),
+      settings: parsed(fn, settingsFor(rule, w.projectId, { pageSize: 100 })),
       env: w.adminEnv,
       time: testTime(),
       callTimeoutMs: 10_000,
@@ -150,7 +151,7 @@ export function cloudRuleScenarios(
     const ctx = (apply: boolean) => ({
       now: r.now,
       signal: AbortSignal.timeout(30_000),
-      settings: settingsFor(rule, w.projectId),
+      settings: parsed(fn, settingsFor(rule, w.projectId)),
       note: () => {},
       apply,
     });

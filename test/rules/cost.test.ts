@@ -13,6 +13,7 @@ import { compile, RUNTIME_COST_LIMIT } from '../../shared/rules/cel.ts';
 import { pacer } from '../../shared/rules/evidence.ts';
 import { judge, ruleFunction } from '../../shared/rules/function.ts';
 import { compileRule } from '../../shared/rules/rule.ts';
+import { parsed } from '../helpers/settings.ts';
 import { widgetsRule } from './widgets.ts';
 
 const withRule = (change: Record<string, unknown>) => ({ ...widgetsRule(), ...change });
@@ -155,11 +156,12 @@ test("a run's signal stops a rule's evaluation between objects (a deadline, SIGT
   const ac = new AbortController();
   setImmediate(() => ac.abort(new Error('the run deadline (10s) passed')));
   let judged = -1;
-  const err = await ruleFunction(r)
+  const fn = ruleFunction(r);
+  const err = await fn
     .observe(new WorldReader(objects), {
       now: Date.parse('2026-12-04T10:00:00Z'),
       signal: ac.signal,
-      settings: {},
+      settings: parsed(fn),
       note: () => {},
     })
     .then(

@@ -80,7 +80,6 @@ async function runs(
             maxDeletionPercent: 100,
             maxEvidenceDropPercent: 100,
           },
-          settings: {},
           deadlineMs: 60_000,
           concurrency: 2,
         },

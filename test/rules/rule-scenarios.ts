@@ -32,6 +32,7 @@ import { FileTombstones } from '../../shared/state/tombstones.ts';
 import { intercept, writeRecorder } from '../helpers/intercept.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { runner } from '../helpers/runner.ts';
+import { parsed } from '../helpers/settings.ts';
 import { targetSuite } from '../helpers/target-suite.ts';
 
 export const pack = (name: string) => loadRuleFile(`${packageRoot()}/functions/rules/${name}/rule.yaml`)[0]!;
@@ -119,7 +120,7 @@ export function ruleScenarios(label: string, getTarget: () => Promise<KubeTarget
     const ctx = (apply: boolean) => ({
       now: r.now,
       signal: AbortSignal.timeout(30_000),
-      settings: { namespaces: [ns] },
+      settings: parsed(fn, { namespaces: [ns] }),
       note: () => {},
       apply,
     });
@@ -172,7 +173,7 @@ export function ruleScenarios(label: string, getTarget: () => Promise<KubeTarget
     const snap = await fn.observe(reader, {
       now: r.now,
       signal: new AbortController().signal,
-      settings: { namespaces: [ns] },
+      settings: parsed(fn, { namespaces: [ns] }),
       note: () => {},
     });
     const target = snap.targets.find((x) => x.name === `${ns}/db-0`)!;
@@ -182,7 +183,7 @@ export function ruleScenarios(label: string, getTarget: () => Promise<KubeTarget
     const ctx = {
       now: r.now,
       signal: new AbortController().signal,
-      settings: { namespaces: [ns] },
+      settings: parsed(fn, { namespaces: [ns] }),
       note: () => {},
     };
     const re = await fn.recheck(reader, target, ctx);

@@ -19,6 +19,7 @@ import { Rng } from './rng.ts';
 export { MINUTE as MIN } from '../../shared/contract/index.ts';
 
 import { MINUTE as MIN } from '../../shared/contract/index.ts';
+import { parsed } from '../helpers/settings.ts';
 
 export interface World {
   /** One random event of the world (pods come and go, CNI ADD/DEL, node loss...). */
@@ -114,7 +115,14 @@ export function twopassCleaner<R, W>(
           log: silent,
           newId: () => `sim-${++n}`,
         },
-        { apply: true, record: false, policy, settings, deadlineMs: 60_000, concurrency: 4 },
+        {
+          apply: true,
+          record: false,
+          policy,
+          settings: parsed(fn, settings),
+          deadlineMs: 60_000,
+          concurrency: 4,
+        },
       );
     },
   };

@@ -15,6 +15,7 @@ import type { AnyFunction } from '../../shared/contract/index.ts';
 import { cloudRuleFunction } from '../../shared/rules/cloud-function.ts';
 import type { CloudRule } from '../../shared/rules/cloud-rule.ts';
 import { loadAnyRuleFile } from '../../shared/rules/registry.ts';
+import { parsed } from '../helpers/settings.ts';
 import { type Cleaner, runSchedule, twopassCleaner } from './harness.ts';
 import { LB_BOUNDS, LB_POLICY } from './sim-lbaas.ts';
 import { randomSchedule } from './suite.ts';
@@ -46,7 +47,7 @@ async function decisions(
 ): Promise<Map<string, Decision>> {
   const snap = await fn.observe(
     { kube: w.kube, neutron: w.neutron },
-    { now, signal: new AbortController().signal, settings, note: () => {} },
+    { now, signal: new AbortController().signal, settings: parsed(fn, settings), note: () => {} },
   );
   const used = new Set(snap.used);
   const ind = new Set(snap.indeterminate.map((i) => i.key));

@@ -12,6 +12,7 @@ import { danmEndpoints } from '../../functions/danm-endpoints/index.ts';
 import { packageRoot } from '../../shared/paths.ts';
 import { ruleFunction } from '../../shared/rules/function.ts';
 import { loadRuleFile } from '../../shared/rules/rule.ts';
+import { parsed } from '../helpers/settings.ts';
 import { type Cleaner, MIN, runSchedule, twopassCleaner } from './harness.ts';
 import { DANM_POLICY, danmWorld } from './sim-danm.ts';
 import { randomSchedule } from './suite.ts';
@@ -28,7 +29,7 @@ async function decisions(fn: typeof rule, w: DanmWorld, now: number): Promise<Ma
   const snap = await fn.observe(w.kube, {
     now,
     signal: new AbortController().signal,
-    settings: {},
+    settings: parsed(fn),
     note: () => {},
   });
   const used = new Set(snap.used);
