@@ -21,13 +21,13 @@ import {
   type BatchItemResult,
   BatchResults,
   type BatchSpec,
+  checkFreshCount,
   deleteAsObserved,
   type EventNote,
   type FreshRead,
   freshEvidence,
   messageOf,
   type Removed,
-  type RemoveResult,
   type RunContext,
   type Typed,
   writeTombstones,
@@ -65,8 +65,18 @@ export function danmEvidence(
   return freshEvidence(
     ctx,
     `danm-endpoints:${group}`,
-    () =>
-      readDanmEvidence(kube, group, ctx.settings.pageSize, ctx.signal, ctx.settings.serverSkewSeconds * 1000),
+    async () => {
+      const ev = await readDanmEvidence(
+        kube,
+        group,
+        ctx.settings.pageSize,
+        ctx.signal,
+        ctx.settings.serverSkewSeconds * 1000,
+      );
+      // held to the snapshot that decided, as the snapshot was to the run before it
+      checkFreshCount(ctx, 'pods', ev.podCount);
+      return ev;
+    },
     newerThan ? { newerThan } : {},
   );
 }
@@ -466,11 +476,4 @@ export function networkEvent(removed: readonly Removed<NetData>[]): EventNote | 
     reason: eps.length ? 'DanmEndpointReclaimed' : 'DanmAddressReclaimed',
     message: `twopass ${parts.join('; and ')} in ${networkName(d0)}`,
   };
-}
-
-/** One DanmEp or bit alone: the same removal as its network's batch, of one. */
-export async function removeOne(kube: KubeReadWriter, t: Typed<NetData>, ctx: Ctx): Promise<RemoveResult> {
-  const [r] = await removeOnNetwork(kube, kube, [t], ctx);
-  if (!r || r.outcome === 'failed') throw new Error(r?.error ?? 'no result');
-  return r;
 }

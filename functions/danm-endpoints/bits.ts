@@ -6,9 +6,8 @@
 import { z } from 'zod';
 import { type KindSpec, kubeObject } from '../../shared/contract/index.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
-import { networkBatch, networkEvent, removeOne } from './batch.ts';
+import { networkBatch, networkEvent } from './batch.ts';
 import { networkType, type Settings } from './endpoint.ts';
-import { poolOf, readNetwork } from './evidence.ts';
 import { danmResources, networkId } from './model.ts';
 import { restoreBit } from './restore.ts';
 
@@ -34,21 +33,6 @@ export const bitKind: KindSpec<BitData, KubeReader, KubeReadWriter, Settings> = 
   removal:
     "clear the bit in the network's allocation bitmap (one update of the network, on the resourceVersion read)",
   touches: (d) => [{ object: kubeObject(danmResources(d.group)[d.networkType], d.namespace, d.name) }],
-  async recheck(kube, t, ctx) {
-    // The batch re-checks on the shared evidence; alone, a batch of one does the same.
-    const d = t.data;
-    const net = await readNetwork(kube, d.group, d.networkType, d.namespace, d.name, ctx.signal);
-    if (!net) return { ok: false, reason: 'network is gone' };
-    if (net.uid !== d.uid) return { ok: false, reason: 'network was re-created' };
-    return { ok: true };
-  },
-  // One bit alone: the same batch as its network's, of one.
-  remove: (kube, t, ctx) => removeOne(kube, t, ctx),
-  async confirmGone(kube, { data: d }, ctx) {
-    const net = await readNetwork(kube, d.group, d.networkType, d.namespace, d.name, ctx.signal);
-    const pool = net ? poolOf(net, d.family) : undefined;
-    return !net || net.uid !== d.uid || !pool || !pool.bitmap.isSet(d.index);
-  },
   event: networkEvent,
   batch: networkBatch,
   restore: restoreBit,

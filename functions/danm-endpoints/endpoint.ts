@@ -12,8 +12,7 @@ import {
   pageSizeSetting,
 } from '../../shared/contract/index.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
-import { PODS } from '../../shared/kube/resources.ts';
-import { networkBatch, networkEvent, removeOne } from './batch.ts';
+import { networkBatch, networkEvent } from './batch.ts';
 import { danmResources, GROUPS, networkId } from './model.ts';
 import { restoreEndpoint } from './restore.ts';
 
@@ -72,22 +71,6 @@ export const endpointKind: KindSpec<EpData, KubeReader, KubeReadWriter, Settings
       { object: kubeObject(r.danmeps, d.namespace, d.name) },
       { object: kubeObject(r[d.networkType], d.namespace, d.network) },
     ];
-  },
-  async recheck(kube, { data: d }, ctx) {
-    const ep = await kube.get(danmResources(d.group).danmeps, d.namespace, d.name, ctx.signal);
-    if (!ep) return { ok: false, reason: 'DanmEp is already gone' };
-    if (ep.metadata.uid !== d.uid || ep.metadata.resourceVersion !== d.rv)
-      return { ok: false, reason: 'DanmEp changed since the snapshot' };
-    const pod = await kube.get(PODS, d.namespace, d.pod, ctx.signal);
-    if (pod && pod.metadata.uid === d.podUID)
-      return { ok: false, reason: `Pod ${d.namespace}/${d.pod} with UID ${d.podUID} exists` };
-    return { ok: true };
-  },
-  // One DanmEp alone: the same batch as its network's, of one.
-  remove: (kube, t, ctx) => removeOne(kube, t, ctx),
-  async confirmGone(kube, { data: d }, ctx) {
-    const ep = await kube.get(danmResources(d.group).danmeps, d.namespace, d.name, ctx.signal);
-    return !ep || ep.metadata.uid !== d.uid;
   },
   event: networkEvent,
   // The DanmEps and leaked bits of one network are removed together (one write of its bitmap).

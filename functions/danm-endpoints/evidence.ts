@@ -227,6 +227,8 @@ export type DanmEvidence = Readonly<{
   eps: ReadonlyMap<string, string>;
   /** Pod UID -> namespace. */
   pods: ReadonlyMap<string, string | undefined>;
+  /** Items of the pods list, as the snapshot counts them. */
+  podCount: number;
   holders: BitEvidence;
 }>;
 
@@ -259,6 +261,7 @@ export async function readDanmEvidence(
     networks,
     eps,
     pods: live,
+    podCount: pods.items.length,
     holders: new BitEvidence(list.items, pods.items, networks, new Set(networks.keys()), skewMs),
   };
 }

@@ -265,13 +265,6 @@ export const portKind: KindSpec<PortData, LbaasReader, LbaasWriter, Settings> = 
       ...(d.fip ? [{ object: openStackObject('neutron', 'floatingips', d.fip.id), ...free }] : []),
     ];
   },
-  async recheck(r, { data: d }, ctx) {
-    return recheckPort(r, d, await freshServices(r, ctx), ctx);
-  },
-  remove: (w, { data: d }, ctx) => removeUnit(w, w, d, ctx),
-  async confirmGone(r, { data: d }, ctx) {
-    return (await r.neutron.getPort(d.portId, ctx.signal)) === undefined;
-  },
   // The port with its fixed IPs and tags, and its floating IP with its address, only if free.
   async restore(_r, w, tomb, ctx) {
     const read = readPayload(tomb, LBAAS_TOMBSTONE);

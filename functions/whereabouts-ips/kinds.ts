@@ -15,7 +15,6 @@ import {
   messageOf,
   namespacesSetting,
   pageSizeSetting,
-  type RecheckResult,
   type RestoreResult,
   type RunContext,
   recreateAsWas,
@@ -115,12 +114,6 @@ async function poolNow(kube: KubeReader, d: AllocData, signal: AbortSignal) {
   const pool = await kube.get(IPPOOLS, d.namespace, d.pool, signal);
   if (!pool) return 'gone' as const;
   return pool.metadata.uid === d.poolUid ? pool : ('re-created' as const);
-}
-
-/** The pool as it is now, when it is still the one observed. */
-async function freshPool(kube: KubeReader, d: AllocData, signal: AbortSignal) {
-  const pool = await poolNow(kube, d, signal);
-  return typeof pool === 'string' ? undefined : pool;
 }
 
 const isPatchConflict = (err: unknown) =>
@@ -325,24 +318,6 @@ export const allocationKind: KindSpec<AllocData, KubeReader, KubeReadWriter, Set
   removal:
     "remove the allocation from the IPPool (one JSON patch a pool, that first tests the pool's resourceVersion read with the evidence: a pool changed since is read again, never patched blind)",
   touches: (d) => [{ object: kubeObject(IPPOOLS, d.namespace, d.pool) }],
-  async recheck(kube, { data: d }, ctx): Promise<RecheckResult> {
-    const pool = await freshPool(kube, d, ctx.signal);
-    if (!pool) return { ok: false, reason: 'pool is gone' };
-    if (!sameAllocation(allocationAt(pool, d.offset), d))
-      return { ok: false, reason: `allocation at offset ${d.offset} changed` };
-    const use = await podStillUses(kube, d.podref, d.ip, ctx.signal);
-    return use ? { ok: false, reason: use } : { ok: true };
-  },
-  // One allocation alone (the run loop batches them; this is the same patch for one).
-  async remove(kube, t, ctx) {
-    const [r] = await removeAllocations(kube, kube, [t], ctx);
-    if (!r || r.outcome === 'failed') throw new Error(r?.error ?? 'no result');
-    return r;
-  },
-  async confirmGone(kube, { data: d }, ctx) {
-    const pool = await freshPool(kube, d, ctx.signal);
-    return !pool || !sameAllocation(allocationAt(pool, d.offset), d);
-  },
   event(removed) {
     const d0 = removed[0]!.target.data;
     const ips = removed.map((r) => r.target.data.ip);

@@ -19,6 +19,7 @@ import {
   type ParsedSettings,
   type Removed,
   type RunContext,
+  type SingleKind,
   type TargetInit,
   type TwopassFunction,
   type Typed,
@@ -74,6 +75,16 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
     }
     dispatched.set(t, d);
     return d;
+  };
+  /** A target of a single kind; a batched kind's are removed by their batch, never alone. */
+  const single = (
+    t: Target,
+  ): { kind: SingleKind<unknown, R, W, Settings>; target: Typed<unknown> } | { error: string } => {
+    const d = dispatch(t);
+    if ('error' in d) return d;
+    if (d.kind.batch !== undefined)
+      return { error: `kind ${t.kind} is removed by its batch (removeBatch), never alone` };
+    return { kind: d.kind, target: d.target };
   };
 
   const kindGraceMs: Record<string, number> = { ...(spec.defaults.kindGraceMs ?? {}) };
@@ -175,17 +186,17 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
     },
 
     async recheck(reader, t, ctx) {
-      const d = dispatch(t);
+      const d = single(t);
       if ('error' in d) return { ok: false, reason: d.error };
       return d.kind.recheck(reader, d.target, typedCtx(ctx));
     },
     async remove(writer, t, ctx) {
-      const d = dispatch(t);
+      const d = single(t);
       if ('error' in d) return { outcome: 'skipped', reason: d.error };
       return d.kind.remove(writer, d.target, typedCtx(ctx));
     },
     async confirmGone(reader, t, ctx) {
-      const d = dispatch(t);
+      const d = single(t);
       // Data that cannot be dispatched cannot be read back either: not proven gone.
       if ('error' in d) return false;
       return d.kind.confirmGone(reader, d.target, typedCtx(ctx));

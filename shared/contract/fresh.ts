@@ -9,6 +9,7 @@
  * the conservative end. Two batches that ask at once share one read in flight; a read that
  * fails is forgotten, never served.
  */
+import { ListIncompleteError } from '../errors.ts';
 
 /** One read of the evidence: its value, when the read started, and which read of the run it was. */
 export type FreshRead<T> = Readonly<{ value: T; readAt: number; generation: number }>;
@@ -84,4 +85,18 @@ export function freshEvidence<T>(
 ): Promise<FreshRead<T>> {
   if (ctx.fresh) return ctx.fresh(key, read, opts);
   return read().then((value) => ({ value, readAt: Number.NaN, generation: 0 }));
+}
+
+/**
+ * Holds a fresh evidence list to the snapshot that decided (the act phase's
+ * `evidenceFloor`): a count that dropped more than the evidence guard allows is not read
+ * as absence; the batch that read it deletes nothing.
+ */
+export function checkFreshCount(
+  ctx: Readonly<{ evidenceFloor?: ((source: string, count: number) => string | undefined) | undefined }>,
+  source: string,
+  count: number,
+): void {
+  const why = ctx.evidenceFloor?.(source, count);
+  if (why !== undefined) throw new ListIncompleteError(`fresh ${source}`, why);
 }

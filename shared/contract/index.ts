@@ -27,6 +27,7 @@ export { kubeObject, openStackObject, type Touch } from './touch.ts';
 import type { Touch } from './touch.ts';
 
 export {
+  checkFreshCount,
   EVIDENCE_MAX_AGE_MS,
   EvidenceCache,
   type FreshEvidence,
@@ -83,6 +84,13 @@ export type RunContext<S = Readonly<Record<string, unknown>>> = Readonly<{
    * something was deleted before). The act phase gives it.
    */
   stop?: (reason: string) => void;
+  /**
+   * The act phase's check of a fresh evidence list against the snapshot that decided: a
+   * reason when `count` items of the source named `source` (as `ctx.source` named it) is a
+   * larger drop than the evidence guard allows (a list that cannot be the cluster's, such
+   * as another resource's metadata-only list, is not absence). Absent outside the act phase.
+   */
+  evidenceFloor?: (source: string, count: number) => string | undefined;
 }>;
 
 /** The runtime's view of the context: settings parsed once, where the config loaded. */
@@ -233,8 +241,8 @@ export type Typed<D> = Target & Readonly<{ data: D }>;
 
 export type Removed<D> = Readonly<{ target: Typed<D>; detail?: string | undefined }>;
 
-/** How one target kind is re-checked, removed and read back. */
-export type KindSpec<D, R, W, S> = Readonly<{
+/** What every target kind declares, single or batched. */
+type KindBase<D, R, W, S> = Readonly<{
   /** The schema of the kind's data: checked when a target is built and when it is dispatched. */
   data: z.ZodType<D>;
   /** The grace of this kind when it differs from the function's. */
@@ -251,13 +259,8 @@ export type KindSpec<D, R, W, S> = Readonly<{
    * through, and none before the target's tombstone is durable.
    */
   touches(data: D): readonly Touch[];
-  recheck(reader: R, target: Typed<D>, ctx: RunContext<S>): Promise<RecheckResult>;
-  remove(writer: W, target: Typed<D>, ctx: RunContext<S>): Promise<RemoveResult>;
-  confirmGone(reader: R, target: Typed<D>, ctx: RunContext<S>): Promise<boolean>;
   /** The Kubernetes Event of one removal (one per batch for batched kinds). */
   event?(removed: readonly Removed<D>[]): EventNote | undefined;
-  /** Targets of this kind whose removal writes one object: removed together. */
-  batch?: BatchSpec<D, R, W, S>;
   /**
    * The object a leak of this kind sits in, for metrics that say where leaks come from (a
    * network, an IP pool, a project); default: the data's namespace.
@@ -271,6 +274,35 @@ export type KindSpec<D, R, W, S> = Readonly<{
     ctx: RunContext<S> & Readonly<{ apply: boolean }>,
   ): Promise<RestoreResult>;
 }>;
+
+/**
+ * A kind removed one target at a time: the act phase re-checks it, writes its tombstone,
+ * removes it with its precondition and reads it back.
+ */
+export type SingleKind<D, R, W, S> = KindBase<D, R, W, S> &
+  Readonly<{
+    recheck(reader: R, target: Typed<D>, ctx: RunContext<S>): Promise<RecheckResult>;
+    remove(writer: W, target: Typed<D>, ctx: RunContext<S>): Promise<RemoveResult>;
+    confirmGone(reader: R, target: Typed<D>, ctx: RunContext<S>): Promise<boolean>;
+    batch?: undefined;
+  }>;
+
+/**
+ * A kind whose targets are removed together, one write of the object they share (a
+ * network's bitmap, a pool): its batch re-checks, tombstones, writes and reads back. It has
+ * no way to remove one target alone, so none that could go around its batch.
+ */
+export type BatchedKind<D, R, W, S> = KindBase<D, R, W, S> &
+  Readonly<{
+    /** Targets of this kind whose removal writes one object: removed together. */
+    batch: BatchSpec<D, R, W, S>;
+    recheck?: undefined;
+    remove?: undefined;
+    confirmGone?: undefined;
+  }>;
+
+/** How one target kind is re-checked, removed and read back: alone, or in batches. */
+export type KindSpec<D, R, W, S> = SingleKind<D, R, W, S> | BatchedKind<D, R, W, S>;
 
 /** Kinds that share one BatchSpec object (and key) are removed together. */
 export type BatchSpec<D, R, W, S> = Readonly<{

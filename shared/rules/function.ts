@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import {
   type AnyFunction,
+  checkFreshCount,
   defineFunction,
   deleteAsObserved,
   type FunctionDefaults,
@@ -138,9 +139,13 @@ export function ruleFunction(rule: Rule): AnyFunction {
   // Fresh evidence for the re-checks: listed after the decision, shared by the deletions of the
   // run while younger than the run's bound (evidenceMaxAge), then listed again (law 6).
   const freshLists = (kube: KubeReader, ctx: RunContext<Settings>) =>
-    freshEvidence(ctx, `rule:${rule.name}`, () =>
-      readEvidence(rule, kube, ctx.settings.pageSize, ctx.signal),
-    );
+    freshEvidence(ctx, `rule:${rule.name}`, async () => {
+      const ev = await readEvidence(rule, kube, ctx.settings.pageSize, ctx.signal);
+      // held to the snapshot that decided (as the snapshot was to the run before it)
+      for (const e of rule.evidence)
+        checkFreshCount(ctx, `evidence.${e.name}`, ev.counts[e.name]?.count ?? 0);
+      return ev;
+    });
 
   async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): Promise<void> {
     const { pageSize } = ctx.settings;

@@ -276,3 +276,23 @@ export function approvedOnly(
       );
   return out;
 }
+
+/**
+ * The act phase's `evidenceFloor`: each evidence source's count in the snapshot that
+ * decided, and the drop the evidence guard allows (law 1 for the fresh evidence too).
+ */
+export function evidenceFloorOf(
+  snapshot: Snapshot,
+  maxDropPercent: number,
+): (source: string, count: number) => string | undefined {
+  const was = new Map<string, number>();
+  // evidence only: a source that is also a target shrinks as the run itself deletes
+  for (const s of snapshot.sources) if (s.role === 'evidence') was.set(s.name, s.count);
+  return (source, count) => {
+    const before = was.get(source);
+    if (before === undefined || before === 0 || count >= before) return undefined;
+    const drop = ((before - count) / before) * 100;
+    if (drop <= maxDropPercent) return undefined;
+    return `${count} ${source} now against ${before} in the snapshot that decided, a drop of ${Math.round(drop)}% (maxEvidenceDropPercent ${maxDropPercent}%): a list that cannot be the cluster's is not absence; nothing of this batch is deleted`;
+  };
+}

@@ -15,7 +15,16 @@ import type { Lock, LockHandle, StateStore } from '../state/store.ts';
 import type { Time } from '../time.ts';
 import { actPhase } from './act.ts';
 import { EXIT } from './errors.ts';
-import { approvedOnly, front, persist, type Scope, Stop, saveSnapshotFile, writeReport } from './phases.ts';
+import {
+  approvedOnly,
+  evidenceFloorOf,
+  front,
+  persist,
+  type Scope,
+  Stop,
+  saveSnapshotFile,
+  writeReport,
+} from './phases.ts';
 import { placesOf } from './places.ts';
 import type { Report } from './report.ts';
 import type { Finish, LogSink, RunHooks, RunResult } from './result.ts';
@@ -363,9 +372,10 @@ async function phases<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Scope, at: 
     await writeReport(fn, ids, decision.actions, req.report, 'apply: what this run is about to delete', x);
   // The act phase needs the actions, not the snapshot: at 150,000 targets the snapshot is
   // most of the run's memory, and the act phase reads its own evidence beside it.
+  const evidenceFloor = evidenceFloorOf(snapshot, req.policy.maxEvidenceDropPercent);
   snapshot = RELEASED;
   ids.snapshot = RELEASED;
-  const done = await actPhase(deps, x, ctx, actions, persisted, {
+  const done = await actPhase(deps, x, { ...ctx, evidenceFloor }, actions, persisted, {
     run: { runId, snapshotId },
     concurrency: req.concurrency,
     evidenceMaxAgeMs: req.evidenceMaxAgeMs ?? EVIDENCE_MAX_AGE_MS,

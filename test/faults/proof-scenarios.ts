@@ -19,6 +19,7 @@ import { KubeHttpClient } from '../../shared/kube/client.ts';
 import type { KubeClient } from '../../shared/kube/ports.ts';
 import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
+import { evidenceFloorOf } from '../../shared/runtime/phases.ts';
 import type { RunResult } from '../../shared/runtime/run.ts';
 import { runFunction } from '../../shared/runtime/wire.ts';
 import * as danm from '../../shared/sandbox/scenarios/danm.ts';
@@ -180,6 +181,36 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
       });
     });
 
+  it("danm-endpoints: the act phase's fresh pods list answered with another resource's list deletes nothing (held to the snapshot's count)", async (t, kube) => {
+    const ns = await t.namespace();
+    const w = await danmWorld(kube, ns);
+    await withProxy(t, async (proxy) => {
+      const r = rig(t, danmEndpoints, proxy, ns, undefined, 500);
+      assert.is((await r.run()).exitCode, EXIT.ok, 'the first run records the orphan');
+      r.now.t += 6 * MIN;
+      // the deleting run's snapshot lists pods first (request 1); its act phase lists them again
+      proxy.add({ kind: 'other-resource', method: 'GET', path: /^\/api\/v1\/pods\?/, nth: 2 });
+      const res = await r.run();
+      assert.is(proxy.fired(), 1, 'the fault happened, in the act phase');
+      assert.ok(
+        res.lines.some((l) => l.event === 'candidate.confirmed'),
+        'the snapshot confirmed the orphan',
+      );
+      assert.equal(
+        res.deleted,
+        [],
+        JSON.stringify(res.lines.filter((l) => String(l.event).startsWith('delete'))),
+      );
+      const failed = res.lines.find((l) => l.event === 'delete.failed');
+      assert.match(
+        String(failed?.error),
+        /fresh pods: list incomplete: .* now against .* in the snapshot that decided/,
+      );
+      assert.ok(await kube.get(danm.R.danmeps, ns, w.orphan.metadata.name), 'the orphan waits');
+      await r.client.close();
+    });
+  });
+
   it('danm-endpoints: an empty discovery answer ends the run (exit 3) with a message, not a TypeError', async (t, kube) => {
     const ns = await t.namespace();
     await danmWorld(kube, ns);
@@ -197,7 +228,7 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
   });
 
   for (const kind of ['empty-body', 'bare-404', 'html', 'other-resource'] as const)
-    it(`danm-endpoints re-check: a GET of a live pod answered with ${kind} is never "the pod is gone"`, async (t, kube) => {
+    it(`danm-endpoints re-check: the fresh list of pods answered with ${kind} is never "the pod is gone"`, async (t, kube) => {
       const ns = await t.namespace();
       const w = await danmWorld(kube, ns);
       await withProxy(t, async (proxy) => {
@@ -232,19 +263,26 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
             v4: spec.Interface.Address,
           },
         };
-        const podName = (w.live[0]!.spec as { Pod: string }).Pod;
-        proxy.add({
-          kind,
-          method: 'GET',
-          path: new RegExp(`^/api/v1/namespaces/${ns}/pods/${podName}$`),
-          times: 10,
-        });
-        const verdict = await danmEndpoints.recheck(r.client, target, ctxFor(r.now.t)).then(
-          (v) => v,
-          (err: Error) => ({ ok: false as const, reason: `threw: ${err.message}` }),
-        );
-        assert.is(proxy.fired(), 1, 'the fault happened');
-        assert.is(verdict.ok, false, 'a malformed answer is not absence');
+        // the batch's fresh evidence: the list of pods, answered malformed
+        proxy.add({ kind, method: 'GET', path: /^\/api\/v1\/pods(\?|$)/, times: 10 });
+        const written: string[] = [];
+        // as the run hands it to the act phase: the fresh evidence held to the snapshot's counts
+        const snapshot = { id: 's', function: danmEndpoints.name, takenAt: r.now.t, ...obs };
+        const results = await danmEndpoints
+          .removeBatch(r.client, r.client, [target], {
+            ...ctxFor(r.now.t),
+            settings: parsed(danmEndpoints, { namespaces: [ns] }),
+            tombstone: async (entries) => void written.push(...entries.map((e) => e.key)),
+            evidenceFloor: evidenceFloorOf(snapshot, 30),
+          })
+          .catch((err: Error) => [
+            { key: target.key, outcome: 'failed' as const, error: `threw: ${err.message}` },
+          ]);
+        assert.ok(proxy.fired() >= 1, 'the fault happened');
+        assert.is.not(results[0]?.outcome, 'deleted', JSON.stringify(results));
+        assert.is.not(results[0]?.outcome, 'gone', JSON.stringify(results));
+        assert.equal(written, [], 'no tombstone: the re-check never judged it unused');
+        assert.ok(await kube.get(danm.R.danmeps, ns, ep.metadata.name), 'the live DanmEp is still there');
         await r.client.close();
       });
     });

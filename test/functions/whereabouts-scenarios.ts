@@ -250,7 +250,6 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
     const ctx = observeAt(r.now, ns);
     const obs = await whereaboutsIps.observe(kube, ctx);
     const target = obs.targets.find((x) => (x.data as { ip?: string } | undefined)?.ip === '192.168.2.50')!;
-    assert.ok((await whereaboutsIps.recheck(kube, target, ctx)).ok);
     let raced = false;
     const racing: KubeClient = Object.assign(Object.create(Object.getPrototypeOf(kube)), kube, {
       jsonPatch: async (...args: Parameters<KubeClient['jsonPatch']>) => {
@@ -264,8 +263,9 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
         return kube.jsonPatch(...args);
       },
     });
-    const out = await whereaboutsIps.remove(racing, target, ctx);
-    assert.is(out.outcome, 'deleted');
+    // the pool's batch, of one: it re-checks, patches on the pool it read, and reads again on a conflict
+    const [out] = await whereaboutsIps.removeBatch(racing, racing, [target], ctx);
+    assert.is(out?.outcome, 'deleted', JSON.stringify(out));
     const left = await allocations(kube, ns, 'pool');
     assert.equal(Object.keys(left), [offsetOf(RANGE, '192.168.2.51')], 'the racing allocation survives');
     // and when the racing writer re-uses the very offset, nothing is removed
@@ -278,8 +278,14 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
         return kube.jsonPatch(...args);
       },
     });
-    const out2 = await whereaboutsIps.remove(reuse, t2, ctx);
-    assert.is(out2.outcome, 'skipped');
+    const [out2] = await whereaboutsIps.removeBatch(reuse, reuse, [t2], ctx);
+    assert.is(out2?.outcome, 'skipped', JSON.stringify(out2));
+    // and a batched kind cannot be removed alone, around its batch
+    const alone = await whereaboutsIps.remove(kube, t2, ctx);
+    assert.equal(alone, {
+      outcome: 'skipped',
+      reason: 'kind IPPoolAllocation is removed by its batch (removeBatch), never alone',
+    });
     assert.is((await allocations(kube, ns, 'pool'))[offsetOf(RANGE, '192.168.2.52')]?.id, 'new');
   });
 

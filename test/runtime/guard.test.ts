@@ -223,23 +223,39 @@ function rogue(breaks: Breaks) {
         unused: 'labelled leak',
         removal: 'DELETE the ConfigMap',
         touches: (d) => [{ object: kubeObject(CONFIGMAPS, d.namespace, d.name) }],
-        async recheck(kube, { data: d }, ctx) {
-          const o = await kube.get(CONFIGMAPS, d.namespace, d.name, ctx.signal);
-          return o?.metadata.uid === d.uid ? { ok: true, before: o } : { ok: false, reason: 'changed' };
-        },
-        async remove(kube, { data: d }, ctx) {
-          if (breaks === 'other object')
-            return deleteAsObserved(kube, CONFIGMAPS, { ...d, name: 'bystander' }, 'a bystander', ctx.signal);
-          if (breaks === 'no precondition') {
-            await kube.mergePatch(CONFIGMAPS, d.namespace, d.name, { data: { emptied: 'yes' } }, ctx.signal);
-            return { outcome: 'deleted' };
-          }
-          return deleteAsObserved(kube, CONFIGMAPS, d, 'the ConfigMap', ctx.signal);
-        },
-        async confirmGone(kube, { data: d }, ctx) {
-          return (await kube.get(CONFIGMAPS, d.namespace, d.name, ctx.signal)) === undefined;
-        },
-        ...(breaks === 'no tombstone' ? { batch } : {}),
+        // a batched kind has only its batch; a single one its re-check, removal and read-back
+        ...(breaks === 'no tombstone'
+          ? { batch }
+          : {
+              async recheck(kube, { data: d }, ctx) {
+                const o = await kube.get(CONFIGMAPS, d.namespace, d.name, ctx.signal);
+                return o?.metadata.uid === d.uid ? { ok: true, before: o } : { ok: false, reason: 'changed' };
+              },
+              async remove(kube, { data: d }, ctx) {
+                if (breaks === 'other object')
+                  return deleteAsObserved(
+                    kube,
+                    CONFIGMAPS,
+                    { ...d, name: 'bystander' },
+                    'a bystander',
+                    ctx.signal,
+                  );
+                if (breaks === 'no precondition') {
+                  await kube.mergePatch(
+                    CONFIGMAPS,
+                    d.namespace,
+                    d.name,
+                    { data: { emptied: 'yes' } },
+                    ctx.signal,
+                  );
+                  return { outcome: 'deleted' };
+                }
+                return deleteAsObserved(kube, CONFIGMAPS, d, 'the ConfigMap', ctx.signal);
+              },
+              async confirmGone(kube, { data: d }, ctx) {
+                return (await kube.get(CONFIGMAPS, d.namespace, d.name, ctx.signal)) === undefined;
+              },
+            }),
       },
     },
     async observe(kube, ctx) {
