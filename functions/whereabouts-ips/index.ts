@@ -10,17 +10,15 @@ import { PODS } from '../../shared/kube/resources.ts';
 import {
   type AllocData,
   allocationKind,
-  judge,
-  namedPodView,
-  type PodView,
   type ResvData,
-  reservationKind,
   type Settings,
   whereaboutsIpsSettings,
 } from './kinds.ts';
 import { GROUP, IPPOOLS, parsePool, parseReservation, RESERVATIONS, type Reservation } from './model.ts';
+import { judge, namedPodView, type PodView } from './pods.ts';
+import { reservationKind } from './reservation.ts';
 
-export { judge } from './kinds.ts';
+export { judge } from './pods.ts';
 export const NAME = 'whereabouts-ips';
 /** The pod named by podref is alive but its network-status does not list the address. */
 export const NOT_LISTED = {

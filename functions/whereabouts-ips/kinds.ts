@@ -8,7 +8,6 @@ import {
   type BatchItemResult,
   BatchResults,
   type BatchSpec,
-  deleteAsObserved,
   type EventNote,
   type KindSpec,
   kubeObject,
@@ -17,7 +16,6 @@ import {
   pageSizeSetting,
   type RestoreResult,
   type RunContext,
-  recreateAsWas,
   type Tombstone,
   type Typed,
   writeTombstones,
@@ -26,7 +24,8 @@ import { readPayload } from '../../shared/contract/tombstone.ts';
 import { ConflictError, KubeApiError } from '../../shared/kube/errors.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { answerShowsWrite, type KubeObject, PODS } from '../../shared/kube/resources.ts';
-import { GROUP, IPPOOLS, networkStatusIps, RESERVATIONS } from './model.ts';
+import { GROUP, IPPOOLS } from './model.ts';
+import { judge, namedPodView, type PodView, podView } from './pods.ts';
 
 /** The settings of whereabouts-ips (`functions.whereabouts-ips.settings`). */
 export const whereaboutsIpsSettings = z
@@ -64,40 +63,6 @@ export const resvData = z.object({
 });
 export type ResvData = z.output<typeof resvData>;
 
-export type PodView = { uid: string; ips: Set<string> | undefined | string };
-
-export function podView(o: KubeObject): PodView {
-  return { uid: o.metadata.uid, ips: networkStatusIps(o.metadata.annotations) };
-}
-
-/** A pod list kept as views keyed by podref (`namespace/name`), page by page. */
-export const namedPodView = (o: KubeObject): [string, PodView] => [
-  `${o.metadata.namespace}/${o.metadata.name}`,
-  podView(o),
-];
-
-/** Whether the pod named by podref uses ip: 'used', 'unused' or a reason it cannot be decided. */
-export function judge(
-  pods: ReadonlyMap<string, PodView>,
-  podref: string,
-  ip: string,
-): 'used' | 'unused' | { indeterminate: string } {
-  const pod = pods.get(podref);
-  if (!pod) return 'unused';
-  if (pod.ips === undefined) return 'used'; // allocation before evidence: the annotation lags
-  if (typeof pod.ips === 'string') return { indeterminate: `pod ${podref}: ${pod.ips}` };
-  return pod.ips.has(ip) ? 'used' : 'unused';
-}
-
-async function podStillUses(kube: KubeReader, podref: string, ip: string, signal: AbortSignal) {
-  const [ns, name] = podref.split('/') as [string, string];
-  const pod = await kube.get(PODS, ns, name, signal);
-  if (!pod) return undefined;
-  const j = judge(new Map([[podref, podView(pod)]]), podref, ip);
-  if (j === 'unused') return undefined;
-  return j === 'used' ? `pod ${podref} uses ${ip}` : j.indeterminate;
-}
-
 type RawAllocation = { id?: string; podref?: string; ifname?: string };
 
 function allocationAt(pool: KubeObject, offset: string): RawAllocation | undefined {
@@ -120,7 +85,7 @@ const isPatchConflict = (err: unknown) =>
   err instanceof ConflictError || (err instanceof KubeApiError && err.status === 422);
 
 /** The Event on the whereabouts object a removal changed. */
-const reclaimed = (
+export const reclaimed = (
   kind: 'IPPool' | 'OverlappingRangeIPReservation',
   o: { namespace: string; name: string; uid: string },
   message: string,
@@ -397,31 +362,3 @@ async function restoreAllocation(
   }
   return { outcome: 'restored', detail: `${what} allocated again` };
 }
-
-export const reservationKind: KindSpec<ResvData, KubeReader, KubeReadWriter, Settings> = {
-  data: resvData,
-  unused: 'no pod of its podref (namespace/name) exists',
-  removal: 'DELETE the OverlappingRangeIPReservation (preconditions: uid, resourceVersion)',
-  touches: (d) => [{ object: kubeObject(RESERVATIONS, d.namespace, d.name) }],
-  async recheck(kube, { data: d }, ctx) {
-    const r = await kube.get(RESERVATIONS, d.namespace, d.name, ctx.signal);
-    if (!r || r.metadata.uid !== d.uid || r.metadata.resourceVersion !== d.rv)
-      return { ok: false, reason: 'reservation changed or is gone' };
-    const use = await podStillUses(kube, d.podref, d.ip, ctx.signal);
-    return use ? { ok: false, reason: use } : { ok: true, before: r };
-  },
-  remove: (kube, { data: d }, ctx) => deleteAsObserved(kube, RESERVATIONS, d, 'the reservation', ctx.signal),
-  restore: (_reader, kube, tomb, ctx) => recreateAsWas(kube, RESERVATIONS, tomb.object, ctx),
-  async confirmGone(kube, { data: d }, ctx) {
-    const r = await kube.get(RESERVATIONS, d.namespace, d.name, ctx.signal);
-    return !r || r.metadata.uid !== d.uid;
-  },
-  event(removed) {
-    const { data: d } = removed[0]!.target;
-    return reclaimed(
-      'OverlappingRangeIPReservation',
-      d,
-      `twopass reclaimed ${d.ip} of ${d.podref}: reservation ${d.namespace}/${d.name} deleted`,
-    );
-  },
-};

@@ -12,11 +12,8 @@ import {
   restoreEndpoint,
 } from '../../functions/danm-endpoints/restore.ts';
 import { LBAAS_TOMBSTONE, portKind } from '../../functions/lbaas-ports/remove.ts';
-import {
-  ALLOCATION_TOMBSTONE,
-  allocationKind,
-  reservationKind,
-} from '../../functions/whereabouts-ips/kinds.ts';
+import { ALLOCATION_TOMBSTONE, allocationKind } from '../../functions/whereabouts-ips/kinds.ts';
+import { reservationKind } from '../../functions/whereabouts-ips/reservation.ts';
 import { recreateAsWas } from '../../shared/contract/kube.ts';
 import { readPayload, type Tombstone } from '../../shared/contract/tombstone.ts';
 import { PODS } from '../../shared/kube/resources.ts';
