@@ -22,6 +22,7 @@ import {
   BatchResults,
   type BatchSpec,
   checkFreshCount,
+  contendedPause,
   deleteAsObserved,
   type EventNote,
   type FreshRead,
@@ -401,6 +402,7 @@ export async function removeOnNetwork(
         // Someone else wrote the network since it was listed: read it and the evidence again
         // (once for every batch waiting on it). Comparing bitmaps could not tell an address
         // freed and handed to a new pod in between from one never touched.
+        await contendedPause(attempt, ctx.signal);
         ev = await danmEvidence(reader, group, ctx, ev);
         net = ev.value.networks.get(id);
         continue;
@@ -413,7 +415,7 @@ export async function removeOnNetwork(
       }
       for (const c of clearing) {
         const why = `the network kept changing (${WRITE_ATTEMPTS} conflicts), left set (a later run reclaims it as a leaked bit)`;
-        if (c.bit) results.set({ key: c.key, outcome: 'skipped', reason: why });
+        if (c.bit) results.set({ key: c.key, outcome: 'skipped', reason: why, contended: true });
         else note(epDetail, c.key, `${c.address}: ${why}`);
       }
       break;

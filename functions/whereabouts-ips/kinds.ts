@@ -8,6 +8,7 @@ import {
   type BatchItemResult,
   BatchResults,
   type BatchSpec,
+  contendedPause,
   type EventNote,
   type KindSpec,
   kubeObject,
@@ -252,7 +253,11 @@ async function removeAllocations(
       );
     } catch (err) {
       const conflict = isPatchConflict(err);
-      if (conflict && attempt < PATCH_ATTEMPTS) continue;
+      if (conflict && attempt < PATCH_ATTEMPTS) {
+        // someone else wrote the pool since it was read (a CNI ADD or DEL): read it again
+        await contendedPause(attempt, ctx.signal);
+        continue;
+      }
       if (!conflict) {
         // An answer that cannot be read: the patch may have happened; the pool now says.
         await readBack(removing, `unknown answer (${(err as Error).message}), read back: `);
@@ -262,14 +267,15 @@ async function removeAllocations(
         results.set({
           key: t.key,
           outcome: 'skipped',
-          reason: `pool kept changing (${PATCH_ATTEMPTS} conflicts)`,
+          reason: `pool kept changing (${PATCH_ATTEMPTS} conflicts): kept for the next run`,
+          contended: true,
         });
       break;
     }
     await readBack(removing, undefined, answer, pool.metadata.resourceVersion);
     break;
   }
-  return results.all('the pool kept changing');
+  return results.all('the pool kept changing: kept for the next run', true);
 }
 
 const allocBatch: BatchSpec<AllocData, KubeReader, KubeReadWriter, Settings> = {

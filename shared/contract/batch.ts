@@ -1,4 +1,5 @@
 /** The per-target results of one batch removal (`removeBatch`), in the order of its targets. */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Target } from '../engine/types.ts';
 import type { BatchItemResult } from './index.ts';
 
@@ -32,7 +33,20 @@ export class BatchResults {
   }
 
   /** One result a target; those never decided are skipped with `reason`. */
-  all(reason: string): BatchItemResult[] {
-    return this.keys.map((key) => this.results.get(key) ?? { key, outcome: 'skipped', reason });
+  all(reason: string, contended = false): BatchItemResult[] {
+    return this.keys.map(
+      (key) =>
+        this.results.get(key) ?? { key, outcome: 'skipped', reason, ...(contended ? { contended } : {}) },
+    );
   }
+}
+
+/**
+ * The pause before attempt `attempt + 1` of a write that lost to another writer (a 409 or a
+ * failed test): random, up to 250 ms doubled each attempt (250, 500, 1000, 2000 ms), so that
+ * a write does not retry in step with a producer's burst of writes to the same object.
+ */
+export function contendedPause(attempt: number, signal: AbortSignal, random = Math.random): Promise<void> {
+  const ms = Math.round(random() * 250 * 2 ** Math.max(0, attempt - 1));
+  return sleep(ms, undefined, { signal });
 }

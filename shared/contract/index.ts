@@ -21,7 +21,7 @@ export { type Tombstone, type TombstoneEntry, tombstoneSchema } from './tombston
 
 import type { Time } from '../time.ts';
 
-export { BatchResults } from './batch.ts';
+export { BatchResults, contendedPause } from './batch.ts';
 export { kubeObject, openStackObject, type Touch } from './touch.ts';
 
 import type { Touch } from './touch.ts';
@@ -135,7 +135,12 @@ export type RemoveResult = Readonly<
       shownGone?: boolean;
     }
   | { outcome: 'gone'; detail?: string; parts?: readonly RemovedPart[] }
-  | { outcome: 'skipped'; reason: string; parts?: readonly RemovedPart[] }
+  /**
+   * `contended`: nothing was judged, the write only lost to other writers every time (a
+   * pool or network written faster than it could be re-read and written); the candidate
+   * keeps its age, so the next run that confirms it tries again at once.
+   */
+  | { outcome: 'skipped'; reason: string; parts?: readonly RemovedPart[]; contended?: boolean }
   /** Not attempted, and not a failure: the candidate is kept as it is for a later run (law 13). */
   | { outcome: 'held'; reason: string; parts?: readonly RemovedPart[] }
 >;

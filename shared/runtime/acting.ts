@@ -72,11 +72,19 @@ export class Acting<R, W> {
     this.deps.log.warn({ event: 'delete.held', ...baseOf(t), reason }, 'delete.held');
   }
 
-  skip(t: Target, reason: string): void {
+  /**
+   * Not deleted, and the candidate forgotten (a re-check found it changed or used); a
+   * contended one (its write lost to other writers every time, nothing judged) is kept
+   * with its age, so the next run that confirms it tries again at once.
+   */
+  skip(t: Target, reason: string, contended = false): void {
     this.skipped.push(t.key);
     this.settled.add(t.key);
-    this.drop.add(t.key);
-    this.deps.log.warn({ event: 'delete.skipped', ...baseOf(t), reason }, 'delete.skipped');
+    if (!contended) this.drop.add(t.key);
+    this.deps.log.warn(
+      { event: 'delete.skipped', ...baseOf(t), reason, ...(contended ? { contended, kept: true } : {}) },
+      'delete.skipped',
+    );
   }
 
   /** A hook (metrics, Events) that fails is logged; it never fails the deletion it was told of. */
@@ -186,7 +194,7 @@ export class Acting<R, W> {
     const res = await fn.remove(writer, t, this.ctx);
     // Parts first: a floating IP deleted before its port was skipped is told, never lost.
     await this.parts(t, res.parts);
-    if (res.outcome === 'skipped') return this.skip(t, res.reason);
+    if (res.outcome === 'skipped') return this.skip(t, res.reason, res.contended === true);
     if (res.outcome === 'held') return this.hold(t, res.reason);
     // Read back, unless the DELETE's own answer showed the object of its UID gone (0007).
     const shown = res.outcome === 'deleted' && res.shownGone === true;
@@ -209,7 +217,7 @@ export class Acting<R, W> {
         continue;
       }
       await this.parts(t, r.parts);
-      if (r.outcome === 'skipped') this.skip(t, r.reason);
+      if (r.outcome === 'skipped') this.skip(t, r.reason, r.contended === true);
       else if (r.outcome === 'held') this.hold(t, r.reason);
       else if (r.outcome === 'failed') this.fail(t, r.error);
       else {

@@ -289,6 +289,62 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
     assert.is((await allocations(kube, ns, 'pool'))[offsetOf(RANGE, '192.168.2.52')]?.id, 'new');
   });
 
+  it('a pool written faster than it can be re-read and patched: skipped as contended, the candidate kept with its age; the next run deletes it at once', async (t, kube) => {
+    const ns = await t.namespace();
+    await createPool(kube, ns, 'pool', RANGE, {
+      '192.168.2.60': { id: containerId(), podref: `${ns}/gone-0` },
+    });
+    const r = runner(whereaboutsIps, t.options, [ns], Date.now() + MIN);
+    await r.run();
+    r.now += 6 * MIN;
+    // a producer in a burst: before each of twopass's patches, another allocation lands first
+    let n = 0;
+    r.intercept = (k) =>
+      Object.assign(Object.create(Object.getPrototypeOf(k)), k, {
+        jsonPatch: async (...args: Parameters<KubeClient['jsonPatch']>) => {
+          n++;
+          await allocate(kube, ns, 'pool', RANGE, `192.168.2.${100 + n}`, {
+            id: containerId(),
+            podref: `${ns}/new-${n}`,
+          });
+          return k.jsonPatch(...args);
+        },
+      });
+    const mark = r.mark();
+    const contended = await r.run();
+    assert.is(contended.exitCode, EXIT.ok, 'contention is not a failure of the run');
+    assert.equal(contended.deleted, []);
+    assert.is(n, 5, 'five attempts, each re-read after its conflict');
+    const [skip] = r.events('delete.skipped', mark);
+    assert.match(String(skip?.reason), /pool kept changing \(5 conflicts\): kept for the next run/);
+    assert.is(skip?.contended, true);
+    assert.ok(
+      Object.values(await allocations(kube, ns, 'pool')).some((a) => a.podref === `${ns}/gone-0`),
+      'the leak is still there',
+    );
+    // the burst is over: the next run confirms the kept candidate (no new grace) and deletes it
+    delete r.intercept;
+    r.now += 1000;
+    const next = r.mark();
+    const res = await r.run();
+    const leak = (l: Record<string, unknown>) => String(l.name).includes(`${ns}/gone-0`);
+    assert.is(
+      r.events('candidate.new', next).filter(leak).length,
+      0,
+      'not seen as new again: its age was kept',
+    );
+    assert.is(
+      r.events('resource.deleted', next).filter(leak).length,
+      1,
+      JSON.stringify(r.events('delete.skipped', next)),
+    );
+    assert.ok(res.deleted.length >= 1);
+    assert.not.ok(
+      Object.values(await allocations(kube, ns, 'pool')).some((a) => a.podref === `${ns}/gone-0`),
+      'freed',
+    );
+  });
+
   it('bad input: malformed pools, offsets out of range, bad annotations are reported, nothing deleted', async (t, kube) => {
     const ns = await t.namespace();
     await kube.create(IPPOOLS, {
