@@ -16,6 +16,7 @@ import { stringify } from 'yaml';
 import { IPPOOLS, NETWORK_STATUS, RESERVATIONS } from '../../functions/whereabouts-ips/model.ts';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
 import { type KubeObject, LEASES, NAMESPACES, NODES, PODS } from '../../shared/kube/resources.ts';
+import { ConfigMapTombstones } from '../../shared/state/tombstones.ts';
 import { adminClient, type Cluster, startCluster } from '../cluster/cluster.ts';
 import { eventually } from '../helpers/time.ts';
 import {
@@ -649,22 +650,40 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
     for (const p of live) await kube.delete(PODS, APPS, p).catch(() => undefined);
   }
   const ids = new Set(Object.values(await pool(kube, range)).map((a) => a.id));
+  // twopass's own record of what it deleted: each allocation's tombstone, durable in the state
+  // ConfigMaps before its patch. It outlives a Job killed with the node after deleting, whose
+  // log went with it.
+  const tombs = await new ConfigMapTombstones(kube, NS, () => Date.now()).list('whereabouts-ips');
+  const tombAt = new Map<string, number>();
+  for (const t of tombs) {
+    const id = (t.object as { id?: unknown } | undefined)?.id;
+    if (t.kind === 'IPPoolAllocation' && typeof id === 'string') tombAt.set(id, t.at);
+  }
+  for (const [id, at] of tombAt)
+    if (!freedByTwopass.some((f) => f.id === id) && !ids.has(id)) {
+      if ((lastRunning.get(id) ?? 0) >= at)
+        violations.push(`twopass freed ${id.slice(0, 12)} while its sandbox ran`);
+      freedByTwopass.push({ id, ip: '?', job: '(a run whose log is lost)' });
+    }
   const byTwopass = new Set(freedByTwopass.map((f) => f.id));
   const late: string[] = [];
   for (const [id, l] of leaks) {
     const f = freedByTwopass.find((x) => x.id === id);
     if (!f) continue;
-    const job = runs.find((r) => r.name === f.job)!;
+    // the run that freed it: its own first log line, or (its log lost) the tombstone's time
+    const freedAt = runs.find((r) => r.name === f.job)?.started ?? tombAt.get(id) ?? Number.POSITIVE_INFINITY;
     // the runs that started after the leak was seen, up to the one that freed it; a run killed
-    // with the lost node (the Job's pod went with it) did nothing and does not count
-    const between = runs.filter((r) => !r.killed && r.started > l.at && r.started <= job.started).length;
+    // with the lost node before it freed anything does not count
+    const between =
+      runs.filter((r) => !r.killed && r.started > l.at && r.started <= freedAt).length +
+      (runs.some((r) => r.name === f.job) ? 0 : 1);
     if (between > 2)
       late.push(
         `${l.ip} (${l.podref}) freed by the ${between}th run after it leaked at ${new Date(l.at).toISOString()}; ` +
           `its runs said: ${(allocationLog.get(id.slice(0, 12)) ?? []).join('; ')}; the runs: ${runLog
             .filter((x) =>
               runs.some(
-                (r) => x.startsWith(`${r.name} `) && r.started > l.at - 120_000 && r.started <= job.started,
+                (r) => x.startsWith(`${r.name} `) && r.started > l.at - 120_000 && r.started <= freedAt,
               ),
             )
             .join('; ')}`,
