@@ -8,7 +8,7 @@ import * as assert from 'uvu/assert';
 import { z } from 'zod';
 import { defineFunction, MINUTE } from '../../shared/contract/index.ts';
 import type { KubeReadWriter } from '../../shared/kube/ports.ts';
-import { memFunction, world } from '../helpers/memfn.ts';
+import { memFunction, TEST_DEFAULTS, world } from '../helpers/memfn.ts';
 import { parsed } from '../helpers/settings.ts';
 
 const ctx = { now: 0, signal: new AbortController().signal, settings: parsed(memFunction()), note: () => {} };
@@ -96,13 +96,7 @@ test('settings are parsed once, where the config loads: every call of a run gets
         }),
       })
       .strict(),
-    defaults: {
-      schedule: '* * * * *',
-      graceMs: MINUTE,
-      maxDeletions: 10,
-      maxDeletionPercent: 100,
-      maxEvidenceDropPercent: 100,
-    },
+    defaults: TEST_DEFAULTS,
     kinds: {
       Thing: {
         data: z.object({ id: z.string() }),

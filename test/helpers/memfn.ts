@@ -2,6 +2,15 @@
 import { Writable } from 'node:stream';
 import { createLogger } from '../../shared/log/logger.ts';
 
+/** The defaults of a test-only function: every minute, a minute's grace, no blast-radius guard. */
+export const TEST_DEFAULTS = {
+  schedule: '* * * * *',
+  graceMs: 60_000,
+  maxDeletions: 10,
+  maxDeletionPercent: 100,
+  maxEvidenceDropPercent: 100,
+} as const;
+
 export { MEM, memFunction, type Thing, type World, world } from '../functions/mem-things/index.ts';
 
 export function captureLog(clock: () => number) {

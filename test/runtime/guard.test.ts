@@ -38,7 +38,7 @@ import {
   createPod,
   forceDeletePod,
 } from '../../shared/sandbox/scenarios/danm.ts';
-import { captureLog } from '../helpers/memfn.ts';
+import { captureLog, TEST_DEFAULTS } from '../helpers/memfn.ts';
 import { testTime } from '../helpers/time.ts';
 
 const CM = (ns: string, name: string) => kubeObject(CONFIGMAPS, ns, name);
@@ -210,13 +210,7 @@ function rogue(breaks: Breaks) {
     name: 'rogue',
     description: `a kind that breaks a law: ${breaks}`,
     settings: z.object({ pageSize: pageSizeSetting }).strict(),
-    defaults: {
-      schedule: '* * * * *',
-      graceMs: MINUTE,
-      maxDeletions: 10,
-      maxDeletionPercent: 100,
-      maxEvidenceDropPercent: 100,
-    },
+    defaults: TEST_DEFAULTS,
     kinds: {
       Leak: {
         data,
