@@ -23,7 +23,7 @@ import {
 } from '../../shared/contract/index.ts';
 import { readPayload } from '../../shared/contract/tombstone.ts';
 import { ConflictError, KubeApiError } from '../../shared/kube/errors.ts';
-import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
+import type { JsonPatchOp, KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { answerShowsWrite, type KubeObject, PODS } from '../../shared/kube/resources.ts';
 import { GROUP, IPPOOLS } from './model.ts';
 import { judge, namedPodView, type PodView, podView } from './pods.ts';
@@ -245,10 +245,7 @@ async function removeAllocations(
         IPPOOLS,
         d0.namespace,
         d0.pool,
-        [
-          { op: 'test', path: '/metadata/resourceVersion', value: pool.metadata.resourceVersion },
-          ...removing.map((t) => ({ op: 'remove' as const, path: `/spec/allocations/${t.data.offset}` })),
-        ],
+        patchOf(pool, removing, attempt),
         ctx.signal,
       );
     } catch (err) {
@@ -276,6 +273,27 @@ async function removeAllocations(
     break;
   }
   return results.all('the pool kept changing: kept for the next run', true);
+}
+
+/**
+ * The patch that removes `removing` from the pool as read. The first attempt tests the
+ * pool's resourceVersion: nothing in the pool changed since it was read. After a conflict
+ * (a pool that CNI ADDs and DELs write faster than a re-read and a patch, decision 0014) each
+ * allocation is tested instead, exactly as read just before: the server applies the patch to
+ * the pool as it is then, and refuses it if any removed allocation changed (re-used by a new
+ * pod, taken over by a re-created one), whatever else was allocated or freed beside it.
+ */
+function patchOf(pool: KubeObject, removing: readonly Typed<AllocData>[], attempt: number): JsonPatchOp[] {
+  const path = (t: Typed<AllocData>) => `/spec/allocations/${t.data.offset}`;
+  if (attempt === 1)
+    return [
+      { op: 'test', path: '/metadata/resourceVersion', value: pool.metadata.resourceVersion },
+      ...removing.map((t) => ({ op: 'remove' as const, path: path(t) })),
+    ];
+  return removing.flatMap((t) => [
+    { op: 'test' as const, path: path(t), value: allocationAt(pool, t.data.offset) },
+    { op: 'remove' as const, path: path(t) },
+  ]);
 }
 
 const allocBatch: BatchSpec<AllocData, KubeReader, KubeReadWriter, Settings> = {

@@ -5,8 +5,8 @@
  *     (`KindSpec.touches`),
  *  2. the tombstone of such a target is durable (law: the tombstone before the deletion), and
  *  3. it carries its server-side precondition (a DELETE's {uid, resourceVersion}, a PUT's
- *     resourceVersion, a JSON patch's leading test of /metadata/resourceVersion, Neutron's
- *     If-Match), unless that target declared why it cannot (Octavia offers none; the
+ *     resourceVersion, a JSON patch's leading test of /metadata/resourceVersion or a test of
+ *     each path it changes, Neutron's If-Match), unless that target declared why it cannot (Octavia offers none; the
  *     operator accepted unconditional deletes).
  * A write refused is never sent: the function sees a LawRefusal, its target fails, and the
  * run says so (`law.refused`). Whatever a kind does, built in, a Kubernetes rule or a cloud
@@ -112,22 +112,37 @@ const KUBE: Record<string, Rule> = {
   }),
   replace: wholeObject,
   replaceStatus: wholeObject,
-  jsonPatch: ([ref, ns, name, ops]) => {
-    const first = (ops as readonly JsonPatchOp[] | undefined)?.[0];
-    return {
-      object: kubeObject(ref as ResourceRef, ns as string | undefined, name as string),
-      precondition:
-        first?.op === 'test' &&
-        first.path === '/metadata/resourceVersion' &&
-        typeof first.value === 'string' &&
-        first.value !== '',
-    };
-  },
+  jsonPatch: ([ref, ns, name, ops]) => ({
+    object: kubeObject(ref as ResourceRef, ns as string | undefined, name as string),
+    precondition: patchTested((ops as readonly JsonPatchOp[] | undefined) ?? []),
+  }),
   mergePatch: ([ref, ns, name, patch]) => ({
     object: kubeObject(ref as ResourceRef, ns as string | undefined, name as string),
     precondition: hasResourceVersion(patch),
   }),
 };
+/**
+ * A JSON patch carries its precondition when it first tests the object's resourceVersion, or
+ * when every path it changes was tested just before, with the value it had when read.
+ */
+export function patchTested(ops: readonly JsonPatchOp[]): boolean {
+  const first = ops[0];
+  if (
+    first?.op === 'test' &&
+    first.path === '/metadata/resourceVersion' &&
+    typeof first.value === 'string' &&
+    first.value !== ''
+  )
+    return true;
+  const changes = ops.filter((o) => o.op !== 'test');
+  return (
+    changes.length > 0 &&
+    changes.every((o) => {
+      const before = ops[ops.indexOf(o) - 1];
+      return before?.op === 'test' && before.path === o.path && before.value !== undefined;
+    })
+  );
+}
 const revision = (r: unknown) => typeof r === 'number' && Number.isSafeInteger(r) && r >= 0;
 const NEUTRON: Record<string, Rule> = {
   deletePort: ([id, rev]) => ({

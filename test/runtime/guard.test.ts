@@ -28,7 +28,7 @@ import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { CONFIGMAPS, NAMESPACES } from '../../shared/kube/resources.ts';
 import { NeutronClient } from '../../shared/openstack/neutron.ts';
 import { OctaviaClient } from '../../shared/openstack/octavia.ts';
-import { LawGuard, LawRefusal } from '../../shared/runtime/guard.ts';
+import { LawGuard, LawRefusal, patchTested } from '../../shared/runtime/guard.ts';
 import { runFunction } from '../../shared/runtime/wire.ts';
 import { installCrdsFromDir } from '../../shared/sandbox/crds.ts';
 import { FakeKubeServer } from '../../shared/sandbox/kube/server.ts';
@@ -173,6 +173,24 @@ unit(
     await refused(g.wrap(kube).jsonPatch(CONFIGMAPS, 'a', 'b', []));
     assert.is(g.refusals.length, 8);
     await kube.close();
+  },
+);
+
+unit(
+  'a JSON patch is preconditioned by a leading resourceVersion test, or by a test of each path it changes',
+  () => {
+    const rv = { op: 'test', path: '/metadata/resourceVersion', value: '7' } as const;
+    const rm = (p: string) => ({ op: 'remove', path: p }) as const;
+    const was = (p: string) => ({ op: 'test', path: p, value: { id: 'c1', podref: 'ns/p' } }) as const;
+    assert.ok(patchTested([rv, rm('/spec/allocations/5')]));
+    assert.ok(patchTested([was('/spec/allocations/5'), rm('/spec/allocations/5')]));
+    assert.ok(patchTested([was('/a'), rm('/a'), was('/b'), rm('/b')]));
+    assert.not.ok(patchTested([rm('/spec/allocations/5')]), 'no test at all');
+    assert.not.ok(patchTested([was('/a'), rm('/a'), rm('/b')]), 'one change untested');
+    assert.not.ok(patchTested([was('/a'), rm('/b')]), 'a test of another path');
+    assert.not.ok(patchTested([{ op: 'test', path: '/a' }, rm('/a')]), 'a test without the value read');
+    assert.not.ok(patchTested([{ ...rv, value: '' }, rm('/a')]), 'an empty resourceVersion');
+    assert.not.ok(patchTested([was('/a')]), 'tests only, nothing changed: not a write to let through');
   },
 );
 
