@@ -45,6 +45,18 @@ const observeAt = (now: number, ns: string) => ({
   tombstone: async () => {},
 });
 
+/** A pool with one leaked allocation (of the gone pod `gone-0`), recorded a grace ago: the next run confirms it. */
+async function confirmedLeak(t: KubeTarget, kube: KubeClient) {
+  const ns = await t.namespace();
+  await createPool(kube, ns, 'pool', RANGE, {
+    '192.168.2.60': { id: containerId(), podref: `${ns}/gone-0` },
+  });
+  const r = runner(whereaboutsIps, t.options, [ns], Date.now() + MIN);
+  await r.run();
+  r.now += 6 * MIN;
+  return { ns, r };
+}
+
 export function whereaboutsScenarios(label: string, getTarget: () => Promise<KubeTarget | undefined>): void {
   const { it, run } = targetSuite(`whereabouts-ips (${label})`, getTarget);
 
@@ -291,13 +303,7 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
   });
 
   it("a pool written beside the patch (a burst of CNI ADDs): after the conflict, the patch tests the allocation itself and goes through; the others' allocations stay", async (t, kube) => {
-    const ns = await t.namespace();
-    await createPool(kube, ns, 'pool', RANGE, {
-      '192.168.2.60': { id: containerId(), podref: `${ns}/gone-0` },
-    });
-    const r = runner(whereaboutsIps, t.options, [ns], Date.now() + MIN);
-    await r.run();
-    r.now += 6 * MIN;
+    const { ns, r } = await confirmedLeak(t, kube);
     // before each of twopass's patches, another allocation lands first
     let n = 0;
     r.intercept = (k) =>
@@ -321,13 +327,7 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
   });
 
   it('a pool whose every patch loses (five conflicts): skipped as contended, the candidate kept with its age; the next run deletes it at once', async (t, kube) => {
-    const ns = await t.namespace();
-    await createPool(kube, ns, 'pool', RANGE, {
-      '192.168.2.60': { id: containerId(), podref: `${ns}/gone-0` },
-    });
-    const r = runner(whereaboutsIps, t.options, [ns], Date.now() + MIN);
-    await r.run();
-    r.now += 6 * MIN;
+    const { ns, r } = await confirmedLeak(t, kube);
     // the server answers every patch 409 (an update that lost inside the server each time)
     let n = 0;
     r.intercept = (k) =>
