@@ -402,7 +402,7 @@ export async function removeOnNetwork(
         // Someone else wrote the network since it was listed: read it and the evidence again
         // (once for every batch waiting on it). Comparing bitmaps could not tell an address
         // freed and handed to a new pod in between from one never touched.
-        await contendedPause(attempt, ctx.signal);
+        await contendedPause(attempt, ctx);
         ev = await danmEvidence(reader, group, ctx, ev);
         net = ev.value.networks.get(id);
         continue;

@@ -252,7 +252,7 @@ async function removeAllocations(
       const conflict = isPatchConflict(err);
       if (conflict && attempt < PATCH_ATTEMPTS) {
         // someone else wrote the pool since it was read (a CNI ADD or DEL): read it again
-        await contendedPause(attempt, ctx.signal);
+        await contendedPause(attempt, ctx);
         continue;
       }
       if (!conflict) {

@@ -46,7 +46,15 @@ export class BatchResults {
  * failed test): random, up to 250 ms doubled each attempt (250, 500, 1000, 2000 ms), so that
  * a write does not retry in step with a producer's burst of writes to the same object.
  */
-export function contendedPause(attempt: number, signal: AbortSignal, random = Math.random): Promise<void> {
+export function contendedPause(
+  attempt: number,
+  ctx: Readonly<{
+    signal: AbortSignal;
+    sleep?: ((ms: number, signal?: AbortSignal) => Promise<void>) | undefined;
+  }>,
+  random = Math.random,
+): Promise<void> {
   const ms = Math.round(random() * 250 * 2 ** Math.max(0, attempt - 1));
-  return sleep(ms, undefined, { signal });
+  // the run's clock (a simulated one in tests); without one, the real clock
+  return ctx.sleep ? ctx.sleep(ms, ctx.signal) : sleep(ms, undefined, { signal: ctx.signal });
 }

@@ -91,6 +91,8 @@ export type RunContext<S = Readonly<Record<string, unknown>>> = Readonly<{
    * as another resource's metadata-only list, is not absence). Absent outside the act phase.
    */
   evidenceFloor?: (source: string, count: number) => string | undefined;
+  /** The run's clock's sleep (a pause between attempts of a contended write); absent: the real clock. */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }>;
 
 /** The runtime's view of the context: settings parsed once, where the config loaded. */
