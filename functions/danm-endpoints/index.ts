@@ -172,6 +172,18 @@ export const danmEndpoints = defineFunction<typeof danmEndpointsSettings, KubeRe
     'DanmEps whose Pod (by UID) is gone, the IPs they held, and leaked bits in DANM network bitmaps',
   settings: danmEndpointsSettings,
   defaults: { schedule: '*/5 * * * *', graceMs: 5 * MINUTE, ...GUARD_DEFAULTS },
+  access: {
+    cluster: [
+      // either API group DANM serves (settings.group, or the one the cluster has)
+      { apiGroups: ['danm.k8s.io', 'danm.io'], resources: ['danmeps'], verbs: ['list', 'get', 'delete'] },
+      {
+        apiGroups: ['danm.k8s.io', 'danm.io'],
+        resources: ['danmnets', 'tenantnetworks', 'clusternetworks'],
+        verbs: ['list', 'get', 'update'],
+      },
+      { apiGroups: [''], resources: ['pods'], verbs: ['list', 'get'] },
+    ],
+  },
   kinds: {
     DanmEp: endpointKind,
     // Leaked bits of one network are cleared together, in one write (DanmEps go one by one).

@@ -196,6 +196,23 @@ export const lbaasPorts = defineFunction<
     // a cloud's ports cost money and time to re-create: a tighter count than the cluster functions
     maxDeletions: 10,
   },
+  access: {
+    // its targets are in OpenStack: in the cluster it reads the Services that hold ports
+    cluster: [{ apiGroups: [''], resources: ['services'], verbs: ['list', 'get'] }],
+    namespaced: [
+      {
+        role: 'controller',
+        why: 'The ch-k8s-lbaas controller is evidence: ports are deleted only while its Deployment is scaled to 0 and no pod of it exists. Read where it runs (settings.controller.namespace; none with `controller: none`).',
+        setting: 'controller',
+        defaultNamespace: 'kube-system',
+        rules: [
+          { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get', 'list'] },
+          { apiGroups: [''], resources: ['pods'], verbs: ['list'] },
+        ],
+      },
+    ],
+    openstack: true,
+  },
   kinds: { Port: portKind },
   connect,
   observe,

@@ -182,6 +182,17 @@ export const whereaboutsIps = defineFunction<
     'whereabouts IPPool allocations and OverlappingRangeIPReservations whose pod is gone or no longer has the address',
   settings: whereaboutsIpsSettings,
   defaults: { schedule: '*/5 * * * *', graceMs: 5 * MINUTE, ...GUARD_DEFAULTS },
+  access: {
+    cluster: [
+      { apiGroups: ['whereabouts.cni.cncf.io'], resources: ['ippools'], verbs: ['list', 'get', 'patch'] },
+      {
+        apiGroups: ['whereabouts.cni.cncf.io'],
+        resources: ['overlappingrangeipreservations'],
+        verbs: ['list', 'get', 'delete'],
+      },
+      { apiGroups: [''], resources: ['pods'], verbs: ['list', 'get'] },
+    ],
+  },
   kinds: {
     // The allocations of one pool are removed together, in one patch (reservations one by one).
     IPPoolAllocation: allocationKind,

@@ -107,6 +107,7 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
     kindNotes,
     kindReport,
     settingsSchema: spec.settings,
+    access: spec.access,
     ...(spec.maxConcurrency !== undefined ? { maxConcurrency: spec.maxConcurrency } : {}),
     ...(spec.reportOnly ? { reportOnly: true } : {}),
     ...(spec.connect

@@ -21,8 +21,11 @@ export { type Tombstone, type TombstoneEntry, tombstoneSchema } from './tombston
 
 import type { Time } from '../time.ts';
 
+export { type Access, type NamespacedAccess, type PolicyRule, RUNTIME_RULES } from './access.ts';
 export { BatchResults, contendedPause } from './batch.ts';
 export { kubeObject, openStackObject, type Touch } from './touch.ts';
+
+import type { Access } from './access.ts';
 
 import type { Touch } from './touch.ts';
 
@@ -190,6 +193,8 @@ export interface TwopassFunction<R, W> {
   readonly kindReport: Readonly<Record<string, Readonly<{ unused: string; removal: string }>>>;
   /** The strict schema of `functions.<name>.settings`, checked when the config loads. */
   readonly settingsSchema: z.ZodObject;
+  /** What it may read and write in a cluster: its RBAC, generated, and what the act phase lets through. */
+  readonly access: Access;
   /** Deletions in flight at once for this function (default: the run's concurrency). */
   readonly maxConcurrency?: number;
   /** Finds and reports, never deletes: every run of it is a dry run, `--apply` or not. */
@@ -360,6 +365,12 @@ export type FunctionSpec<S extends z.ZodObject, R, W, K extends Record<string, u
   description: string;
   settings: S;
   defaults: FunctionDefaults;
+  /**
+   * Every resource it lists, reads or writes in a cluster, and with which verbs: its RBAC in
+   * every deployment is generated from this (`npm run manifests`), and the act phase refuses
+   * a Kubernetes write it does not allow.
+   */
+  access: Access;
   kinds: { readonly [N in keyof K]: KindSpec<K[N], R, W, z.output<S>> };
   maxConcurrency?: number;
   reportOnly?: boolean;

@@ -15,86 +15,39 @@ import {
   freshEvidence,
   type KindSpec,
   keepMarked,
-  nonEmpty,
   type ObserveContext,
   openStackObject,
-  pageSizeSetting,
   type RunContext,
 } from '../contract/index.ts';
 import { noRestoreFacts, openStackResourcePayload, readPayload } from '../contract/tombstone.ts';
-import type { KubeReader } from '../kube/ports.ts';
-import { CinderClient, type CinderReader, type Volume } from '../openstack/cinder.ts';
+import { CinderClient, type Volume } from '../openstack/cinder.ts';
 import { loadCloudConfig } from '../openstack/config.ts';
 import { Http } from '../openstack/http.ts';
 import { KeystoneAuth } from '../openstack/keystone.ts';
-import {
-  type FloatingIp,
-  NeutronClient,
-  type NeutronReader,
-  type Port,
-  type SecurityGroup,
-} from '../openstack/neutron.ts';
-import { type LoadBalancer, OctaviaClient, type OctaviaReader } from '../openstack/octavia.ts';
-import { restoreFip, restorePort } from '../openstack/restore.ts';
+import { NeutronClient } from '../openstack/neutron.ts';
+import { type LoadBalancer, OctaviaClient } from '../openstack/octavia.ts';
+import { ruleAccess } from './access.ts';
 import { toCel } from './cel.ts';
-import { CLOUD_TARGETS, CLUSTER, type CloudEvidenceCollection, type CloudRule } from './cloud-rule.ts';
+import {
+  CLOUD_COLLECTIONS,
+  type CloudEvidenceCollection,
+  type CloudReader,
+  type CloudWriter,
+  onePortAtATime,
+  type Resource,
+  targetOf,
+} from './cloud-collections.ts';
+import type { CloudRule } from './cloud-rule.ts';
+import { cloudSettingsOf, type Settings } from './cloud-settings.ts';
+
+export type { CloudReader, CloudWriter } from './cloud-collections.ts';
+export { cloudRuleSettings, cloudSettingsOf, OCCM_DEFAULT_CLUSTER } from './cloud-settings.ts';
+
 import { type EvidenceRead, indexEvidence, readEvidence, reportEvidence } from './evidence.ts';
 import { judge, ruleDefaults } from './function.ts';
 
 /** A cloud resource's tombstone: the resource as read just before its deletion. */
 const CLOUD_TOMBSTONE = { object: openStackResourcePayload, restore: noRestoreFacts };
-
-/**
- * cloud-provider-openstack's default `--cluster-name`: every cluster whose controller never
- * set it writes this same name, so it tells no cluster from another in a shared project.
- */
-export const OCCM_DEFAULT_CLUSTER = 'kubernetes';
-
-export const cloudRuleSettings = z
-  .object({
-    projectId: nonEmpty('a project ID').describe('the OpenStack project whose resources the rule judges'),
-    cluster: nonEmpty('the cluster name').describe(
-      `the cluster's name as the resources carry it (\`${CLUSTER}\` in the rule's ownership)`,
-    ),
-    cloud: nonEmpty('a cloud name').optional().describe('the clouds.yaml entry (default: $OS_CLOUD)'),
-    pageSize: pageSizeSetting.default(500).describe('items per list page'),
-    clusterNameIsUnique: z
-      .boolean()
-      .default(false)
-      .describe(
-        `set to true only when no other cluster in the project uses the cluster name \`${OCCM_DEFAULT_CLUSTER}\` (cloud-provider-openstack's default --cluster-name)`,
-      ),
-  })
-  .strict();
-type Settings = z.output<typeof cloudRuleSettings>;
-
-/**
- * A rule's settings: the common ones and its acknowledgements (each `false` until the
- * operator sets it). A run refuses (exit 2) while one is missing, or while the cluster
- * name is cloud-provider-openstack's default and the operator has not said it is theirs alone.
- */
-export function cloudSettingsOf(rule: Pick<CloudRule, 'acknowledgements'>) {
-  const acks = Object.fromEntries(
-    rule.acknowledgements.map((a) => [a.setting, z.boolean().default(false).describe(a.why)]),
-  );
-  // typed as the common settings: an acknowledgement is read by name, only here
-  return cloudRuleSettings.extend(acks as Record<never, never>).superRefine((s, ctx) => {
-    if (s.cluster === OCCM_DEFAULT_CLUSTER && !s.clusterNameIsUnique)
-      ctx.addIssue({
-        code: 'custom',
-        path: ['cluster'],
-        message: `\`${OCCM_DEFAULT_CLUSTER}\` is cloud-provider-openstack's default --cluster-name, which every cluster that never set it shares: another cluster's load balancers, floating IPs and security groups in project ${s.projectId} would carry the same names and be judged as this cluster's. Give the controller a --cluster-name of this cluster's own and set it here, or, if no other cluster in the project uses \`${OCCM_DEFAULT_CLUSTER}\`, say so with \`clusterNameIsUnique: true\``,
-      });
-    const given = s as Record<string, unknown>;
-    for (const a of rule.acknowledgements)
-      if (given[a.setting] !== true)
-        ctx.addIssue({
-          code: 'custom',
-          path: [a.setting],
-          message: `this rule runs only once \`${a.setting}: true\` is set: ${a.why}`,
-        });
-  });
-}
 
 /** `revision`: Neutron's revision_number; `version`: what stands for it where there is none (a volume's updated_at). */
 const data = z.object({
@@ -105,42 +58,6 @@ const data = z.object({
   project: z.string().optional(),
 });
 type Data = z.output<typeof data>;
-
-/**
- * One write of a port at a time in this process. Neutron checks If-Match before its update
- * commits: two writes of one port on the same revision at the same moment can both answer
- * 200, the later undoing the earlier (seen on the real Neutron: two groups taken off one
- * node port at once, one of them put back). A run's own writes of a port therefore queue;
- * each still carries its If-Match (decision 0013).
- */
-const portWrites = new Map<string, Promise<unknown>>();
-async function onePortAtATime<T>(id: string, work: () => Promise<T>): Promise<T> {
-  const before = portWrites.get(id) ?? Promise.resolve();
-  const mine = before.then(work, work);
-  const tail = mine.then(
-    () => undefined,
-    () => undefined,
-  );
-  portWrites.set(id, tail);
-  try {
-    return await mine;
-  } finally {
-    if (portWrites.get(id) === tail) portWrites.delete(id);
-  }
-}
-
-type Resource = (Port | FloatingIp | SecurityGroup | Volume | LoadBalancer) & {
-  name?: string | null;
-  description?: string | null;
-};
-export type CloudReader = Readonly<{
-  kube: KubeReader;
-  neutron: NeutronReader & Pick<NeutronClient, 'listSecurityGroups' | 'getSecurityGroup'>;
-  /** Cinder, where the rule targets or reads volumes. */
-  cinder?: CinderReader | undefined;
-  /** Octavia, where the rule targets or reads load balancers. */
-  octavia?: OctaviaReader | undefined;
-}>;
 
 /**
  * What changes with every change of a resource: Neutron's revision_number; a volume has
@@ -155,12 +72,6 @@ function versionOf(o: Resource): { revision: number; version?: string } | undefi
     return { revision: 0, version: `${at}/${status}` };
   return undefined;
 }
-export type CloudWriter = Readonly<{
-  kube: KubeReader;
-  neutron: NeutronClient;
-  octavia?: Pick<OctaviaClient, 'deleteLoadBalancer'> | undefined;
-}>;
-
 const nameOf = (o: Resource) =>
   'floating_ip_address' in o && o.floating_ip_address
     ? `${o.floating_ip_address} (${o.id})`
@@ -168,36 +79,16 @@ const nameOf = (o: Resource) =>
       ? `${o.name} (${o.id})`
       : o.id;
 
-/** One Neutron, Cinder or Octavia collection of a project, every page (the client proves the list complete). */
-function listCollection(
+/** One collection of a project, every page (the client proves the list complete). */
+const listCollection = (
   r: CloudReader,
   c: CloudEvidenceCollection,
   f: { project_id: string; tags: string[] },
   signal: AbortSignal,
-): Promise<{ items: readonly unknown[]; pages: number }> {
-  if (c === 'members') return octaviaOf(r).listMembers({ project_id: f.project_id }, signal);
-  if (c === 'volumes') return cinderOf(r).listVolumes({ project_id: f.project_id }, signal);
-  if (c === 'loadbalancers') return octaviaOf(r).listLoadBalancers({ project_id: f.project_id }, signal);
-  return c === 'ports'
-    ? r.neutron.listPorts(f, signal)
-    : c === 'floatingips'
-      ? r.neutron.listFloatingIps(f, signal)
-      : r.neutron.listSecurityGroups(f, signal);
-}
+) => CLOUD_COLLECTIONS[c].list(r, f, signal);
 
 /** The keep-mark's places: Neutron's tags, a volume's metadata (as an annotation would carry it). */
 const marksOf = (o: Resource) => ['tags' in o ? { tags: o.tags } : { annotations: (o as Volume).metadata }];
-
-function octaviaOf<T>(r: { octavia?: T | undefined }): T {
-  if (!r.octavia)
-    throw new Error('the rule reads Octavia load balancers, but no Octavia client was connected');
-  return r.octavia;
-}
-
-function cinderOf(r: CloudReader): CinderReader {
-  if (!r.cinder) throw new Error('the rule reads Cinder volumes, but no Cinder client was connected');
-  return r.cinder;
-}
 
 /** Builds the function of a compiled cloud rule. */
 export function cloudRuleFunction(rule: CloudRule): AnyFunction {
@@ -212,26 +103,12 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
       signal,
     );
   };
-  const get = (r: CloudReader, id: string, signal: AbortSignal): Promise<Resource | undefined> =>
-    c === 'volumes'
-      ? cinderOf(r).getVolume(id, signal)
-      : c === 'loadbalancers'
-        ? octaviaOf(r).getLoadBalancer(id, signal)
-        : c === 'ports'
-          ? r.neutron.getPort(id, signal)
-          : c === 'floatingips'
-            ? r.neutron.getFloatingIp(id, signal)
-            : r.neutron.getSecurityGroup(id, signal);
+  const target = targetOf(c);
+  const get = (r: CloudReader, id: string, signal: AbortSignal) => target.get(r, id, signal);
   const del = (w: CloudWriter, d: Data, signal: AbortSignal) =>
-    c === 'volumes'
-      ? Promise.reject(new Error(`a ${kind} is never deleted (report-only)`))
-      : c === 'loadbalancers'
-        ? octaviaOf(w).deleteLoadBalancer(d.id, signal)
-        : c === 'ports'
-          ? w.neutron.deletePort(d.id, d.revision, signal)
-          : c === 'floatingips'
-            ? w.neutron.deleteFloatingIp(d.id, d.revision, signal)
-            : w.neutron.deleteSecurityGroup(d.id, d.revision, signal);
+    target.delete
+      ? target.delete(w, d, signal)
+      : Promise.reject(new Error(`a ${kind} is never deleted (report-only)`));
   /** The object the conditions read: the resource, and `owner` (the named groups of its ownership). */
   const owned = (o: Resource, s: Settings) => {
     if (o.project_id !== s.projectId) return null; // an admin's token sees every project
@@ -327,9 +204,9 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
         ctx.unreadable(
           kind,
           { ...init, key: o.id, fingerprint: o.id },
-          c === 'volumes'
-            ? 'no status or updated_at: a change between the observations could not be seen'
-            : 'no revision_number: its delete could not carry a precondition',
+          target.ifMatch
+            ? 'no revision_number: its delete could not carry a precondition'
+            : 'no status or updated_at: a change between the observations could not be seen',
         );
         continue;
       }
@@ -360,23 +237,18 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
     data,
     note: `decided by rule ${rule.name} (${rule.source}): in use when ${rule.inUse.source.trim()}`,
     unused: rule.unused,
-    removal: !CLOUD_TARGETS[c].deletes
+    removal: !target.deletes
       ? `never: a ${kind} is only reported`
       : rule.release
         ? `PUT each port still in the group without it (If-Match: the port's revision_number; only ports release.when allows), then DELETE the ${kind} with If-Match: revision_number=<the revision observed>`
-        : CLOUD_TARGETS[c].ifMatch
+        : target.ifMatch
           ? `DELETE the ${kind} with If-Match: revision_number=<the revision observed> (Neutron's revision-if-match: a changed ${kind} answers 412 and is skipped)`
-          : `DELETE the ${kind} (cascade) without a precondition, which ${CLOUD_TARGETS[c].service} does not offer: the re-check on a fresh read just before is the last guard; one being changed (PENDING_*) answers 409 and is skipped`,
+          : `DELETE the ${kind} (cascade) without a precondition, which ${target.service} does not offer: the re-check on a fresh read just before is the last guard; one being changed (PENDING_*) answers 409 and is skipped`,
     touches: (d) =>
-      !CLOUD_TARGETS[c].deletes
+      !target.deletes || !target.touch
         ? []
         : [
-            c === 'loadbalancers'
-              ? {
-                  object: openStackObject('octavia', c, d.id),
-                  unconditional: 'Octavia offers no precondition on a DELETE',
-                }
-              : { object: openStackObject('neutron', c, d.id) },
+            target.touch(d.id),
             // released from the ports it is still on: any port, each write on its revision
             ...(rule.release ? [{ object: openStackObject('neutron', 'ports', '*') }] : []),
           ],
@@ -407,13 +279,8 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
         if ('refused' in ports) return { ok: false, reason: ports.refused };
         return { ok: true, before: { ...o, released_from: ports.ports } };
       }
-      // the cascade takes its listeners, pools and members: the tombstone holds them whole
-      if (c === 'loadbalancers')
-        return {
-          ok: true,
-          before: { ...o, ...(await octaviaOf(r).loadBalancerTree(o as LoadBalancer, ctx.signal)) },
-        };
-      return { ok: true, before: o };
+      // what goes with it (a load balancer's cascade): the tombstone holds it whole
+      return { ok: true, before: target.tree ? { ...o, ...(await target.tree(r, o, ctx.signal)) } : o };
     },
     async remove(w, { data: d }, ctx) {
       if (rule.release) {
@@ -459,16 +326,16 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
       if (out === 'conflict')
         return {
           outcome: 'skipped',
-          reason: CLOUD_TARGETS[c].ifMatch
+          reason: target.ifMatch
             ? `precondition failed (412): the ${kind} changed`
             : `409: the ${kind} is being changed (immutable now)`,
         };
       if (out === 'gone') return { outcome: 'gone', detail: `${kind} was already gone` };
       return {
         outcome: 'deleted',
-        detail: CLOUD_TARGETS[c].ifMatch
+        detail: target.ifMatch
           ? `${kind} ${d.id} deleted (If-Match: revision_number=${d.revision})`
-          : `${kind} ${d.id} deleted (cascade; ${CLOUD_TARGETS[c].service} offers no precondition)`,
+          : `${kind} ${d.id} deleted (cascade; ${target.service} offers no precondition)`,
       };
     },
     place: (d) => d.project ?? '',
@@ -476,20 +343,13 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
       const read = readPayload(tomb, CLOUD_TOMBSTONE);
       if (!read.ok) return { outcome: 'refused', reason: read.reason };
       const o = read.object as Resource;
-      if (c === 'ports') return restorePort(w.neutron, o as Port, undefined, ctx);
-      if (c === 'floatingips') return restoreFip(w.neutron, { ...(o as FloatingIp), port_id: null }, ctx);
-      return {
-        outcome: 'refused',
-        reason:
-          c === 'loadbalancers'
-            ? 'an Octavia load balancer cannot be restored by twopass: its listeners, pools and members went with it (cascade); the tombstone holds each of them whole (twopass restore --output json shows them) to make it again by hand'
-            : `a ${kind} cannot be restored by twopass (its rules are not re-created): make it again from its tombstone (twopass restore --output json shows it)`,
-      };
+      if (target.restore) return target.restore(w, o, ctx);
+      return { outcome: 'refused', reason: target.noRestore ?? `a ${kind} cannot be restored by twopass` };
     },
     async confirmGone(r, { data: d }, ctx) {
       const o = await get(r, d.id, ctx.signal);
       // Octavia deletes in the background: PENDING_DELETE is its provider at work
-      return o === undefined || (o as LoadBalancer).provisioning_status === 'PENDING_DELETE';
+      return o === undefined || target.gone?.(o) === true;
     },
   };
 
@@ -499,6 +359,7 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
     description: rule.description,
     settings,
     defaults: { ...ruleDefaults(rule), enabled: false },
+    access: ruleAccess(rule),
     ...(rule.reportOnly ? { reportOnly: true } : {}),
     kinds: { [kind]: spec },
     async connect(c) {
@@ -506,13 +367,16 @@ export function cloudRuleFunction(rule: CloudRule): AnyFunction {
       const http = new Http({ timeoutMs: c.callTimeoutMs, time: c.time });
       const auth = new KeystoneAuth(cloud, http, c.time.now);
       const neutron = new NeutronClient(auth, http, c.settings.pageSize);
-      const readsVolumes =
-        rule.collection === 'volumes' || rule.cloudEvidence.some((e) => e.collection === 'volumes');
-      const cinder = readsVolumes ? new CinderClient(auth, http, c.settings.pageSize) : undefined;
-      const readsLbs =
-        rule.collection === 'loadbalancers' ||
-        rule.cloudEvidence.some((e) => e.collection === 'loadbalancers' || e.collection === 'members');
-      const octavia = readsLbs ? new OctaviaClient(auth, http, c.settings.pageSize) : undefined;
+      // a client for each service the rule reads (its targets' and its evidence's)
+      const services = new Set(
+        [rule.collection, ...rule.cloudEvidence.map((e) => e.collection as CloudEvidenceCollection)].map(
+          (x) => CLOUD_COLLECTIONS[x].service,
+        ),
+      );
+      const cinder = services.has('Cinder') ? new CinderClient(auth, http, c.settings.pageSize) : undefined;
+      const octavia = services.has('Octavia')
+        ? new OctaviaClient(auth, http, c.settings.pageSize)
+        : undefined;
       return {
         reader: { kube: c.kube, neutron, cinder, octavia },
         writer: { kube: c.kube, neutron, octavia },

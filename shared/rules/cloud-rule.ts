@@ -21,31 +21,19 @@ import {
   type RuleFile,
 } from './rule.ts';
 
-/**
- * The OpenStack collections a cloud rule may target, and what their deletes can carry.
- * Cinder volumes are only ever reported: their data cannot be had back once deleted.
- * Octavia load balancers are deleted without a precondition (the API has none).
- */
-export const CLOUD_TARGETS = {
-  ports: { kind: 'Port', service: 'Neutron', ifMatch: true, deletes: true },
-  floatingips: { kind: 'FloatingIP', service: 'Neutron', ifMatch: true, deletes: true },
-  'security-groups': { kind: 'SecurityGroup', service: 'Neutron', ifMatch: true, deletes: true },
-  volumes: { kind: 'Volume', service: 'Cinder', ifMatch: false, deletes: false },
-  /** Octavia offers no precondition: the re-check on a fresh read is the last guard (`rules check` says so). */
-  loadbalancers: { kind: 'LoadBalancer', service: 'Octavia', ifMatch: false, deletes: true },
-} as const;
-export type CloudCollection = keyof typeof CLOUD_TARGETS;
+export {
+  CLOUD_EVIDENCE,
+  CLOUD_TARGETS,
+  type CloudCollection,
+  type CloudEvidenceCollection,
+} from './cloud-collections.ts';
 
-/**
- * What a cloud rule may read as evidence: every target collection, and Octavia's members
- * (each pool's, with `pool_id` and `loadbalancer_id` added: what stands behind a load
- * balancer), which are never targets.
- */
-export const CLOUD_EVIDENCE = {
-  ...CLOUD_TARGETS,
-  members: { kind: 'Member', service: 'Octavia' },
-} as const;
-export type CloudEvidenceCollection = keyof typeof CLOUD_EVIDENCE;
+import {
+  CLOUD_EVIDENCE,
+  CLOUD_TARGETS,
+  type CloudCollection,
+  type CloudEvidenceCollection,
+} from './cloud-collections.ts';
 
 // biome-ignore lint/suspicious/noTemplateCurlyInString: the placeholder rule files write, not a template
 export const CLUSTER = '${cluster}';

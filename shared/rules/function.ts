@@ -28,6 +28,7 @@ import { parseDuration } from '../engine/duration.ts';
 import { NotInstalledError } from '../errors.ts';
 import type { KubeReader, KubeReadWriter } from '../kube/ports.ts';
 import { apiVersionOf, type KubeObject } from '../kube/resources.ts';
+import { ruleAccess } from './access.ts';
 import { toCel } from './cel.ts';
 import { type Indexes, listSpec, pacer, readEvidence, reportEvidence } from './evidence.ts';
 import type { Rule } from './rule.ts';
@@ -264,6 +265,7 @@ export function ruleFunction(rule: Rule): AnyFunction {
     description: rule.description,
     settings: ruleSettings,
     defaults: ruleDefaults(rule),
+    access: ruleAccess(rule),
     kinds: { [kindName]: kind },
     observe,
   });

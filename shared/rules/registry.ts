@@ -4,15 +4,14 @@ import { FUNCTIONS } from '../../functions/index.ts';
 import type { Config } from '../config.ts';
 import type { AnyFunction } from '../contract/index.ts';
 import { ConfigError } from '../errors.ts';
+import { type AnyRule, isCloudRule } from './access.ts';
 import { cloudRuleFunction } from './cloud-function.ts';
-import { type CloudRule, compileCloudRule, isCloudRuleDoc } from './cloud-rule.ts';
+import { compileCloudRule, isCloudRuleDoc } from './cloud-rule.ts';
 import { ruleFunction } from './function.ts';
-import { compileRule, type Rule, readRuleDocs } from './rule.ts';
+import { compileRule, readRuleDocs } from './rule.ts';
 
 /** A rule of either kind: its targets in Kubernetes, or in OpenStack (`target.openstack`). */
-export type AnyRule = Rule | CloudRule;
-
-export const isCloudRule = (r: AnyRule): r is CloudRule => 'cloud' in r;
+export { type AnyRule, isCloudRule };
 
 /** Compiles one rule document of either kind. */
 export function compileAnyRule(doc: unknown, source: string): AnyRule {

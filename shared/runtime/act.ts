@@ -114,7 +114,7 @@ function declared<R, W>(deps: ActDeps<R, W>, actions: readonly DeleteAction[]): 
 
 export async function act<R, W>(rawDeps: ActDeps<R, W>, req: ActRequest): Promise<ActOutcome> {
   // Every write of the function goes through the guard: declared, tombstoned, preconditioned.
-  const guard = new LawGuard(declared(rawDeps, req.actions));
+  const guard = new LawGuard(declared(rawDeps, req.actions), rawDeps.fn.access.cluster);
   const deps: ActDeps<R, W> = { ...rawDeps, writer: guard.wrap(rawDeps.writer) };
   const cache = new EvidenceCache(deps.time.now, req.evidenceMaxAgeMs);
   const tombs = new TombstoneWriter({

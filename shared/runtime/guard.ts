@@ -15,6 +15,7 @@
  * The guard knows the writer ports by their methods: the Kubernetes writer, Neutron and
  * Octavia, alone or as the `kube`, `neutron` and `octavia` of a composite writer.
  */
+import { allows, type PolicyRule } from '../contract/access.ts';
 import { kubeObject, openStackObject, type Touch } from '../contract/touch.ts';
 import { TwopassError } from '../errors.ts';
 import type { JsonPatchOp, Preconditions } from '../kube/ports.ts';
@@ -40,8 +41,15 @@ export class LawGuard {
   /** Writes let through (what the tests read to prove each was tombstoned and preconditioned). */
   readonly writes: GuardedWrite[] = [];
 
-  /** `declared`: per target key, what its removal touches. */
-  constructor(declared: Iterable<readonly [string, readonly Touch[]]>) {
+  /**
+   * `declared`: per target key, what its removal touches. `access`: the function's declared
+   * cluster rules (`FunctionSpec.access`); when given, a Kubernetes write they do not allow
+   * is refused (RBAC would refuse it in a cluster: the tests find it first).
+   */
+  private readonly access: readonly PolicyRule[] | undefined;
+
+  constructor(declared: Iterable<readonly [string, readonly Touch[]]>, access?: readonly PolicyRule[]) {
+    this.access = access;
     for (const [key, touches] of declared)
       for (const t of touches) {
         const wild = t.object.endsWith('/*');
@@ -72,6 +80,9 @@ export class LawGuard {
       throw new LawRefusal(reason);
     };
     if (claims.length === 0) refuse('no target of this run declares that its removal touches it');
+    const kube = /^kube:([^/]*)\/([^/]+)\//.exec(object);
+    if (kube && this.access && !allows(this.access, kube[1]!, kube[2]!, call))
+      refuse(`its function's access declares no ${call} of ${kube[2]} (${kube[1] || 'core'})`);
     const durable = claims.filter((c) => this.durable.has(c.key));
     if (durable.length === 0)
       refuse(`the tombstone of ${claims.map((c) => c.key).join(', ')} is not durable yet`);

@@ -31,6 +31,7 @@ const strict = (build: { id: string; version: number }, use: 'used' | 'indetermi
   defineFunction<z.ZodObject, null, null, { Thing: { id: string; version: number } }>({
     name: 'strict',
     description: 'test-only',
+    access: { cluster: [] },
     settings: z.object({}).strict(),
     defaults: {
       schedule: '* * * * *',
@@ -88,6 +89,7 @@ test('settings are parsed once, where the config loads: every call of a run gets
   const counted = defineFunction<z.ZodObject, null, null, { Thing: { id: string } }>({
     name: 'counted',
     description: 'test-only',
+    access: { cluster: [] },
     settings: z
       .object({
         n: z.number().refine(() => {

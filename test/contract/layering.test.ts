@@ -80,7 +80,7 @@ test('a rule is one more function on the contract: shared/rules builds on the co
     scope,
     (i) =>
       isPackage(i) ||
-      inside(i, 'shared/rules', 'shared/contract', ...ADAPTERS, ...BASE) ||
+      inside(i, 'shared/rules', 'shared/contract', 'shared/deploy', ...ADAPTERS, ...BASE) ||
       i === 'shared/engine/duration.ts' ||
       i === 'shared/state/configmap.ts',
   );
@@ -88,6 +88,18 @@ test('a rule is one more function on the contract: shared/rules builds on the co
   assert.ok(
     importsOf('shared/rules/function.ts').includes('shared/contract/index.ts'),
     'rule functions are built by defineFunction',
+  );
+});
+
+test("shared/deploy builds a function's manifests from its declaration: the contract's access and the state's names, nothing of the run", () => {
+  const scope = files('shared/deploy');
+  assert.ok(scope.length > 0);
+  assert.equal(
+    violations(
+      scope,
+      (i) => isPackage(i) || i === 'shared/contract/access.ts' || i === 'shared/state/configmap.ts',
+    ),
+    [],
   );
 });
 

@@ -7,7 +7,7 @@
  * TWOPASS_REQUIRE_HELM=1: then its absence fails).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
@@ -15,7 +15,7 @@ import * as assert from 'uvu/assert';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { fileSchema, resolveConfig } from '../../shared/config.ts';
 import { NAMESPACES } from '../../shared/kube/resources.ts';
-import { ruleRbacRules } from '../../shared/rules/deploy.ts';
+import { ruleAccess } from '../../shared/rules/access.ts';
 import { functionsOf } from '../../shared/rules/registry.ts';
 import { loadRuleFile } from '../../shared/rules/rule.ts';
 import { checkFunctionsConfig } from '../../shared/runtime/settings.ts';
@@ -193,7 +193,7 @@ it("a rule's ClusterRole is what `twopass rules rbac` says, plus the Events of i
     assert.equal(
       (role.rules ?? []).map(key).sort(),
       [
-        ...ruleRbacRules(rule),
+        ...ruleAccess(rule).cluster,
         { apiGroups: [''], resources: ['events'], verbs: ['create'] },
         { apiGroups: [''], resources: ['namespaces'], resourceNames: ['kube-system'], verbs: ['get'] },
       ]
@@ -297,6 +297,32 @@ it('RBAC: the chart grants exactly what the kustomize components grant, function
       .map((o) => `${o.kind}/${o.metadata.name}`)
       .sort();
   assert.equal(grants(chart), grants(kust));
+});
+
+it("no template names a function: each one's RBAC, Roles elsewhere and OpenStack Secret come from files/access.yaml; the scheduler gets them too", () => {
+  const templates = readdirSync(join(CHART, 'templates'))
+    .map((f) => readFileSync(join(CHART, 'templates', f), 'utf8'))
+    .join('\n')
+    // comments may give an example
+    .replace(/\{\{-?\s*\/\*[\s\S]*?\*\/\s*-?\}\}/g, '');
+  for (const fn of ['danm-endpoints', 'whereabouts-ips', 'lbaas-ports'])
+    assert.not.ok(templates.includes(fn), `${fn} is named in a template`);
+  const objs = helmTemplate(['scheduler.enabled=true', 'functions.lbaas-ports.enabled=true']).objs;
+  const ctl = objs.find(
+    (o) => o.kind === 'RoleBinding' && o.metadata.name === 'twopass-scheduler-lbaas-ports-controller',
+  );
+  assert.is(ctl?.metadata.namespace, 'kube-system', 'the scheduler reads the controller where it runs');
+  const dep = JSON.stringify(objs.find((o) => o.kind === 'Deployment')?.spec);
+  assert.match(
+    dep,
+    /"secretName":"twopass-openstack"/,
+    'and has the OpenStack credentials lbaas-ports needs',
+  );
+  assert.match(dep, /OS_CLIENT_CONFIG_FILE/);
+  const without = JSON.stringify(
+    helmTemplate(['scheduler.enabled=true']).objs.find((o) => o.kind === 'Deployment'),
+  );
+  assert.not.match(without, /openstack/, 'none without a function that needs them');
 });
 
 it("the heap cap per function and for the scheduler: NODE_OPTIONS from heapMiB, none by default (the image's), and a cap the memory limit cannot hold is refused", () => {

@@ -13,6 +13,8 @@ import * as assert from 'uvu/assert';
 import { parseAllDocuments } from 'yaml';
 import { danmEndpoints } from '../../functions/danm-endpoints/index.ts';
 import { fileSchema, resolveConfig } from '../../shared/config.ts';
+import { RUNTIME_RULES } from '../../shared/contract/access.ts';
+import { functionManifests } from '../../shared/deploy/manifests.ts';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
 import { CRONJOBS, DEPLOYMENTS, JOBS, type KubeObject, NAMESPACES } from '../../shared/kube/resources.ts';
 import { runFunction } from '../../shared/runtime/wire.ts';
@@ -136,6 +138,62 @@ offline(
 );
 
 offline(
+  "every generated deployment file is what `npm run manifests` builds from the functions' declarations (no drift)",
+  async () => {
+    const { generatedFiles } = await import('../../infra/manifests.ts');
+    const files = generatedFiles();
+    for (const fn of ['danm-endpoints', 'whereabouts-ips', 'lbaas-ports'])
+      for (const f of ['serviceaccount', 'rbac', 'cronjob'])
+        assert.ok(files.has(`infra/kustomize/components/${fn}/${f}.yaml`), `${fn}/${f}.yaml is generated`);
+    assert.ok(files.has('infra/helm/twopass/files/access.yaml'));
+    for (const [path, text] of files)
+      assert.fixture(readFileSync(join(ROOT, path), 'utf8'), text, `${path}: run \`npm run manifests\``);
+  },
+);
+
+offline(
+  "a function's manifests come from its access alone: its ClusterRole, its Roles where a setting says, its OpenStack Secret",
+  () => {
+    const access = {
+      cluster: [{ apiGroups: ['x.io'], resources: ['things'], verbs: ['list', 'get', 'delete'] }],
+      namespaced: [
+        {
+          role: 'peer',
+          why: 'test',
+          setting: 'peer',
+          defaultNamespace: 'peers',
+          rules: [{ apiGroups: ['apps'], resources: ['deployments'], verbs: ['get'] }],
+        },
+      ],
+      openstack: true,
+    };
+    const f = { name: 'things', schedule: '* * * * *', access };
+    const at = (settings?: Record<string, unknown>) =>
+      functionManifests(f, { namespace: 'ops', image: 'i', ...(settings ? { settings } : {}) }) as Obj[];
+    const all = at();
+    const cr = all.find((o) => o.kind === 'ClusterRole')!;
+    assert.equal(cr.rules, [...access.cluster, ...RUNTIME_RULES]);
+    const roleNs = (objs: Obj[]) =>
+      objs
+        .filter((o) => o.metadata.name === 'twopass-things-peer')
+        .map((o) => `${o.kind}/${o.metadata.namespace}`);
+    assert.equal(roleNs(all), ['Role/peers', 'RoleBinding/peers'], 'the default namespace');
+    assert.equal(roleNs(at({ peer: { namespace: 'elsewhere' } })), [
+      'Role/elsewhere',
+      'RoleBinding/elsewhere',
+    ]);
+    assert.equal(roleNs(at({ peer: 'none' })), [], 'a setting that is not a map: nothing to read');
+    const job = JSON.stringify(all.find((o) => o.kind === 'CronJob'));
+    assert.match(job, /"secretName":"twopass-openstack"/);
+    assert.match(job, /OS_CLIENT_CONFIG_FILE/);
+    const plain = JSON.stringify(
+      functionManifests({ ...f, access: { cluster: access.cluster } }, { namespace: 'ops', image: 'i' }),
+    );
+    assert.not.match(plain, /openstack|twopass-things-peer/);
+  },
+);
+
+offline(
   "a rule's CronJob has the environment of the built-in ones (metrics for the alerts, the webhook)",
   () => {
     type Env = { name: string; valueFrom?: unknown };
@@ -218,7 +276,7 @@ offline(
         subjects: { name: string }[];
       };
       assert.ok(
-        fnRoles.has(roleRef.name.replace(/-state$/, '')),
+        fnRoles.has(roleRef.name.replace(/-(state|controller)$/, '')),
         `${b.metadata.name} binds a function's own role`,
       );
       assert.equal(

@@ -10,10 +10,11 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { parseAllDocuments, stringify } from 'yaml';
 import { resolveConfig } from '../../shared/config.ts';
+import { RUNTIME_RULES } from '../../shared/contract/access.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import { packageRoot } from '../../shared/paths.ts';
+import { ruleAccess } from '../../shared/rules/access.ts';
 import { readsOnlyMetadata } from '../../shared/rules/cel.ts';
-import { ruleRbacRules } from '../../shared/rules/deploy.ts';
 import { identify, judge } from '../../shared/rules/function.ts';
 import { builtInGroup } from '../../shared/rules/ownership.ts';
 import { functionsOf } from '../../shared/rules/registry.ts';
@@ -257,40 +258,44 @@ cli(
     assert.is(twopass(['rules', 'frobnicate', f]).code, 2);
   },
 );
-cli('rules rbac: list on targets and evidence, get and delete on targets, nothing else', () => {
-  const r = twopass(['rules', 'rbac', packFile('cilium-identities')]);
-  assert.is(r.code, 0, r.err);
-  const docs = parseAllDocuments(r.out).map((d) => d.toJS() as Record<string, unknown>);
-  assert.equal(
-    docs.map((d) => d.kind),
-    ['ClusterRole', 'ClusterRoleBinding'],
-  );
-  assert.equal(docs[0]!.rules, [
-    { apiGroups: ['cilium.io'], resources: ['ciliumidentities'], verbs: ['list', 'get', 'delete'] },
-    { apiGroups: ['cilium.io'], resources: ['ciliumendpoints'], verbs: ['list'] },
-    { apiGroups: ['cilium.io'], resources: ['ciliumendpointslices'], verbs: ['list'] },
-  ]);
-  // evidence of the target's own resource adds no verb beyond list
-  const self = compileRule(
-    withRule({
-      evidence: {
-        same: {
-          group: 'example.com',
-          version: 'v1',
-          resource: 'widgets',
-          kind: 'Widget',
-          namespaced: true,
-          key: 'object.metadata.name',
+cli(
+  'rules rbac: list on targets and evidence, get and delete on targets, what every run needs, nothing else',
+  () => {
+    const r = twopass(['rules', 'rbac', packFile('cilium-identities')]);
+    assert.is(r.code, 0, r.err);
+    const docs = parseAllDocuments(r.out).map((d) => d.toJS() as Record<string, unknown>);
+    assert.equal(
+      docs.map((d) => d.kind),
+      ['ClusterRole', 'ClusterRoleBinding'],
+    );
+    assert.equal(docs[0]!.rules, [
+      { apiGroups: ['cilium.io'], resources: ['ciliumidentities'], verbs: ['list', 'get', 'delete'] },
+      { apiGroups: ['cilium.io'], resources: ['ciliumendpoints'], verbs: ['list'] },
+      { apiGroups: ['cilium.io'], resources: ['ciliumendpointslices'], verbs: ['list'] },
+      ...RUNTIME_RULES,
+    ]);
+    // evidence of the target's own resource adds no verb beyond list
+    const self = compileRule(
+      withRule({
+        evidence: {
+          same: {
+            group: 'example.com',
+            version: 'v1',
+            resource: 'widgets',
+            kind: 'Widget',
+            namespaced: true,
+            key: 'object.metadata.name',
+          },
         },
-      },
-      inUse: 'object.metadata.name in evidence.same',
-    }),
-    't',
-  );
-  assert.equal(ruleRbacRules(self), [
-    { apiGroups: ['example.com'], resources: ['widgets'], verbs: ['list', 'get', 'delete'] },
-  ]);
-});
+        inUse: 'object.metadata.name in evidence.same',
+      }),
+      't',
+    );
+    assert.equal(ruleAccess(self).cluster, [
+      { apiGroups: ['example.com'], resources: ['widgets'], verbs: ['list', 'get', 'delete'] },
+    ]);
+  },
+);
 cli('rules manifests: its own CronJob runs the rule from its ConfigMap, with the RBAC above', () => {
   const r = twopass([
     'rules',

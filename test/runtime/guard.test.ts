@@ -148,6 +148,32 @@ unit('around a port: a refused write never reaches it; reads and allowed writes 
   assert.is(g.refusals.length, 5);
 });
 
+unit("a Kubernetes write its function's access does not allow is refused (RBAC would, in a cluster)", () => {
+  const access = [
+    { apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'get', 'update'] },
+    { apiGroups: ['x.io'], resources: ['things'], verbs: ['patch'] },
+  ];
+  const thing = kubeObject({ group: 'x.io', plural: 'things', namespaced: true }, 'a', 'one');
+  const g = new LawGuard(
+    [
+      ['t1', [{ object: CM('a', 'one') }]],
+      ['t2', [{ object: thing }]],
+    ],
+    access,
+  );
+  g.markDurable(['t1', 't2']);
+  g.check(CM('a', 'one'), 'replace', true);
+  g.check(thing, 'jsonPatch', true);
+  assert.throws(
+    () => g.check(CM('a', 'one'), 'deleteWithPreconditions', true),
+    /access declares no deleteWithPreconditions of configmaps \(core\)/,
+  );
+  assert.throws(() => g.check(thing, 'replace', true), /access declares no replace of things \(x.io\)/);
+  assert.throws(() => g.check(CM('a', 'one'), 'replaceStatus', true), /access declares no replaceStatus/);
+  assert.is(g.writes.length, 2);
+  assert.is(g.refusals.length, 3);
+});
+
 unit(
   'the real clients are the ports it knows: Kubernetes, Neutron and Octavia, alone or in a composite writer',
   async () => {
@@ -200,7 +226,7 @@ unit.run();
 
 type Data = { namespace: string; name: string; uid: string; rv: string };
 const data = z.object({ namespace: z.string(), name: z.string(), uid: z.string(), rv: z.string() });
-type Breaks = 'other object' | 'no precondition' | 'no tombstone' | 'none';
+type Breaks = 'other object' | 'no precondition' | 'no tombstone' | 'no access' | 'none';
 
 /** ConfigMaps labelled `leak` are unused; removing one breaks the law `breaks` names. */
 function rogue(breaks: Breaks) {
@@ -229,6 +255,16 @@ function rogue(breaks: Breaks) {
     description: `a kind that breaks a law: ${breaks}`,
     settings: z.object({ pageSize: pageSizeSetting }).strict(),
     defaults: TEST_DEFAULTS,
+    access: {
+      // 'no access': its function declares it may list and read ConfigMaps, never delete them
+      cluster: [
+        {
+          apiGroups: [''],
+          resources: ['configmaps'],
+          verbs: breaks === 'no access' ? ['list', 'get'] : ['list', 'get', 'delete', 'patch'],
+        },
+      ],
+    },
     kinds: {
       Leak: {
         data,
@@ -353,6 +389,7 @@ for (const [breaks, why] of [
   ['other object', /no target of this run declares/],
   ['no precondition', /carries no server-side precondition/],
   ['no tombstone', /tombstone of rogue\/leak-1 is not durable/],
+  ['no access', /access declares no deleteWithPreconditions of configmaps/],
 ] as const)
   runs(
     `a kind whose removal writes with ${breaks}: the write is never sent, the run exits 1 and says law.refused`,

@@ -38,6 +38,7 @@ export function memFunction() {
   return defineFunction<z.ZodObject, World, World, { Thing: z.output<typeof thingData> }>({
     name: MEM,
     description: 'test-only things',
+    access: { cluster: [] },
     settings: z.object({}).strict(),
     defaults: {
       schedule: '* * * * *',

@@ -14,33 +14,19 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- end -}}
 
-{{/* What each function may read and write in the cluster: the same rules as infra/kustomize/components/<function>/rbac.yaml. */}}
-{{- define "twopass.clusterRules" -}}
-{{- if eq . "danm-endpoints" }}
-- apiGroups: [danm.k8s.io, danm.io]
-  resources: [danmeps]
-  verbs: [list, get, delete]
-- apiGroups: [danm.k8s.io, danm.io]
-  resources: [danmnets, tenantnetworks, clusternetworks]
-  verbs: [list, get, update]
-- apiGroups: [""]
-  resources: [pods]
-  verbs: [list, get]
-{{- else if eq . "whereabouts-ips" }}
-- apiGroups: [whereabouts.cni.cncf.io]
-  resources: [ippools]
-  verbs: [list, get, patch]
-- apiGroups: [whereabouts.cni.cncf.io]
-  resources: [overlappingrangeipreservations]
-  verbs: [list, get, delete]
-- apiGroups: [""]
-  resources: [pods]
-  verbs: [list, get]
-{{- else if eq . "lbaas-ports" }}
-- apiGroups: [""]
-  resources: [services]
-  verbs: [list, get]
-{{- end }}
+{{/*
+A built-in function's access: its ClusterRole's rules, its namespaced Roles and whether it
+reads OpenStack credentials, from files/access.yaml (generated from the function's own
+declaration by `npm run manifests`; the kustomize components are generated from the same).
+Called with (list $ NAME); an empty dict for a rule.
+*/}}
+{{- define "twopass.access" -}}
+{{- $all := (index . 0).Files.Get "files/access.yaml" | fromYaml }}
+{{- toYaml (get $all (index . 1) | default dict) }}
+{{- end -}}
+
+{{/* What every run needs besides its function's own rules: its Events, and kube-system's UID (a report's cluster). */}}
+{{- define "twopass.runtimeRules" -}}
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
@@ -48,6 +34,19 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
   resources: [namespaces]
   resourceNames: [kube-system]
   verbs: [get]
+{{- end -}}
+
+{{/*
+Where a namespaced access's Role goes: settings.<setting>.namespace, its default when the
+setting is absent, none (empty) when the setting is not a map (`controller: none`).
+Called with (list ACCESS SETTINGS).
+*/}}
+{{- define "twopass.accessNamespace" -}}
+{{- $a := index . 0 }}{{- $settings := index . 1 | default dict }}
+{{- if not (hasKey $settings $a.setting) }}{{ $a.defaultNamespace }}
+{{- else }}{{- $s := get $settings $a.setting }}
+{{- if kindIs "map" $s }}{{ $s.namespace | default $a.defaultNamespace }}{{ end }}
+{{- end }}
 {{- end -}}
 
 {{/* A rule's ClusterRole: list, get, delete on its targets; list on its evidence; events create. */}}
@@ -65,13 +64,7 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
   verbs: [list]
 {{- end }}
 {{- end }}
-- apiGroups: [""]
-  resources: [events]
-  verbs: [create]
-- apiGroups: [""]
-  resources: [namespaces]
-  resourceNames: [kube-system]
-  verbs: [get]
+{{ include "twopass.runtimeRules" . }}
 {{- end -}}
 
 {{/* The state Role: only this function's ConfigMaps (head + two slots of 8 shards + 8 of tombstones + the history of runs) and Lease, and its CronJob and Jobs for Events. */}}
