@@ -6,8 +6,9 @@
 import { z } from 'zod';
 import { type KindSpec, kubeObject } from '../../shared/contract/index.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
-import { networkBatch, networkEvent } from './batch.ts';
+import { networkBatch } from './batch.ts';
 import { networkType, type Settings } from './endpoint.ts';
+import { networkEvent } from './event.ts';
 import { danmResources, networkId } from './model.ts';
 import { restoreBit } from './restore.ts';
 

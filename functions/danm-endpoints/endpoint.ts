@@ -12,7 +12,8 @@ import {
   pageSizeSetting,
 } from '../../shared/contract/index.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
-import { networkBatch, networkEvent } from './batch.ts';
+import { networkBatch } from './batch.ts';
+import { networkEvent } from './event.ts';
 import { danmResources, GROUPS, networkId } from './model.ts';
 import { restoreEndpoint } from './restore.ts';
 

@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import {
-  type BatchItemResult,
-  BatchResults,
+  type BatchResults,
   type KindSpec,
   keepMarked,
   messageOf,
@@ -10,8 +9,8 @@ import {
   type RemovedPart,
   type RemoveResult,
   type RunContext,
+  type Step,
   type Typed,
-  writeTombstones,
 } from '../../shared/contract/index.ts';
 import { noRestoreFacts, openStackResourcePayload, readPayload } from '../../shared/contract/tombstone.ts';
 import { SERVICES } from '../../shared/kube/resources.ts';
@@ -176,77 +175,84 @@ async function controllerNow(r: LbaasReader, ctx: Ctx): Promise<ControllerState>
 }
 
 /**
- * Every confirmed port of the run, in groups of `concurrency`: each group is re-checked
- * against one fresh list of Services (never older than the group), and each port, right
- * before its DELETE, against a fresh read of the controller: a running controller holds it.
- * After a group's DELETEs the controller is read again: one that started meanwhile may have
- * loaded a port whose DELETE was in flight, so the run stops there and says to restart it.
+ * Every confirmed port of the run, in groups of `concurrency`, one step each, which the
+ * runtime runs: each group is re-checked against one fresh list of Services (read when the
+ * group begins), and each port, right before its DELETE, against a fresh read of the
+ * controller (the gate: a running controller holds it). After a group's DELETEs the
+ * controller is read again: one that started meanwhile may have loaded a port whose DELETE
+ * was in flight, so the run stops there and says to restart it.
  */
-export async function removePorts(
-  r: LbaasReader,
-  w: LbaasWriter,
+export function portSteps(
+  _reader: LbaasReader,
   targets: readonly Typed<PortData>[],
   ctx: Ctx,
-): Promise<BatchItemResult[]> {
-  const results = new BatchResults(targets);
+): readonly Step<PortData, LbaasReader, LbaasWriter>[] {
   const n = ctx.settings.concurrency;
-  let stopped: string | undefined;
-  for (let i = 0; i < targets.length && !ctx.signal.aborted && stopped === undefined; i += n) {
-    const group = targets.slice(i, i + n);
-    const ev = await freshServices(r, ctx);
-    const sent: string[] = [];
-    await Promise.all(
-      group.map(async (t) => {
-        try {
-          const check = await recheckPort(r, t.data, ev, ctx);
-          if (!check.ok) return results.skip(t.key, `re-check: ${check.reason}`);
-          try {
-            await writeTombstones(ctx, [
-              {
-                key: t.key,
-                kind: t.kind,
-                name: t.name,
-                object: check.before,
-              },
-            ]);
-          } catch (err) {
-            return results.set({
-              key: t.key,
-              outcome: 'failed',
-              error: `nothing deleted: ${messageOf(err)}`,
-            });
-          }
-          const c = await controllerNow(r, ctx);
-          if (c.running)
-            return results.set({ key: t.key, outcome: 'held', reason: `${RUNNING_LINE} (${c.detail})` });
-          sent.push(t.key);
-          results.set({ key: t.key, ...(await removeUnit(r, w, t.data, ctx)) });
-        } catch (err) {
-          results.set({ key: t.key, outcome: 'failed', error: (err as Error).message });
-        }
-      }),
-    );
-    if (sent.length === 0 || ctx.settings.controller === 'none') continue;
-    const after = await controllerNow(r, ctx);
-    if (!after.running) continue;
-    stopped = `the ch-k8s-lbaas controller started while ports were being deleted (${after.detail}): restart it so that it reloads its ports; until then it may hand a Service a port this run deleted`;
-    // What was deleted in this group may be in its memory, and its own cleanup may have sent
-    // the same DELETE: Neutron answers 204 to both, so the deletion is told as unproven.
-    for (const key of sent) {
-      const res = results.get(key);
-      if (res?.outcome === 'deleted')
-        results.set({
-          ...res,
-          unproven: true,
-          detail: `${res.detail ?? 'deleted'}; Neutron answered 204, but the controller was running by the time it was gone: it may hold the port as free, and its own cleanup may have deleted it at the same moment`,
-        });
-    }
-    ctx.note('controller.started', { reason: stopped }, 'warn');
-    ctx.stop?.(stopped);
+  const steps: Step<PortData, LbaasReader, LbaasWriter>[] = [];
+  for (let i = 0; i < targets.length; i += n) {
+    const group = new Set(targets.slice(i, i + n).map((t) => t.key));
+    let services: Promise<ServiceEvidence> | undefined;
+    steps.push({
+      takes: (t) => group.has(t.key),
+      each: true,
+      attempts: 1,
+      async plan(r, [t]) {
+        const port = t!;
+        services ??= freshServices(r, ctx);
+        const check = await recheckPort(r, port.data, await services, ctx);
+        if (!check.ok)
+          return {
+            removing: [],
+            results: [{ key: port.key, outcome: 'skipped', reason: `re-check: ${check.reason}` }],
+          };
+        return {
+          removing: [{ target: port, object: check.before }],
+          async gate() {
+            const c = await controllerNow(r, ctx);
+            return c.running ? `${RUNNING_LINE} (${c.detail})` : undefined;
+          },
+          write: (w) => removeUnit(r, w, port.data, ctx),
+          readBack: async (_r, out) => ({
+            results: [
+              'unknown' in out
+                ? { key: port.key, outcome: 'failed', error: out.unknown }
+                : { key: port.key, ...(out.answer as RemoveResult) },
+            ],
+          }),
+        };
+      },
+      after: (sent, results) => controllerAfter(_reader, sent, results, ctx),
+    });
   }
-  if (stopped !== undefined)
-    results.rest((key) => ({ key, outcome: 'held', reason: `not attempted: ${stopped}` }));
-  return results.all('not attempted: the run was stopped');
+  return steps;
+}
+
+/**
+ * After a group's DELETEs: a controller that started meanwhile may hold what was deleted in
+ * its memory, and its own cleanup may have sent the same DELETE (Neutron answers 204 to
+ * both): the run stops, and those deletions are told as unproven.
+ */
+async function controllerAfter(
+  r: LbaasReader,
+  sent: readonly string[],
+  results: BatchResults,
+  ctx: Ctx,
+): Promise<void> {
+  if (sent.length === 0 || ctx.settings.controller === 'none') return;
+  const after = await controllerNow(r, ctx);
+  if (!after.running) return;
+  const stopped = `the ch-k8s-lbaas controller started while ports were being deleted (${after.detail}): restart it so that it reloads its ports; until then it may hand a Service a port this run deleted`;
+  for (const key of sent) {
+    const res = results.get(key);
+    if (res?.outcome === 'deleted')
+      results.set({
+        ...res,
+        unproven: true,
+        detail: `${res.detail ?? 'deleted'}; Neutron answered 204, but the controller was running by the time it was gone: it may hold the port as free, and its own cleanup may have deleted it at the same moment`,
+      });
+  }
+  ctx.note('controller.started', { reason: stopped }, 'warn');
+  ctx.stop?.(stopped);
 }
 
 export const portKind: KindSpec<PortData, LbaasReader, LbaasWriter, Settings> = {
@@ -278,5 +284,5 @@ export const portKind: KindSpec<PortData, LbaasReader, LbaasWriter, Settings> = 
     };
   },
   // Every port of a run in one batch: it deletes them in groups, each on fresh Services.
-  batch: { key: () => 'ports', remove: removePorts },
+  batch: { key: () => 'ports', steps: portSteps },
 };

@@ -6,20 +6,18 @@
 import { z } from 'zod';
 import {
   type BatchItemResult,
-  BatchResults,
   type BatchSpec,
-  contendedPause,
   type EventNote,
   type KindSpec,
   kubeObject,
-  messageOf,
   namespacesSetting,
   pageSizeSetting,
   type RestoreResult,
   type RunContext,
+  type Step,
   type Tombstone,
   type Typed,
-  writeTombstones,
+  type WritePlan,
 } from '../../shared/contract/index.ts';
 import { readPayload } from '../../shared/contract/tombstone.ts';
 import { ConflictError, KubeApiError } from '../../shared/kube/errors.ts';
@@ -133,146 +131,117 @@ async function freshPods(
 }
 
 /**
- * The confirmed allocations of one IPPool, together: one fresh read of the pool and a
- * fresh read of each pod they name re-check every allocation; one JSON Patch that tests
- * the pool's resourceVersion removes those still unused (a re-check that finds use skips
- * just that one); a conflict re-reads and re-checks, never retries blindly; a read-back
- * confirms.
+ * The confirmed allocations of one IPPool, together, in one step the runtime runs: a plan
+ * re-reads the pool and each pod they name and re-checks every allocation (one that finds
+ * use is kept); one JSON Patch removes those still unused, first testing the pool's
+ * resourceVersion (after a conflict, each allocation as read); a conflict is planned again,
+ * never retried blind; the patch's answer, or a read of the pool, is the read-back.
  */
-async function removeAllocations(
-  reader: KubeReader,
-  kube: KubeReadWriter,
+function allocationSteps(
+  _reader: KubeReader,
   targets: readonly Typed<AllocData>[],
   ctx: Ctx,
-): Promise<BatchItemResult[]> {
+): readonly Step<AllocData, KubeReader, KubeReadWriter>[] {
   const d0 = targets[0]!.data;
-  const results = new BatchResults(targets);
   const podrefs = [...new Set(targets.map((t) => t.data.podref))].sort();
-  /** Read back: an allocation still there was not removed, whatever the patch answered. */
-  /**
-   * Read back: an allocation still there was not removed, whatever the patch answered. The
-   * patch's own answer is that read when it shows the patch: the same pool (UID) at a new
-   * resourceVersion (a proxy's "success" that never reached the server answers the pool as
-   * it was, at the resourceVersion tested, and is read again; decision 0007).
-   */
-  const readBack = async (
-    removing: readonly Typed<AllocData>[],
-    unknown?: string,
-    answer?: KubeObject,
-    sent?: string,
-  ) => {
-    const shown = answerShowsWrite(answer, d0.poolUid, sent) ? answer : undefined;
-    const after = shown ?? (await poolNow(reader, d0, ctx.signal).catch(() => 'unreadable' as const));
-    for (const t of removing) {
-      const still =
-        after === 'unreadable'
-          ? unknown !== undefined
-          : typeof after !== 'string' && sameAllocation(allocationAt(after, t.data.offset), t.data);
-      results.set(
-        still
-          ? {
+  return [
+    {
+      takes: () => true,
+      attempts: PATCH_ATTEMPTS,
+      contended: isPatchConflict,
+      async plan(reader, pending, attempt): Promise<WritePlan<KubeReader, KubeReadWriter>> {
+        const pool = await poolNow(reader, d0, ctx.signal);
+        if (pool === 'gone')
+          return {
+            removing: [],
+            results: pending.map((t) => ({ key: t.key, outcome: 'gone', detail: 'pool is gone' })),
+          };
+        // Another object of the pool's name: not the allocations observed, and not "deleted" either.
+        if (pool === 're-created')
+          return {
+            removing: [],
+            results: pending.map((t) => ({
               key: t.key,
-              outcome: 'failed',
-              error: unknown
-                ? `${unknown}the allocation is still there (or the pool cannot be read)`
-                : 'the patch answered success, but a read-back still finds the allocation',
-            }
-          : { key: t.key, outcome: 'deleted', detail: `${unknown ?? ''}${removedText(t.data)}` },
-      );
-    }
-  };
-  for (let attempt = 1; attempt <= PATCH_ATTEMPTS; attempt++) {
-    const pool = await poolNow(reader, d0, ctx.signal);
-    if (pool === 'gone') {
-      results.rest((key) => ({ key, outcome: 'gone', detail: 'pool is gone' }));
-      break;
-    }
-    // Another object of the pool's name: not the allocations observed, and not "deleted" either.
-    if (pool === 're-created') {
-      results.rest((key) => ({
-        key,
-        outcome: 'skipped',
-        reason: 'the pool was re-created (another UID): its allocations are judged anew',
-      }));
-      break;
-    }
-    const pods = await freshPods(reader, podrefs, ctx.signal);
-    const removing: Typed<AllocData>[] = [];
-    for (const t of targets) {
-      const d = t.data;
-      if (results.has(t.key)) continue;
-      if (!sameAllocation(allocationAt(pool, d.offset), d)) {
-        results.skip(t.key, `re-check: allocation at offset ${d.offset} changed in the fresh pool`);
-        continue;
-      }
-      const j = judge(pods, d.podref, d.ip);
-      if (j !== 'unused') {
-        results.skip(t.key, `re-check: ${j === 'used' ? `pod ${d.podref} uses ${d.ip}` : j.indeterminate}`);
-        continue;
-      }
-      removing.push(t);
-    }
-    if (removing.length === 0) break;
-    // The allocations as they are in the fresh pool, durable before the patch removes them.
-    try {
-      await writeTombstones(
-        ctx,
-        removing.map((t) => ({
-          key: t.key,
-          kind: t.kind,
-          name: t.name,
-          object: allocationAt(pool, t.data.offset) satisfies
-            | z.input<typeof ALLOCATION_TOMBSTONE.object>
-            | undefined,
-          restore: {
-            namespace: d0.namespace,
-            pool: d0.pool,
-            poolUid: d0.poolUid,
-            offset: t.data.offset,
-            ip: t.data.ip,
-            podref: t.data.podref,
-          } satisfies z.input<typeof ALLOCATION_TOMBSTONE.restore>,
-        })),
-      );
-    } catch (err) {
-      for (const t of removing)
-        results.set({ key: t.key, outcome: 'failed', error: `nothing deleted: ${messageOf(err)}` });
-      break;
-    }
-    let answer: KubeObject | undefined;
-    try {
-      answer = await kube.jsonPatch(
-        IPPOOLS,
-        d0.namespace,
-        d0.pool,
-        patchOf(pool, removing, attempt),
-        ctx.signal,
-      );
-    } catch (err) {
-      const conflict = isPatchConflict(err);
-      if (conflict && attempt < PATCH_ATTEMPTS) {
-        // someone else wrote the pool since it was read (a CNI ADD or DEL): read it again
-        await contendedPause(attempt, ctx);
-        continue;
-      }
-      if (!conflict) {
-        // An answer that cannot be read: the patch may have happened; the pool now says.
-        await readBack(removing, `unknown answer (${(err as Error).message}), read back: `);
-        break;
-      }
-      for (const t of removing)
-        results.set({
-          key: t.key,
-          outcome: 'skipped',
-          reason: `pool kept changing (${PATCH_ATTEMPTS} conflicts): kept for the next run`,
-          contended: true,
-        });
-      break;
-    }
-    await readBack(removing, undefined, answer, pool.metadata.resourceVersion);
-    break;
-  }
-  return results.all('the pool kept changing: kept for the next run', true);
+              outcome: 'skipped',
+              reason: 'the pool was re-created (another UID): its allocations are judged anew',
+            })),
+          };
+        const pods = await freshPods(reader, podrefs, ctx.signal);
+        const results: BatchItemResult[] = [];
+        const removing: Typed<AllocData>[] = [];
+        for (const t of pending) {
+          const d = t.data;
+          const skip = (reason: string) => results.push({ key: t.key, outcome: 'skipped', reason });
+          if (!sameAllocation(allocationAt(pool, d.offset), d))
+            skip(`re-check: allocation at offset ${d.offset} changed in the fresh pool`);
+          else {
+            const j = judge(pods, d.podref, d.ip);
+            if (j === 'unused') removing.push(t);
+            else skip(`re-check: ${j === 'used' ? `pod ${d.podref} uses ${d.ip}` : j.indeterminate}`);
+          }
+        }
+        if (removing.length === 0) return { removing: [], results };
+        const sent = pool.metadata.resourceVersion;
+        return {
+          results,
+          // the allocations as they are in the fresh pool: their tombstones
+          removing: removing.map((t) => ({
+            target: t,
+            object: allocationAt(pool, t.data.offset) satisfies
+              | z.input<typeof ALLOCATION_TOMBSTONE.object>
+              | undefined,
+            restore: {
+              namespace: d0.namespace,
+              pool: d0.pool,
+              poolUid: d0.poolUid,
+              offset: t.data.offset,
+              ip: t.data.ip,
+              podref: t.data.podref,
+            } satisfies z.input<typeof ALLOCATION_TOMBSTONE.restore>,
+          })),
+          write: (kube, signal) =>
+            kube.jsonPatch(IPPOOLS, d0.namespace, d0.pool, patchOf(pool, removing, attempt), signal),
+          /**
+           * An allocation still there was not removed, whatever the patch answered. The patch's
+           * own answer is that read when it shows the patch: the same pool (UID) at a new
+           * resourceVersion (a proxy's "success" that never reached the server answers the pool
+           * as it was, at the resourceVersion tested, and is read again; decision 0007).
+           */
+          async readBack(r, out) {
+            const unknown = 'unknown' in out ? `unknown answer (${out.unknown}), read back: ` : undefined;
+            const answer = 'answer' in out ? (out.answer as KubeObject | undefined) : undefined;
+            const shown = answerShowsWrite(answer, d0.poolUid, sent) ? answer : undefined;
+            const after = shown ?? (await poolNow(r, d0, ctx.signal).catch(() => 'unreadable' as const));
+            return {
+              results: removing.map((t): BatchItemResult => {
+                const still =
+                  after === 'unreadable'
+                    ? unknown !== undefined
+                    : typeof after !== 'string' && sameAllocation(allocationAt(after, t.data.offset), t.data);
+                return still
+                  ? {
+                      key: t.key,
+                      outcome: 'failed',
+                      error: unknown
+                        ? `${unknown}the allocation is still there (or the pool cannot be read)`
+                        : 'the patch answered success, but a read-back still finds the allocation',
+                    }
+                  : { key: t.key, outcome: 'deleted', detail: `${unknown ?? ''}${removedText(t.data)}` };
+              }),
+            };
+          },
+          lost: (n) => ({
+            results: removing.map((t) => ({
+              key: t.key,
+              outcome: 'skipped',
+              reason: `pool kept changing (${n} conflicts): kept for the next run`,
+              contended: true,
+            })),
+          }),
+        };
+      },
+    },
+  ];
 }
 
 /**
@@ -298,7 +267,7 @@ function patchOf(pool: KubeObject, removing: readonly Typed<AllocData>[], attemp
 
 const allocBatch: BatchSpec<AllocData, KubeReader, KubeReadWriter, Settings> = {
   key: (d) => d.poolUid,
-  remove: removeAllocations,
+  steps: allocationSteps,
 };
 
 export const allocationKind: KindSpec<AllocData, KubeReader, KubeReadWriter, Settings> = {

@@ -82,8 +82,7 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
   ): { kind: SingleKind<unknown, R, W, Settings>; target: Typed<unknown> } | { error: string } => {
     const d = dispatch(t);
     if ('error' in d) return d;
-    if (d.kind.batch !== undefined)
-      return { error: `kind ${t.kind} is removed by its batch (removeBatch), never alone` };
+    if (d.kind.batch !== undefined) return { error: `kind ${t.kind} is removed by its batch, never alone` };
     return { kind: d.kind, target: d.target };
   };
 
@@ -214,7 +213,7 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
       if ('error' in d) return undefined;
       return `${batchIds.get(kind.batch)}/${kind.batch.key(d.target.data)}`;
     },
-    async removeBatch(reader, writer, ts, ctx) {
+    stepsOf(reader, ts, ctx) {
       const first = kindOf(ts[0]?.kind ?? '');
       const batch = first?.batch;
       const typed: Typed<unknown>[] = [];
@@ -230,8 +229,8 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
           });
         else typed.push(d.target);
       }
-      if (!batch || typed.length === 0) return refused;
-      return [...(await batch.remove(reader, writer, typed, typedCtx(ctx))), ...refused];
+      if (!batch || typed.length === 0) return { steps: [], targets: [], refused };
+      return { steps: batch.steps(reader, typed, typedCtx(ctx)), targets: typed, refused };
     },
     placeOf(t) {
       const d = dispatch(t);

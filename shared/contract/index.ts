@@ -23,6 +23,10 @@ import type { Time } from '../time.ts';
 
 export { type Access, type NamespacedAccess, type PolicyRule, RUNTIME_RULES } from './access.ts';
 export { BatchResults, contendedPause } from './batch.ts';
+export type { Answer, Note, Removal, Settled, Step, WritePlan } from './sequence.ts';
+
+import type { Step } from './sequence.ts';
+
 export { kubeObject, openStackObject, type Touch } from './touch.ts';
 
 import type { Access } from './access.ts';
@@ -216,13 +220,20 @@ export interface TwopassFunction<R, W> {
   touchesOf(target: Target): readonly Touch[];
   /** Targets whose removal writes the same object share a batch key (undefined: one by one). */
   batchOf(target: Target): string | undefined;
-  /** Re-checks, removes in one preconditioned write and reads back every target of one batch. */
-  removeBatch(
+  /**
+   * The steps of one batch's removal, as its kind plans them (the runtime runs them:
+   * shared/runtime/sequence.ts); `refused`: targets that cannot be in this batch.
+   */
+  stepsOf(
     reader: R,
-    writer: W,
     targets: readonly Target[],
     ctx: FunctionContext,
-  ): Promise<BatchItemResult[]>;
+  ): Readonly<{
+    steps: readonly Step<unknown, R, W>[];
+    /** The targets of the batch, their data as their kind's schema reads it. */
+    targets: readonly Typed<unknown>[];
+    refused: BatchItemResult[];
+  }>;
   /** The Event for one removed target, or for the removed targets of one batch. */
   eventFor(removed: readonly { target: Target; detail?: string | undefined }[]): EventNote | undefined;
   /** Where a target's leak sits (a network, a pool, a namespace, a project): a metrics label. */
@@ -316,10 +327,13 @@ export type BatchedKind<D, R, W, S> = KindBase<D, R, W, S> &
 /** How one target kind is re-checked, removed and read back: alone, or in batches. */
 export type KindSpec<D, R, W, S> = SingleKind<D, R, W, S> | BatchedKind<D, R, W, S>;
 
-/** Kinds that share one BatchSpec object (and key) are removed together. */
+/**
+ * Kinds that share one BatchSpec object (and key) are removed together: the kind plans the
+ * steps of one batch, the runtime runs them (re-check, tombstone, write, read back).
+ */
 export type BatchSpec<D, R, W, S> = Readonly<{
   key(data: D): string;
-  remove(reader: R, writer: W, targets: readonly Typed<D>[], ctx: RunContext<S>): Promise<BatchItemResult[]>;
+  steps(reader: R, targets: readonly Typed<D>[], ctx: RunContext<S>): readonly Step<D, R, W>[];
 }>;
 
 /** Where the keep-mark may be: Kubernetes annotations, cloud tags. */

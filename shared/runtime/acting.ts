@@ -9,6 +9,7 @@ import { messageOf } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 import type { LawGuard } from './guard.ts';
 import type { RunHooks } from './result.ts';
+import { removeBatch } from './sequence.ts';
 
 /** What acting on targets uses of a run: the function, its ports (the writer guarded), the log, the hooks. */
 export type ActingDeps<R, W> = Readonly<{
@@ -205,9 +206,9 @@ export class Acting<R, W> {
     if (res.outcome === 'deleted' && !unproven) await this.event([{ target: t, detail: res.detail }]);
   }
 
-  /** The targets of one batch: re-checked, removed and read back by the function together. */
+  /** The targets of one batch: its kind's steps, run by the act sequence (./sequence.ts). */
   async batch(ts: readonly Target[]): Promise<void> {
-    const results = await this.deps.fn.removeBatch(this.deps.reader, this.deps.writer, ts, this.ctx);
+    const results = await removeBatch(this.deps.fn, this.deps.reader, this.deps.writer, ts, this.ctx);
     const byKey = new Map(results.map((r) => [r.key, r]));
     const removed: Removed[] = [];
     for (const t of ts) {

@@ -21,6 +21,7 @@ import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
 import { evidenceFloorOf } from '../../shared/runtime/phases.ts';
 import type { RunResult } from '../../shared/runtime/run.ts';
+import { removeBatch } from '../../shared/runtime/sequence.ts';
 import { runFunction } from '../../shared/runtime/wire.ts';
 import * as danm from '../../shared/sandbox/scenarios/danm.ts';
 import * as wb from '../../shared/sandbox/scenarios/whereabouts.ts';
@@ -273,16 +274,14 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
         const written: string[] = [];
         // as the run hands it to the act phase: the fresh evidence held to the snapshot's counts
         const snapshot = { id: 's', function: danmEndpoints.name, takenAt: r.now.t, ...obs };
-        const results = await danmEndpoints
-          .removeBatch(r.client, r.client, [target], {
-            ...ctxFor(r.now.t),
-            settings: parsed(danmEndpoints, { namespaces: [ns] }),
-            tombstone: async (entries) => void written.push(...entries.map((e) => e.key)),
-            evidenceFloor: evidenceFloorOf(snapshot, 30),
-          })
-          .catch((err: Error) => [
-            { key: target.key, outcome: 'failed' as const, error: `threw: ${err.message}` },
-          ]);
+        const results = await removeBatch(danmEndpoints, r.client, r.client, [target], {
+          ...ctxFor(r.now.t),
+          settings: parsed(danmEndpoints, { namespaces: [ns] }),
+          tombstone: async (entries) => void written.push(...entries.map((e) => e.key)),
+          evidenceFloor: evidenceFloorOf(snapshot, 30),
+        }).catch((err: Error) => [
+          { key: target.key, outcome: 'failed' as const, error: `threw: ${err.message}` },
+        ]);
         assert.ok(proxy.fired() >= 1, 'the fault happened');
         assert.is.not(results[0]?.outcome, 'deleted', JSON.stringify(results));
         assert.is.not(results[0]?.outcome, 'gone', JSON.stringify(results));

@@ -12,6 +12,7 @@ import { ConflictError } from '../../shared/kube/errors.ts';
 import type { KubeClient } from '../../shared/kube/ports.ts';
 import { EVENTS, PODS } from '../../shared/kube/resources.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
+import { removeBatch } from '../../shared/runtime/sequence.ts';
 import { forceDeletePod } from '../../shared/sandbox/scenarios/danm.ts';
 import {
   allocate,
@@ -277,7 +278,7 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
       },
     });
     // the pool's batch, of one: it re-checks, patches on the pool it read, and reads again on a conflict
-    const [out] = await whereaboutsIps.removeBatch(racing, racing, [target], ctx);
+    const [out] = await removeBatch(whereaboutsIps, racing, racing, [target], ctx);
     assert.is(out?.outcome, 'deleted', JSON.stringify(out));
     const left = await allocations(kube, ns, 'pool');
     assert.equal(Object.keys(left), [offsetOf(RANGE, '192.168.2.51')], 'the racing allocation survives');
@@ -291,13 +292,13 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
         return kube.jsonPatch(...args);
       },
     });
-    const [out2] = await whereaboutsIps.removeBatch(reuse, reuse, [t2], ctx);
+    const [out2] = await removeBatch(whereaboutsIps, reuse, reuse, [t2], ctx);
     assert.is(out2?.outcome, 'skipped', JSON.stringify(out2));
     // and a batched kind cannot be removed alone, around its batch
     const alone = await whereaboutsIps.remove(kube, t2, ctx);
     assert.equal(alone, {
       outcome: 'skipped',
-      reason: 'kind IPPoolAllocation is removed by its batch (removeBatch), never alone',
+      reason: 'kind IPPoolAllocation is removed by its batch, never alone',
     });
     assert.is((await allocations(kube, ns, 'pool'))[offsetOf(RANGE, '192.168.2.52')]?.id, 'new');
   });
@@ -448,7 +449,7 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
         return kube.jsonPatch(...args);
       },
     });
-    const out = await whereaboutsIps.removeBatch!(kube, racing, batch, ctx);
+    const out = await removeBatch(whereaboutsIps, kube, racing, batch, ctx);
     const by = new Map(
       out.map((o) => [(batch.find((b) => b.key === o.key)!.data as { ip: string }).ip, o.outcome]),
     );
@@ -473,7 +474,7 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
       assert.is(batch.length, gone + 1, 'every allocation is unused: no pod of any of the names');
       // web-0 is re-created (a StatefulSet's sticky name) and CNI ADD hands it its old address
       await createPodWithStatus(kube, ns, 'web-0', ['192.168.2.140']);
-      const out = await whereaboutsIps.removeBatch!(kube, kube, batch, ctx);
+      const out = await removeBatch(whereaboutsIps, kube, kube, batch, ctx);
       const by = new Map(
         out.map((o) => [(batch.find((b) => b.key === o.key)!.data as { ip: string }).ip, o]),
       );

@@ -232,18 +232,19 @@ type Breaks = 'other object' | 'no precondition' | 'no tombstone' | 'no access' 
 function rogue(breaks: Breaks) {
   const batch: BatchSpec<Data, KubeReader, KubeReadWriter, Record<string, unknown>> = {
     key: (d) => d.namespace,
-    // deletes without writing a tombstone first (the runtime writes them only for single targets)
-    remove: async (_r, kube, ts, ctx) =>
-      Promise.all(
-        ts.map(async (t) => {
-          try {
-            const r = await deleteAsObserved(kube, CONFIGMAPS, t.data, 'the ConfigMap', ctx.signal);
-            return { key: t.key, ...r };
-          } catch (err) {
-            return { key: t.key, outcome: 'failed' as const, error: (err as Error).message };
-          }
+    // plans a write that declares nothing it removes: the runtime writes no tombstone for it
+    steps: (_r, ts, ctx) => [
+      {
+        takes: () => true,
+        plan: async () => ({
+          removing: [],
+          write: (kube) =>
+            Promise.all(
+              ts.map((t) => deleteAsObserved(kube, CONFIGMAPS, t.data, 'the ConfigMap', ctx.signal)),
+            ),
         }),
-      ),
+      },
+    ],
   };
   return defineFunction<
     z.ZodObject<{ pageSize: typeof pageSizeSetting }>,
