@@ -273,7 +273,11 @@ test('a stop after a step: the steps not begun are held, never planned', async (
       { takes: (t) => t.data.id === 'b', plan: removeAll(async () => undefined) },
     ],
     ['a', 'b'],
-    { stop: (r) => void (stopped = r) },
+    {
+      stop: (r) => {
+        stopped = r;
+      },
+    },
   );
   assert.is(stopped, 'the producer started', 'the run is told');
   assert.not.ok(events.some((e) => e.startsWith('plan 1 b')));
