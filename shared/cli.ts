@@ -192,7 +192,7 @@ export async function main(
       ...(v.deadline !== undefined ? { deadline: v.deadline } : {}),
     };
     const cfg = resolveConfig(raw, source, envOverrides(io.env), flags);
-    const { functionsOf } = await import('./rules/registry.ts');
+    const { functionsOf } = await import('./catalogue.ts');
     const { checkFunctionsConfig } = await import('./runtime/settings.ts');
     checkFunctionsConfig(cfg.functions, functionsOf(cfg), `config ${cfg.source}`);
     // Where run and apply tell their metrics: flags over the environment.

@@ -35,14 +35,13 @@ import {
 import { ConflictError } from '../../shared/kube/errors.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { answerShowsWrite, type KubeObject } from '../../shared/kube/resources.ts';
-import type { BitData } from './bits.ts';
 import { type Clear, networkName, planClears, skipped, wantedOf } from './clears.ts';
-import type { EpData, Settings } from './endpoint.ts';
+import type { BIT_TOMBSTONE, BitData, ENDPOINT_TOMBSTONE, EpData, NetData, Settings } from './data.ts';
 import { type DanmEvidence, poolOf, readDanmEvidence, readNetwork, withBitmaps } from './evidence.ts';
 import { danmResources, type Network, networkId, parseNetwork } from './model.ts';
-import type { BIT_TOMBSTONE, ENDPOINT_TOMBSTONE } from './restore.ts';
 
-export type NetData = EpData | BitData;
+export type { NetData } from './data.ts';
+
 type Ctx = RunContext<Settings>;
 const WRITE_ATTEMPTS = 5;
 

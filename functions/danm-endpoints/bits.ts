@@ -3,29 +3,13 @@
  * The leaked bits of one network are cleared in the network's batch (`batch.ts`), with its
  * DanmEps: one write with the network's resourceVersion, on the run's shared fresh evidence.
  */
-import { z } from 'zod';
 import { type KindSpec, kubeObject } from '../../shared/contract/index.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { networkBatch } from './batch.ts';
-import { networkType, type Settings } from './endpoint.ts';
+import { type BitData, bitData, type Settings } from './data.ts';
 import { networkEvent } from './event.ts';
 import { danmResources, networkId } from './model.ts';
 import { restoreBit } from './restore.ts';
-
-export const bitData = z.object({
-  group: z.string().min(1),
-  networkType,
-  namespace: z.string().min(1).optional(),
-  name: z.string().min(1),
-  uid: z.string().min(1),
-  rv: z.string().min(1),
-  family: z.union([z.literal(4), z.literal(6)]),
-  index: z.number().int().min(0),
-  address: z.string().min(1),
-  /** The pool's bitmap as observed (base64), to tell bits cleared since from bits newly set. */
-  alloc: z.string(),
-});
-export type BitData = z.output<typeof bitData>;
 
 export const bitKind: KindSpec<BitData, KubeReader, KubeReadWriter, Settings> = {
   data: bitData,
@@ -39,3 +23,5 @@ export const bitKind: KindSpec<BitData, KubeReader, KubeReadWriter, Settings> = 
   restore: restoreBit,
   place: (d) => networkId(d.networkType, d.namespace, d.name),
 };
+
+export type { BitData } from './data.ts';

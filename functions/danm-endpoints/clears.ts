@@ -6,8 +6,7 @@
 import type { BatchItemResult, Note, Typed } from '../../shared/contract/index.ts';
 import { parseAddress } from '../../shared/net/ip.ts';
 import { Bitmap } from './bitmap.ts';
-import type { BitData } from './bits.ts';
-import type { EpData } from './endpoint.ts';
+import type { BitData, EpData } from './data.ts';
 import { type DanmEvidence, poolOf } from './evidence.ts';
 import { bitIndex, clearable, type Network, type Pool } from './model.ts';
 

@@ -1,8 +1,7 @@
 /** The Kubernetes Event of a danm-endpoints batch: one per network. */
 import type { EventNote, Removed } from '../../shared/contract/index.ts';
-import type { BitData } from './bits.ts';
 import { networkName } from './clears.ts';
-import type { EpData } from './endpoint.ts';
+import type { BitData, EpData } from './data.ts';
 
 /** One Event per batch, on the network: the DanmEps deleted and the addresses cleared. */
 export function networkEvent(removed: readonly Removed<EpData | BitData>[]): EventNote | undefined {

@@ -13,17 +13,15 @@ import {
   danmResources,
   type Endpoint,
   GROUPS,
-  INTERFACES_ANNOTATION,
   type Network,
   type NetworkType,
   networkId,
-  networksBeingSetUp,
   type Pool,
   parseEndpoint,
   parseNetwork,
-  type SetUpCheck,
   unparsableMayHold,
 } from './model.ts';
+import { INTERFACES_ANNOTATION, networksBeingSetUp, type SetUpCheck } from './pods.ts';
 
 export const NETWORK_TYPES: readonly NetworkType[] = ['DanmNet', 'TenantNetwork', 'ClusterNetwork'];
 

@@ -275,5 +275,3 @@ export function clearable(p: Pool, i: number): boolean {
 export function bitIndex(p: Pool, a: Address): number | undefined {
   return contains(p.cidr, a) ? Number(a.value - p.cidr.network) : undefined;
 }
-
-export * from './pods.ts';

@@ -5,47 +5,18 @@
  * allocation made meanwhile refuses it), then the DanmEp is created as it was; a create
  * that fails clears the bits again. A leaked bit comes back (set again) only if it is clear.
  */
-import { z } from 'zod';
+
 import { asNew, type RestoreResult, type RunContext, type Tombstone } from '../../shared/contract/index.ts';
-import { kubeObjectPayload, readPayload } from '../../shared/contract/tombstone.ts';
+import { readPayload } from '../../shared/contract/tombstone.ts';
 import { ConflictError } from '../../shared/kube/errors.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import type { KubeObject } from '../../shared/kube/resources.ts';
 import { parseAddress } from '../../shared/net/ip.ts';
-import type { Settings } from './endpoint.ts';
+import { BIT_TOMBSTONE, ENDPOINT_TOMBSTONE, type Settings, type Where } from './data.ts';
 import { poolOf, readNetwork, withBitmaps } from './evidence.ts';
-import { bitIndex, danmResources, type Network, type NetworkType, parseEndpoint } from './model.ts';
+import { bitIndex, danmResources, type Network, parseEndpoint } from './model.ts';
 
 type Ctx = RunContext<Settings> & Readonly<{ apply: boolean }>;
-/** The network a tombstone's DanmEp or bit was in. */
-const where = z.object({
-  group: z.string().min(1),
-  type: z.enum(['DanmNet', 'TenantNetwork', 'ClusterNetwork'] satisfies NetworkType[]),
-  namespace: z.string().optional(),
-  name: z.string().min(1),
-  uid: z.string().optional(),
-});
-type Where = z.output<typeof where>;
-
-/** A DanmEp's tombstone: the DanmEp as it was, and its network and addresses. */
-export const ENDPOINT_TOMBSTONE = {
-  object: kubeObjectPayload,
-  restore: where.extend({ v4: z.string().optional(), v6: z.string().optional() }),
-};
-
-/** A leaked bit's tombstone: the bit, and its network (by UID). */
-export const BIT_TOMBSTONE = {
-  object: z
-    .object({
-      family: z.union([z.literal(4), z.literal(6)]),
-      index: z.number().int().nonnegative(),
-      address: z.string(),
-    })
-    .passthrough(),
-  /** `network`: its id as the diff log prints it. */
-  restore: where.extend({ network: z.string().optional() }),
-};
-
 /** The network's bitmaps with these bits set, or why they cannot be set. */
 function setting(net: Network, bits: readonly { family: 4 | 6; index: number; address: string }[]) {
   let v4 = net.v4?.bitmap;
@@ -193,3 +164,5 @@ export async function restoreBit(
   if (conflict) return conflict;
   return { outcome: 'restored', detail: `${b.address} set again in ${net.id}` };
 }
+
+export { BIT_TOMBSTONE, ENDPOINT_TOMBSTONE } from './data.ts';

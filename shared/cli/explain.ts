@@ -1,11 +1,11 @@
 /** `twopass explain`: what the engine decides for one target now, next to the stored state. */
 
+import { findFunction } from '../catalogue.ts';
 import { type Config, describePolicy } from '../config.ts';
 import { formatDuration } from '../engine/duration.ts';
 import type { Candidate, Target } from '../engine/types.ts';
 import { ConfigError } from '../errors.ts';
 import type { OutputMode } from '../log/logger.ts';
-import { findFunction } from '../rules/registry.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { observeAndDecide } from '../runtime/explain.ts';
 import { type KeyTrail, type RunRecord, trailOf } from '../state/history.ts';

@@ -1,9 +1,9 @@
 /** `twopass functions`: each function, its defaults, and its settings from its own schema. */
 
+import { functionsOf } from '../catalogue.ts';
 import { type Config, describePolicy, functionConfig } from '../config.ts';
 import { describeSettings } from '../contract/index.ts';
 import type { OutputMode } from '../log/logger.ts';
-import { functionsOf } from '../rules/registry.ts';
 import { EXIT } from '../runtime/errors.ts';
 import type { Io } from './io.ts';
 

@@ -1,10 +1,10 @@
 /** `twopass history <function> [--last N] [--run RUN_ID]`: what the function's last runs did, and why. */
 
+import { requireFunction } from '../catalogue.ts';
 import type { Config } from '../config.ts';
 import { formatDuration } from '../engine/duration.ts';
 import { ConfigError } from '../errors.ts';
 import { createLogger, type OutputMode } from '../log/logger.ts';
-import { requireFunction } from '../rules/registry.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { connectKube, stateFor } from '../runtime/wire.ts';
 import { HISTORY_LISTS, type HistoryList, type RunRecord } from '../state/history.ts';

@@ -5,11 +5,12 @@
  * address taken meanwhile, an object of that name) and said `ready` or `refused` with
  * why; `--apply` writes the ready ones. It holds the function's lock, as a run does.
  */
+
+import { requireFunction } from '../catalogue.ts';
 import type { Config } from '../config.ts';
 import type { RestoreResult } from '../contract/index.ts';
 import { ConfigError, messageOf } from '../errors.ts';
 import { createLogger, type OutputMode } from '../log/logger.ts';
-import { requireFunction } from '../rules/registry.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { validateSettings } from '../runtime/settings.ts';
 import { connectKube, connectPorts, stateFor } from '../runtime/wire.ts';

@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseAllDocuments } from 'yaml';
+import { checkRuleNames } from '../catalogue.ts';
 import { formatDuration } from '../engine/duration.ts';
 import { ConfigError, yamlMessage } from '../errors.ts';
 import type { KubeReader, ListOptions, ListResult } from '../kube/ports.ts';
@@ -16,7 +17,7 @@ import { cloudRuleFunction } from '../rules/cloud-function.ts';
 import { WorldNeutron } from '../rules/cloud-world.ts';
 import { ruleManifests, ruleRbac, toYamlDocs } from '../rules/deploy.ts';
 import { ruleDefaults, ruleFunction } from '../rules/function.ts';
-import { type AnyRule, checkRuleNames, isCloudRule, loadAnyRuleFile } from '../rules/registry.ts';
+import { type AnyRule, isCloudRule, loadAnyRuleFile } from '../rules/registry.ts';
 import type { Rule } from '../rules/rule.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { validateSettings } from '../runtime/settings.ts';

@@ -1,12 +1,12 @@
 /** `twopass run`, `twopass apply --from-report` and `twopass schedule`. */
 import { existsSync } from 'node:fs';
+import { findFunction, functionsOf } from '../catalogue.ts';
 import { ACCEPT_FLOOR_MS, type Config, functionConfig } from '../config.ts';
 import type { AnyFunction } from '../contract/index.ts';
 import { parseDuration } from '../engine/duration.ts';
 import { ConfigError } from '../errors.ts';
 import { createLogger, type OutputMode } from '../log/logger.ts';
 import { RunMetrics } from '../metrics/metrics.ts';
-import { findFunction, functionsOf } from '../rules/registry.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { agreeReports, checkReport, describeReport, loadReport } from '../runtime/report.ts';
 import type { LogSink } from '../runtime/result.ts';

@@ -1,12 +1,12 @@
 /** `twopass state show|reset|accept-evidence`. */
 
 import { Writable } from 'node:stream';
+import { requireFunction } from '../catalogue.ts';
 import type { Config } from '../config.ts';
 import type { AnyFunction } from '../contract/index.ts';
 import { formatDuration } from '../engine/duration.ts';
 import { ConfigError } from '../errors.ts';
 import { createLogger, type OutputMode } from '../log/logger.ts';
-import { requireFunction } from '../rules/registry.ts';
 import { EXIT } from '../runtime/errors.ts';
 import { connectKube, runFunction, stateFor } from '../runtime/wire.ts';
 import type { Io } from './io.ts';

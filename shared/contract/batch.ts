@@ -1,7 +1,7 @@
 /** The per-target results of one batch removal (`removeBatch`), in the order of its targets. */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Target } from '../engine/types.ts';
-import type { BatchItemResult } from './index.ts';
+import type { BatchItemResult } from './run.ts';
 
 export class BatchResults {
   private readonly results = new Map<string, BatchItemResult>();

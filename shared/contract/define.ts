@@ -7,23 +7,25 @@
 import type { z } from 'zod';
 import type { Indeterminate, SourceMeta, Target } from '../engine/types.ts';
 import { issuesText } from '../errors.ts';
+import type {
+  FunctionSpec,
+  KindSpec,
+  Marks,
+  ObserveContext,
+  SingleKind,
+  TargetInit,
+  TwopassFunction,
+} from './kinds.ts';
 import {
   type BatchItemResult,
   type ConnectContext,
   type FunctionContext,
-  type FunctionSpec,
   KEEP_MARK,
-  type KindSpec,
-  type Marks,
-  type ObserveContext,
-  type ParsedSettings,
   type Removed,
   type RunContext,
-  type SingleKind,
-  type TargetInit,
-  type TwopassFunction,
   type Typed,
-} from './index.ts';
+} from './run.ts';
+import type { ParsedSettings } from './settings.ts';
 
 export function keepMarked(marks: readonly Marks[] | undefined): boolean {
   for (const m of marks ?? []) {

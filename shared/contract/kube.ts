@@ -4,7 +4,7 @@ import { issuesText } from '../errors.ts';
 import { ConflictError } from '../kube/errors.ts';
 import type { KubeReadWriter, NewObject } from '../kube/ports.ts';
 import type { KubeObject, ResourceRef } from '../kube/resources.ts';
-import type { RemoveResult, RestoreResult } from './index.ts';
+import type { RemoveResult, RestoreResult } from './run.ts';
 import { kubeObjectPayload } from './tombstone.ts';
 
 /** The object as the snapshot saw it: where it is, its UID and its resourceVersion. */

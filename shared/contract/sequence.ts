@@ -10,7 +10,7 @@
 
 import type { Target } from '../engine/types.ts';
 import type { BatchResults } from './batch.ts';
-import type { BatchItemResult, Typed } from './index.ts';
+import type { BatchItemResult, Typed } from './run.ts';
 
 /** A target the write removes, with its tombstone: the object as the plan just re-read it. */
 export type Removal = Readonly<{

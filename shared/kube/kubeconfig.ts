@@ -7,7 +7,7 @@ import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { fsWhy, yamlMessage } from '../errors.ts';
-import type { KubeClientOptions } from './client.ts';
+import type { KubeClientOptions } from './options.ts';
 
 /** A minimal token kubeconfig (for the sandbox's fake server and the test cluster). */
 export function tokenKubeconfig(server: string, token: string, name = 'twopass'): string {

@@ -11,7 +11,7 @@
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { Counter, Gauge, Pushgateway, Registry } from 'prom-client';
 import { REFUSAL_GUARDS } from '../engine/types.ts';
-import type { RunHooks, RunOutcome, RunResult } from '../runtime/result.ts';
+import type { RunHooks, RunOutcome, RunResult } from '../outcome.ts';
 
 /** Places named in the metrics per function (the rest are summed per kind as OTHER): bounded cardinality. */
 export const TOP_PLACES = 10;

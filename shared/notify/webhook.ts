@@ -9,7 +9,7 @@
 import type { Config } from '../config.ts';
 import { ConnectionError, HttpTransport } from '../http/transport.ts';
 import type { Logger } from '../log/logger.ts';
-import type { RunResult } from '../runtime/result.ts';
+import type { RunResult } from '../outcome.ts';
 import type { Time } from '../time.ts';
 
 export type NotifyOn =

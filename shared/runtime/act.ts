@@ -12,11 +12,11 @@ import { EvidenceCache, type FunctionContext, type Touch, type TwopassFunction }
 import type { DeleteAction, Target } from '../engine/types.ts';
 import { messageOf } from '../errors.ts';
 import { Acting, baseOf } from './acting.ts';
+import type { RunDeps } from './deps.ts';
 import { EXIT } from './errors.ts';
 import { LawGuard } from './guard.ts';
 import type { Persisted, Scope } from './phases.ts';
 import type { Finish, LogSink } from './result.ts';
-import type { RunDeps } from './run.ts';
 import { type TombstoneRun, TombstoneWriter } from './tombstones.ts';
 
 /** What the act phase uses of a run's dependencies (the log is the run's, with its snapshot id). */

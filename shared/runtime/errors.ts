@@ -1,13 +1,2 @@
-/** The exit codes of the run loop and the entry points (errors themselves: `shared/errors.ts`). */
-
-export const EXIT = {
-  ok: 0,
-  error: 1,
-  config: 2,
-  incomplete: 3,
-  refused: 4,
-  locked: 5,
-  approval: 6,
-} as const;
-
-export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+/** The exit codes live below the runtime (shared/exit.ts); the runtime's own modules read them here. */
+export { EXIT, type ExitCode } from '../exit.ts';

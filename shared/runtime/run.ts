@@ -3,7 +3,7 @@
  * owner of outcomes: a phase returns or throws a `Stop`, anything else thrown is a failed
  * run; every path ends with `run.finished`, the hooks and the documented exit code.
  */
-import { EVIDENCE_MAX_AGE_MS, type EventNote, type TwopassFunction } from '../contract/index.ts';
+import { EVIDENCE_MAX_AGE_MS } from '../contract/index.ts';
 import type { ParsedSettings } from '../contract/settings.ts';
 import type { DiffEvent, Policy, Snapshot } from '../engine/types.ts';
 import { ConfigError, messageOf } from '../errors.ts';
@@ -11,8 +11,7 @@ import { countingRequests } from '../http/tally.ts';
 import type { Logger } from '../log/logger.ts';
 import { LockHeldError } from '../state/errors.ts';
 import { recordOf } from '../state/history.ts';
-import type { Lock, LockHandle, StateStore } from '../state/store.ts';
-import type { Time } from '../time.ts';
+import type { LockHandle } from '../state/store.ts';
 import { actPhase } from './act.ts';
 import { EXIT } from './errors.ts';
 import {
@@ -27,29 +26,13 @@ import {
 } from './phases.ts';
 import { placesOf } from './places.ts';
 import type { Report } from './report.ts';
-import type { Finish, LogSink, RunHooks, RunResult } from './result.ts';
+import type { Finish, RunResult } from './result.ts';
 import { validateSettings } from './settings.ts';
 
+export type { RunDeps } from './deps.ts';
 export type { LogSink, RunHooks, RunOutcome, RunResult } from './result.ts';
 
-export type RunDeps<R, W> = Readonly<{
-  fn: TwopassFunction<R, W>;
-  reader: R;
-  writer: W;
-  store: StateStore;
-  lock: Lock;
-  time: Time;
-  log: Logger;
-  newId: () => string;
-  /** Persists the snapshot (--save-snapshot); returns where. */
-  saveSnapshot?: (snapshot: Snapshot) => Promise<string>;
-  /** Told of every outcome, for metrics and Kubernetes Events. */
-  hooks?: RunHooks;
-  /** Records the Kubernetes Event of a deletion (absent: no Events). */
-  recordEvent?: (note: EventNote, signal: AbortSignal) => Promise<void>;
-  /** Where the diff log goes, when it can be lost (a closed pipe): a run without its log does not delete. */
-  logSink?: LogSink;
-}>;
+import type { RunDeps } from './deps.ts';
 
 export type RunRequest = Readonly<{
   apply: boolean;

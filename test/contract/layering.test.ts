@@ -103,6 +103,64 @@ test("shared/deploy builds a function's manifests from its declaration: the cont
   );
 });
 
+/** The cycles of an import graph (Tarjan's strongly connected components of more than one file). */
+function cycles(edges: ReadonlyMap<string, readonly string[]>): string[][] {
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const out: string[][] = [];
+  const visit = (v: string) => {
+    index.set(v, index.size);
+    low.set(v, index.get(v)!);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of edges.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const c: string[] = [];
+    for (let w = stack.pop(); w !== undefined; w = w === v ? undefined : stack.pop()) {
+      onStack.delete(w);
+      c.push(w);
+    }
+    if (c.length > 1) out.push(c.sort());
+  };
+  for (const f of edges.keys()) if (!index.has(f)) visit(f);
+  return out;
+}
+
+test('no import cycles in the product: each type lives below what uses it', () => {
+  const product = new Set([...files('shared'), ...files('functions')]);
+  const edges = new Map([...product].map((f) => [f, importsOf(f).filter((i) => product.has(i))]));
+  assert.equal(cycles(edges), []);
+  // the detector sees one when there is one
+  const made = new Map([
+    ['a', ['b']],
+    ['b', ['c']],
+    ['c', ['a']],
+    ['d', ['a']],
+  ]);
+  assert.equal(cycles(made), [['a', 'b', 'c']]);
+});
+
+test("the library below the entry points never imports the built-in functions' catalogue, and metrics and notifications never the runtime", () => {
+  const entry = (f: string) =>
+    f === 'shared/cli.ts' || f === 'shared/faas.ts' || f === 'shared/catalogue.ts' || inside(f, 'shared/cli');
+  const library = files('shared').filter((f) => !entry(f));
+  assert.equal(
+    violations(library, (i) => i !== 'functions/index.ts'),
+    [],
+  );
+  assert.equal(
+    violations([...files('shared/metrics'), ...files('shared/notify')], (i) => !inside(i, 'shared/runtime')),
+    [],
+  );
+});
+
 test('the engine imports nothing of the project but itself', () => {
   assert.equal(
     violations(files('shared/engine'), (i) => inside(i, 'shared/engine')),
