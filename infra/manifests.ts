@@ -10,14 +10,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { FUNCTIONS } from '../functions/index.ts';
 import type { AnyFunction } from '../shared/contract/index.ts';
-import {
-  cronJob,
-  type Deployable,
-  type Manifest,
-  rbac,
-  serviceAccount,
-  toYamlDocs,
-} from '../shared/deploy/manifests.ts';
+import { cronJob, type Deployable, rbac, serviceAccount, toYamlDocs } from '../shared/deploy/manifests.ts';
 import { ruleManifests } from '../shared/rules/deploy.ts';
 import { loadAnyRuleFile } from '../shared/rules/registry.ts';
 import { VERSION } from '../shared/version.ts';
@@ -57,25 +50,25 @@ export function generatedFiles(): Map<string, string> {
     );
     files.set(
       `${dir}/serviceaccount.yaml`,
-      header(`${f.name}: its ServiceAccount.`) + docs([serviceAccount(f.name, NAMESPACE)]),
+      header(`${f.name}: its ServiceAccount.`) + toYamlDocs([serviceAccount(f.name, NAMESPACE)]),
     );
     files.set(
       `${dir}/rbac.yaml`,
       header(
         `${f.name}: its state (only its own ConfigMaps and Lease), what it may read and write in the cluster${d.access.namespaced?.length ? ', and where its evidence runs' : ''}.`,
-      ) + docs(rbac(d, o)),
+      ) + toYamlDocs(rbac(d, o)),
     );
     files.set(
       `${dir}/cronjob.yaml`,
       header(
         `${f.name}: its CronJob${d.access.openstack ? '. OpenStack credentials: the Secret twopass-openstack holds clouds.yaml (cloud `openstack`)' : ''}.`,
-      ) + docs([cronJob(d, o)]),
+      ) + toYamlDocs([cronJob(d, o)]),
     );
   }
   files.set(
     'infra/kustomize/components/scheduler/rbac.yaml',
     header('The scheduler runs every function: it holds each function’s own roles, and nothing more.') +
-      docs(FUNCTIONS.flatMap((f) => rbac(deployable(f), o, 'twopass-scheduler'))),
+      toYamlDocs(FUNCTIONS.flatMap((f) => rbac(deployable(f), o, 'twopass-scheduler'))),
   );
   for (const p of CILIUM_PACKS) {
     const [rule] = loadAnyRuleFile(join(ROOT, 'functions/rules', p, 'rule.yaml'));
@@ -102,9 +95,8 @@ function accessValues(f: AnyFunction) {
   };
 }
 
-const docs = (ms: readonly Manifest[]) => toYamlDocs(ms);
-
 if (import.meta.main) {
-  for (const [path, text] of generatedFiles()) writeFileSync(join(ROOT, path), text);
-  console.log(`wrote ${[...generatedFiles().keys()].join(', ')}`);
+  const files = generatedFiles();
+  for (const [path, text] of files) writeFileSync(join(ROOT, path), text);
+  console.log(`wrote ${[...files.keys()].join(', ')}`);
 }

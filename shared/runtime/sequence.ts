@@ -159,13 +159,14 @@ export async function removeBatch<R, W>(
     answer: { answer: unknown } | { unknown: string },
     keys: readonly string[],
   ): Promise<Settled> {
+    // a write nothing reads back is not proven to have happened (decision 0007)
     if (!plan.readBack)
       return {
-        results: keys.map((key) =>
-          'unknown' in answer
-            ? { key, outcome: 'failed' as const, error: answer.unknown }
-            : { key, outcome: 'deleted' as const },
-        ),
+        results: keys.map((key) => ({
+          key,
+          outcome: 'failed' as const,
+          error: 'unknown' in answer ? answer.unknown : 'the write answered, but its kind reads nothing back',
+        })),
       };
     try {
       return await plan.readBack(reader, answer);

@@ -314,4 +314,24 @@ test('an answer that cannot be read is read back as unknown, never taken as done
   assert.is(results.get('a')?.outcome, 'failed');
 });
 
+test('a write its kind reads nothing back from is not taken as done', async () => {
+  const { results } = await run(
+    () => [
+      {
+        takes: () => true,
+        plan: async (_r, pending) => ({
+          removing: pending.map((t) => ({ target: t, object: {} })),
+          write: async () => 'ok',
+        }),
+      },
+    ],
+    ['a'],
+  );
+  assert.equal(results.get('a'), {
+    key: 'a',
+    outcome: 'failed',
+    error: 'the write answered, but its kind reads nothing back',
+  });
+});
+
 test.run();
