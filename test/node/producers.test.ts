@@ -21,6 +21,7 @@ import { adminClient, type Cluster, startCluster } from '../cluster/cluster.ts';
 import { eventually } from '../helpers/time.ts';
 import {
   apply,
+  type JobEnd,
   jobEnd,
   kubectl,
   NS,
@@ -502,6 +503,20 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
   let lostRaces = 0;
   let killedRuns = 0;
   let pods = 0;
+  /** When the node was down: from its loss to its restart. */
+  const losses: { from: number; to: number }[] = [];
+  /** A Job's pod killed with its node: its container's end unknown (kubelet's reason, or none at all
+   * when the node went between the container's exit and its report), its life across a loss. */
+  const killedWithNode = (end: JobEnd) => {
+    if (end.reason === 'ContainerStatusUnknown') return true;
+    if (end.exitCode !== undefined) return false;
+    const from = Date.parse(String(end.job.status?.startTime));
+    const ended = (
+      end.job.status?.conditions as { type: string; lastTransitionTime?: string }[] | undefined
+    )?.find((c) => c.type === end.condition)?.lastTransitionTime;
+    const to = ended ? Date.parse(ended) : Date.now();
+    return losses.some((l) => from <= l.to && to >= l.from);
+  };
   /** Allocations that left the pool while their sandbox ran: twopass's (from its log) or another writer's. */
   const freedLive: { id: string; text: string }[] = [];
   let before: Record<string, Allocation> = {};
@@ -552,7 +567,7 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
         name: j.metadata.name,
         started: first ? Date.parse(String(first.time)) : Date.parse(String(j.status?.startTime)),
         condition: end.condition,
-        killed: end.reason === 'ContainerStatusUnknown',
+        killed: killedWithNode(end),
       });
       // what the run said of each allocation (by container id), for a leak freed late
       for (const e of end.events) {
@@ -566,7 +581,9 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
         if (e.event === 'run.refused' || e.event === 'run.aborted' || e.event === 'run.finished')
           runLog.push(`${j.metadata.name} ${String(e.event)} ${String(e.outcome ?? e.reason ?? '')}`);
       // a Job whose pod went with a lost node (killed, its status unknown) is the churn's casualty
-      if (end.reason === 'ContainerStatusUnknown') killedRuns++;
+      // killed after its run ended, its log still says how: only a clean end is a casualty
+      const endedBadly = end.events.some((e) => e.event === 'run.finished' && e.exitCode !== 0);
+      if (killedWithNode(end) && !endedBadly) killedRuns++;
       else if (end.condition !== 'Complete') violations.push(`Job ${j.metadata.name} ${summary(end)}`);
       for (const e of end.events) {
         if (e.event === 'delete.skipped' && /changed|gone/.test(String(e.reason))) lostRaces++;
@@ -609,6 +626,8 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
       for (const p of take(2)) await kube.delete(PODS, APPS, p, undefined, { gracePeriodSeconds: 0 });
       if (round % 3 === 0) {
         // a node lost: the pods force-deleted while it is down never get their DEL
+        const loss = { from: Date.now(), to: Number.POSITIVE_INFINITY };
+        losses.push(loss);
         await node.lose();
         try {
           for (const p of take(3)) {
@@ -619,6 +638,8 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
           await new Promise((r) => setTimeout(r, 5000));
         } finally {
           await node.restart();
+          // its pods' statuses are settled by the restarted kubelet, a little after
+          loss.to = Date.now() + 60_000;
         }
       }
     }
