@@ -194,7 +194,7 @@ const LATE: readonly LateGroup[] = [
     needs: ['node-go', 'node-image', 'producers'],
     lane: 'side',
   },
-  { name: 'cloud', files: '^cloud/', needs: ['cloud'], lane: 'main' },
+  { name: 'cloud', files: '^cloud/', needs: ['node-go', 'cloud', 'provisioner'], lane: 'main' },
   { name: 'helm', files: '^helm/', needs: ['helm'], lane: 'main' },
   { name: 'monitoring', files: '^monitoring/', needs: ['monitoring'], lane: 'main' },
   {

@@ -31,6 +31,8 @@ export type RealOpenStack = Readonly<{
   octaviaUrl?: string;
   /** The provider loop's process: SIGSTOP holds every load balancer in its PENDING_* state, SIGCONT lets it go on. */
   octaviaProviderPid?: number;
+  /** MariaDB on loopback: the account every service uses (it may create databases). */
+  db: { port: number; user: string; password: string };
   dir: string;
   startedMs: number;
 }>;
@@ -49,7 +51,7 @@ export function openStackInstalled(): boolean {
   return spawnSync(PY, ['-c', 'import neutron, keystone, pymysql'], { stdio: 'ignore' }).status === 0;
 }
 
-function start(
+export function start(
   dir: string,
   name: string,
   cmd: string,
@@ -62,13 +64,19 @@ function start(
   return c;
 }
 
-function run(dir: string, name: string, cmd: string, args: string[], env: Record<string, string> = {}): void {
+export function run(
+  dir: string,
+  name: string,
+  cmd: string,
+  args: string[],
+  env: Record<string, string> = {},
+): void {
   const r = spawnSync(cmd, args, { encoding: 'utf8', env: { ...process.env, ...env } });
   writeFileSync(join(dir, `${name}.log`), `${r.stdout ?? ''}\n${r.stderr ?? ''}`);
   if (r.status !== 0) throw new Error(`${name} failed (exit ${r.status}): ${(r.stderr ?? '').slice(-800)}`);
 }
 
-async function until<T>(what: string, ms: number, probe: () => Promise<T | undefined>): Promise<T> {
+export async function until<T>(what: string, ms: number, probe: () => Promise<T | undefined>): Promise<T> {
   const deadline = Date.now() + ms;
   let last: unknown;
   for (;;) {
@@ -84,9 +92,9 @@ async function until<T>(what: string, ms: number, probe: () => Promise<T | undef
   }
 }
 
-type Json = Record<string, unknown>;
+export type Json = Record<string, unknown>;
 
-async function call(
+export async function call(
   method: string,
   url: string,
   token: string | undefined,
@@ -112,7 +120,12 @@ async function call(
   return { status: res.status, body: parsed, ...(t ? { token: t } : {}) };
 }
 
-async function ok(method: string, url: string, token: string | undefined, body?: unknown): Promise<Json> {
+export async function ok(
+  method: string,
+  url: string,
+  token: string | undefined,
+  body?: unknown,
+): Promise<Json> {
   const r = await call(method, url, token, body);
   if (r.status >= 300)
     throw new Error(`${method} ${url}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
@@ -448,6 +461,7 @@ export async function startOpenStack(): Promise<RealOpenStack & { stop: () => Pr
       networkId,
       subnetId,
       externalNetworkId: external,
+      db: { port: dbPort, user: 'twopass', password: 'db-pw' },
       dir,
       startedMs: Date.now() - t0,
       stop,

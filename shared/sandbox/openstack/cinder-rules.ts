@@ -3,10 +3,11 @@
  * reference document it: volumes of the token's project only (a URL naming another project
  * is 400 "Malformed request url"); sorted newest first (created_at, then id, descending);
  * `limit` capped at osapi_max_limit (1000); a page with as many items as its limit carries
- * `volumes_links` with a `next` href to `…/{project}/volumes?…&marker=<last id>` (the plain
- * collection, not `/detail`), even when nothing follows; no links key otherwise; a volume
- * not found is 404 `itemNotFound`; the project shows only to admins, as
- * `os-vol-tenant-attr:tenant_id`.
+ * `volumes_links` with a `next` href to the listing asked (`…/{project}/volumes/detail?…` for
+ * the detailed one, as api/v2/views/volumes.py names it) with `marker=<last id>`, even when
+ * nothing follows; no links key otherwise; a volume not found is 404 `itemNotFound`; the
+ * project shows as `os-vol-tenant-attr:tenant_id` to its readers (Zed's policy
+ * SYSTEM_READER_OR_PROJECT_READER). Held to a real Cinder by test/openstack/cinder-contract.ts.
  */
 import type { Volume } from '../../openstack/cinder.ts';
 
@@ -34,7 +35,7 @@ export function serveCinder(
   if (method !== 'GET') return void send(405, { error: 'only GET is modelled' });
   const view = (v: StoredVolume) => {
     const { project_id, ...rest } = v;
-    return token.admin ? { ...rest, 'os-vol-tenant-attr:tenant_id': project_id } : rest;
+    return { ...rest, 'os-vol-tenant-attr:tenant_id': project_id };
   };
   const sub = m[2] && decodeURIComponent(m[2]);
   if (sub && sub !== 'detail') {
@@ -76,7 +77,10 @@ export function serveCinder(
     const params = new URLSearchParams(q);
     params.set('marker', items[items.length - 1]!.id);
     body.volumes_links = [
-      { rel: 'next', href: `${base.proto}://${base.host}/volume/v3/${project}/volumes?${params}` },
+      {
+        rel: 'next',
+        href: `${base.proto}://${base.host}/volume/v3/${project}/volumes${sub === 'detail' ? '/detail' : ''}?${params}`,
+      },
     ];
   }
   send(200, body);
