@@ -16,7 +16,7 @@ import { SERVICES } from '../../shared/kube/resources.ts';
 import { loadCloudConfig } from '../../shared/openstack/config.ts';
 import { Http } from '../../shared/openstack/http.ts';
 import { KeystoneAuth } from '../../shared/openstack/keystone.ts';
-import { type FloatingIp, NeutronClient } from '../../shared/openstack/neutron.ts';
+import { type FloatingIp, NeutronClient, type Port } from '../../shared/openstack/neutron.ts';
 import { controllerState, RUNNING_LINE } from './controller.ts';
 import {
   CONTROLLER_DESCRIPTION,
@@ -82,9 +82,29 @@ async function observe(r: LbaasReader, ctx: ObserveContext<Settings, { Port: Por
   const ev = serviceEvidence(services.items);
   const fipByPort = new Map<string, FloatingIp>();
   for (const f of fips.items) if (f.port_id) fipByPort.set(f.port_id, f);
-  const portIds = new Set(ports.items.map((p) => p.id));
-  const projectPorts = new Map(all.items.map((p) => [p.id, p]));
-  for (const f of fips.items) {
+  noteStrays(ctx, fips.items, ports.items, all.items);
+  judgePorts(ctx, ports.items, fipByPort, ev, conditional, s);
+  // A decommissioned controller places nothing: a Service without a port waits for no one.
+  if (s.controller !== 'none')
+    for (const svc of ev.placing)
+      ctx.blocker(
+        `Service ${svc} is of type LoadBalancer, not managed: "false", and has no inbound-port yet: the controller is placing it and may give it any free port`,
+      );
+}
+
+type Ctx = ObserveContext<Settings, { Port: PortData }>;
+type Listed<T> = readonly T[];
+
+/** What is tagged but not a target: floating IPs on no managed port, and the controller's untagged ports (reported, never deleted). */
+function noteStrays(
+  ctx: Ctx,
+  fips: Listed<FloatingIp>,
+  ports: Listed<{ id: string }>,
+  all: Listed<{ id: string; name?: string; tags?: string[]; description?: string }>,
+): void {
+  const portIds = new Set(ports.map((p) => p.id));
+  const projectPorts = new Map(all.map((p) => [p.id, p]));
+  for (const f of fips) {
     if (f.port_id && portIds.has(f.port_id)) continue;
     const on = f.port_id ? projectPorts.get(f.port_id) : undefined;
     // On a managed port outside this run's scopeTag: another cluster's, not ours to report.
@@ -103,7 +123,7 @@ async function observe(r: LbaasReader, ctx: ObserveContext<Settings, { Port: Por
         reason: 'tagged but on no port of the project: reported, never deleted alone',
       });
   }
-  for (const p of all.items) {
+  for (const p of all) {
     if (!p.tags?.includes(MANAGED_TAG) && p.description === CONTROLLER_DESCRIPTION) {
       ctx.note('port.untagged', {
         kind: 'Port',
@@ -114,7 +134,18 @@ async function observe(r: LbaasReader, ctx: ObserveContext<Settings, { Port: Por
       });
     }
   }
-  for (const p of ports.items) {
+}
+
+/** Each managed port: in use by a Service, or undecided when its delete could not carry a precondition. */
+function judgePorts(
+  ctx: Ctx,
+  ports: Listed<Port>,
+  fipByPort: ReadonlyMap<string, FloatingIp>,
+  ev: ReturnType<typeof serviceEvidence>,
+  conditional: boolean,
+  s: Settings & { unconditionalDeletes?: boolean },
+): void {
+  for (const p of ports) {
     const fip = fipByPort.get(p.id);
     const d: PortData = {
       portId: p.id,
@@ -161,12 +192,6 @@ async function observe(r: LbaasReader, ctx: ObserveContext<Settings, { Port: Por
         `its floating IP ${fip.id} has no revision_number: its delete could not carry a precondition`,
       );
   }
-  // A decommissioned controller places nothing: a Service without a port waits for no one.
-  if (s.controller !== 'none')
-    for (const svc of ev.placing)
-      ctx.blocker(
-        `Service ${svc} is of type LoadBalancer, not managed: "false", and has no inbound-port yet: the controller is placing it and may give it any free port`,
-      );
 }
 
 async function connect(c: ConnectContext<Settings>): Promise<Ports<LbaasReader, LbaasWriter>> {

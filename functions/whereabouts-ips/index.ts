@@ -77,6 +77,22 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
   const parsedResvs = resvs?.items ?? [];
   for (const r of parsedResvs) if (r.ip && !r.problem) resvByIp.set(r.ip.text, r);
 
+  judgeAllocations(ctx, parsedPools, pods, resvByIp, inScope);
+  judgeReservations(ctx, parsedResvs, pods, byIp, inScope);
+}
+
+type Ctx = ObserveContext<Settings, Kinds>;
+type Pools = readonly ReturnType<typeof parsePool>[];
+type Resvs = readonly ReturnType<typeof parseReservation>[];
+
+/** Each allocation of each pool: its pod (by podref) and the reservation of its address. */
+function judgeAllocations(
+  ctx: Ctx,
+  parsedPools: Pools,
+  pods: ReadonlyMap<string, PodView>,
+  resvByIp: ReadonlyMap<string, Reservation>,
+  inScope: (ns: string) => boolean,
+): void {
   for (const pool of parsedPools) {
     if (!inScope(pool.namespace)) continue;
     if (pool.problem)
@@ -124,6 +140,16 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
       else if (j !== 'unused') v.indeterminate(j.indeterminate);
     }
   }
+}
+
+/** Each reservation: its pod (by podref) and the allocations of its address. */
+function judgeReservations(
+  ctx: Ctx,
+  parsedResvs: Resvs,
+  pods: ReadonlyMap<string, PodView>,
+  byIp: ReadonlyMap<string, { id: string; podref: string; ifname: string }[]>,
+  inScope: (ns: string) => boolean,
+): void {
   for (const r of parsedResvs) {
     if (!inScope(r.namespace)) continue;
     const kind = pods.has(r.podref) ? NOT_LISTED.resv : 'OverlappingRangeIPReservation';
