@@ -21,6 +21,7 @@ import {
   namespacesSetting,
   type ObserveContext,
   pageSizeSetting,
+  type RecheckResult,
   type RunContext,
   recreateAsWas,
 } from '../contract/index.ts';
@@ -30,7 +31,14 @@ import type { KubeReader, KubeReadWriter } from '../kube/ports.ts';
 import { apiVersionOf, type KubeObject } from '../kube/resources.ts';
 import { ruleAccess } from './access.ts';
 import { toCel } from './cel.ts';
-import { type Indexes, listSpec, pacer, readEvidence, reportEvidence } from './evidence.ts';
+import {
+  type EvidenceRead,
+  type Indexes,
+  listSpec,
+  pacer,
+  readEvidence,
+  reportEvidence,
+} from './evidence.ts';
 import type { Rule } from './rule.ts';
 
 export const ruleSettings = z
@@ -132,23 +140,21 @@ export function ruleDefaults(rule: Pick<Rule, 'defaults'>): FunctionDefaults {
   } as FunctionDefaults;
 }
 
-/** Builds the function of a compiled rule. */
-export function ruleFunction(rule: Rule): AnyFunction {
-  const ref = rule.target.ref;
-  const kindName = ref.kind;
-  type Kinds = Record<string, ObjectData>;
-  // Fresh evidence for the re-checks: listed after the decision, shared by the deletions of the
-  // run while younger than the run's bound (evidenceMaxAge), then listed again (law 6).
-  const freshLists = (kube: KubeReader, ctx: RunContext<Settings>) =>
-    freshEvidence(ctx, `rule:${rule.name}`, async () => {
-      const ev = await readEvidence(rule, kube, ctx.settings.pageSize, ctx.signal);
-      // held to the snapshot that decided (as the snapshot was to the run before it)
-      for (const e of rule.evidence)
-        checkFreshCount(ctx, `evidence.${e.name}`, ev.counts[e.name]?.count ?? 0);
-      return ev;
-    });
+type Kinds = Record<string, ObjectData>;
 
-  async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): Promise<void> {
+// Fresh evidence for the re-checks: listed after the decision, shared by the deletions of the
+// run while younger than the run's bound (evidenceMaxAge), then listed again (law 6).
+const freshLists = (rule: Rule, kube: KubeReader, ctx: RunContext<Settings>) =>
+  freshEvidence(ctx, `rule:${rule.name}`, async () => {
+    const ev = await readEvidence(rule, kube, ctx.settings.pageSize, ctx.signal);
+    // held to the snapshot that decided (as the snapshot was to the run before it)
+    for (const e of rule.evidence) checkFreshCount(ctx, `evidence.${e.name}`, ev.counts[e.name]?.count ?? 0);
+    return ev;
+  });
+
+function observeOf(rule: Rule) {
+  const ref = rule.target.ref;
+  return async (kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): Promise<void> => {
     const { pageSize } = ctx.settings;
     const namespaces = ctx.settings.namespaces ?? rule.target.namespaces;
     // A target kind that is not served (a CRD being re-installed, an aggregated API that flaps,
@@ -167,40 +173,8 @@ export function ruleFunction(rule: Rule): AnyFunction {
     const pace = pacer(ctx.signal);
     for (const o of targets.items) {
       await pace();
-      if (!rule.owner.owns(o)) {
-        foreign++;
-        continue;
-      }
-      const object = toCel(o);
-      const data: ObjectData = {
-        ...(o.metadata.namespace ? { namespace: o.metadata.namespace } : {}),
-        name: o.metadata.name,
-        uid: o.metadata.uid,
-        rv: o.metadata.resourceVersion,
-      };
-      const created = o.metadata.creationTimestamp ? Date.parse(o.metadata.creationTimestamp) : undefined;
-      const init = {
-        name: where(data),
-        marks: [{ annotations: o.metadata.annotations }],
-        ...(created !== undefined && !Number.isNaN(created) ? { createdAt: created } : {}),
-      };
-      const id = identify(rule, o, object);
-      if ('error' in id) {
-        ctx.unreadable(
-          kindName,
-          { ...init, key: `uid:${o.metadata.uid}`, fingerprint: o.metadata.uid },
-          id.error,
-        );
-        continue;
-      }
-      const v = ctx.target(kindName, { ...init, ...id, data });
-      if (o.metadata.deletionTimestamp) {
-        v.indeterminate('being deleted (deletionTimestamp is set)');
-        continue;
-      }
-      const verdict = judge(rule, object, ev.indexes);
-      if ('used' in verdict) v.used();
-      else if ('indeterminate' in verdict) v.indeterminate(verdict.indeterminate);
+      if (!rule.owner.owns(o)) foreign++;
+      else judgeObject(rule, ctx, o, ev);
     }
     if (foreign > 0)
       ctx.note('targets.not-owned', {
@@ -208,35 +182,89 @@ export function ruleFunction(rule: Rule): AnyFunction {
         count: foreign,
         reason: `listed, but without ${rule.owner.describe}: not this rule's to judge`,
       });
-  }
+  };
+}
 
+/** One owned target: its identity, and what the evidence says of it. */
+function judgeObject(
+  rule: Rule,
+  ctx: ObserveContext<Settings, Kinds>,
+  o: KubeObject,
+  ev: EvidenceRead,
+): void {
+  const kindName = rule.target.ref.kind;
+  const object = toCel(o);
+  const data: ObjectData = {
+    ...(o.metadata.namespace ? { namespace: o.metadata.namespace } : {}),
+    name: o.metadata.name,
+    uid: o.metadata.uid,
+    rv: o.metadata.resourceVersion,
+  };
+  const created = o.metadata.creationTimestamp ? Date.parse(o.metadata.creationTimestamp) : undefined;
+  const init = {
+    name: where(data),
+    marks: [{ annotations: o.metadata.annotations }],
+    ...(created !== undefined && !Number.isNaN(created) ? { createdAt: created } : {}),
+  };
+  const id = identify(rule, o, object);
+  if ('error' in id) {
+    ctx.unreadable(
+      kindName,
+      { ...init, key: `uid:${o.metadata.uid}`, fingerprint: o.metadata.uid },
+      id.error,
+    );
+    return;
+  }
+  const v = ctx.target(kindName, { ...init, ...id, data });
+  if (o.metadata.deletionTimestamp) {
+    v.indeterminate('being deleted (deletionTimestamp is set)');
+    return;
+  }
+  const verdict = judge(rule, object, ev.indexes);
+  if ('used' in verdict) v.used();
+  else if ('indeterminate' in verdict) v.indeterminate(verdict.indeterminate);
+}
+
+/** A confirmed target, re-checked on a fresh read and fresh evidence just before its delete. */
+async function recheckObject(
+  rule: Rule,
+  kube: KubeReader,
+  { key, data: d }: { key: string; data: ObjectData },
+  ctx: RunContext<Settings>,
+): Promise<RecheckResult> {
+  const ref = rule.target.ref;
+  const kindName = ref.kind;
+  const o = await kube.get(ref, d.namespace, d.name, ctx.signal);
+  if (!o) return { ok: false, reason: `${kindName} is already gone` };
+  if (o.metadata.uid !== d.uid || o.metadata.resourceVersion !== d.rv)
+    return { ok: false, reason: `${kindName} changed since the snapshot` };
+  if (!rule.owner.owns(o))
+    return { ok: false, reason: `${kindName} no longer carries ${rule.owner.describe}` };
+  if (keepMarked([{ annotations: o.metadata.annotations }]))
+    return { ok: false, reason: `${kindName} carries the keep-mark` };
+  if (o.metadata.deletionTimestamp) return { ok: false, reason: `${kindName} is being deleted` };
+  const object = toCel(o);
+  const id = identify(rule, o, object);
+  if ('error' in id || id.key !== key) return { ok: false, reason: `${kindName}'s identity changed` };
+  const ev = (await freshLists(rule, kube, ctx)).value;
+  if (ev.blockers.length > 0) return { ok: false, reason: `fresh evidence: ${ev.blockers.join('; ')}` };
+  const verdict = judge(rule, object, ev.indexes);
+  if ('used' in verdict) return { ok: false, reason: 'fresh evidence shows it in use' };
+  if ('indeterminate' in verdict) return { ok: false, reason: `fresh evidence: ${verdict.indeterminate}` };
+  return { ok: true, before: o };
+}
+
+/** Builds the function of a compiled rule. */
+export function ruleFunction(rule: Rule): AnyFunction {
+  const ref = rule.target.ref;
+  const kindName = ref.kind;
   const kind: KindSpec<ObjectData, KubeReader, KubeReadWriter, Settings> = {
     data: objectData,
     note: `decided by rule ${rule.name} (${rule.source}): in use when ${rule.inUse.source.trim()}`,
     unused: rule.unused,
     removal: `DELETE the ${kindName} (preconditions: uid, resourceVersion)`,
     touches: (d) => [{ object: kubeObject(ref, d.namespace, d.name) }],
-    async recheck(kube, { key, data: d }, ctx) {
-      const o = await kube.get(ref, d.namespace, d.name, ctx.signal);
-      if (!o) return { ok: false, reason: `${kindName} is already gone` };
-      if (o.metadata.uid !== d.uid || o.metadata.resourceVersion !== d.rv)
-        return { ok: false, reason: `${kindName} changed since the snapshot` };
-      if (!rule.owner.owns(o))
-        return { ok: false, reason: `${kindName} no longer carries ${rule.owner.describe}` };
-      if (keepMarked([{ annotations: o.metadata.annotations }]))
-        return { ok: false, reason: `${kindName} carries the keep-mark` };
-      if (o.metadata.deletionTimestamp) return { ok: false, reason: `${kindName} is being deleted` };
-      const object = toCel(o);
-      const id = identify(rule, o, object);
-      if ('error' in id || id.key !== key) return { ok: false, reason: `${kindName}'s identity changed` };
-      const ev = (await freshLists(kube, ctx)).value;
-      if (ev.blockers.length > 0) return { ok: false, reason: `fresh evidence: ${ev.blockers.join('; ')}` };
-      const verdict = judge(rule, object, ev.indexes);
-      if ('used' in verdict) return { ok: false, reason: 'fresh evidence shows it in use' };
-      if ('indeterminate' in verdict)
-        return { ok: false, reason: `fresh evidence: ${verdict.indeterminate}` };
-      return { ok: true, before: o };
-    },
+    recheck: (kube, t, ctx) => recheckObject(rule, kube, t, ctx),
     remove: (kube, { data: d }, ctx) => deleteAsObserved(kube, ref, d, `the ${kindName}`, ctx.signal),
     restore: (_reader, kube, tomb, ctx) => recreateAsWas(kube, ref, tomb.object, ctx),
     async confirmGone(kube, { data: d }, ctx) {
@@ -267,7 +295,7 @@ export function ruleFunction(rule: Rule): AnyFunction {
     defaults: ruleDefaults(rule),
     access: ruleAccess(rule),
     kinds: { [kindName]: kind },
-    observe,
+    observe: observeOf(rule),
   });
 }
 
