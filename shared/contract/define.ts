@@ -20,7 +20,9 @@ import {
   type BatchItemResult,
   type ConnectContext,
   type FunctionContext,
+  type FunctionDefaults,
   KEEP_MARK,
+  type Observation,
   type Removed,
   type RunContext,
   type Typed,
@@ -37,6 +39,168 @@ export function keepMarked(marks: readonly Marks[] | undefined): boolean {
 }
 
 const issueText = (e: z.ZodError) => issuesText(e, { root: '(data)', inline: true });
+
+/**
+ * The target with its data checked against its kind, or why it cannot be dispatched:
+ * checked once per target object (its batch key, re-check, removal, read-back and Event
+ * all dispatch the same object).
+ */
+type Dispatched<R, W, S> = { kind: KindSpec<unknown, R, W, S>; target: Typed<unknown> } | { error: string };
+
+function dispatcher<R, W, S>(name: string, kindOf: (k: string) => KindSpec<unknown, R, W, S> | undefined) {
+  const dispatched = new WeakMap<Target, Dispatched<R, W, S>>();
+  const dispatch = (t: Target): Dispatched<R, W, S> => {
+    let d = dispatched.get(t);
+    if (d) return d;
+    const kind = kindOf(t.kind);
+    if (!kind) d = { error: `${name} has no target kind ${t.kind}` };
+    else if (t.data === undefined) d = { error: 'target has no removal data' };
+    else {
+      const r = kind.data.safeParse(t.data);
+      d = r.success
+        ? { kind, target: { ...t, data: r.data } }
+        : { error: `target data does not fit kind ${t.kind}: ${issueText(r.error)}` };
+    }
+    dispatched.set(t, d);
+    return d;
+  };
+  /** A target of a single kind; a batched kind's are removed by their batch, never alone. */
+  const single = (
+    t: Target,
+  ): { kind: SingleKind<unknown, R, W, S>; target: Typed<unknown> } | { error: string } => {
+    const d = dispatch(t);
+    if ('error' in d) return d;
+    if (d.kind.batch !== undefined) return { error: `kind ${t.kind} is removed by its batch, never alone` };
+    return { kind: d.kind, target: d.target };
+  };
+  return { dispatch, single };
+}
+
+/** What the report and the decision read of the kinds: their graces, notes and words; the batches they share. */
+function kindTables<R, W, S>(
+  kinds: Readonly<Record<string, KindSpec<unknown, R, W, S>>>,
+  defaults: FunctionDefaults,
+) {
+  const kindGraceMs: Record<string, number> = { ...(defaults.kindGraceMs ?? {}) };
+  const kindNotes: Record<string, string> = {};
+  const kindReport: Record<string, { unused: string; removal: string }> = {};
+  for (const [name, k] of Object.entries(kinds)) {
+    if (k.graceMs !== undefined) kindGraceMs[name] = k.graceMs;
+    if (k.note !== undefined) kindNotes[name] = k.note;
+    kindReport[name] = { unused: k.unused, removal: k.removal };
+  }
+  // Kinds that share a BatchSpec are batched together: the spec's identity is part of the key.
+  const batchIds = new Map<object, number>();
+  for (const k of Object.values(kinds))
+    if (k.batch && !batchIds.has(k.batch)) batchIds.set(k.batch, batchIds.size);
+
+  return { kindGraceMs, kindNotes, kindReport, batchIds };
+}
+
+/**
+ * A function's observe, run with the context it builds targets through: its sources, its
+ * targets (data only on those not in use), and what it said of them.
+ */
+async function collect<S, R, W, K extends Record<string, unknown>>(
+  name: string,
+  kindOf: (k: string) => KindSpec<unknown, R, W, S> | undefined,
+  observe: (ctx: ObserveContext<S, K>) => Promise<void>,
+  ctx: RunContext<S>,
+): Promise<Observation> {
+  const sources: SourceMeta[] = [];
+  const targets: Target[] = [];
+  // A target's data is attached at the end, and only to targets not in use: only those
+  // can be removed (or reported), and at 150,000 targets the data of the rest would be
+  // a third of the snapshot's memory.
+  const data: unknown[] = [];
+  const used: string[] = [];
+  const indeterminate: Indeterminate[] = [];
+  const blockers: string[] = [];
+  const holds: string[] = [];
+  const build = (kind: string, init: Omit<TargetInit<unknown>, 'data'>, data: unknown): Target => ({
+    key: init.key,
+    kind,
+    fingerprint: init.fingerprint,
+    name: init.name,
+    keep: keepMarked(init.marks),
+    ...(init.createdAt !== undefined ? { createdAt: init.createdAt } : {}),
+    ...(data !== undefined ? { data } : {}),
+  });
+  const octx: ObserveContext<S, K> = {
+    ...ctx,
+    source: (name, role, list) => {
+      if ('notServed' in list) {
+        sources.push({ name, role, count: 0, complete: true, reason: 'not served' });
+        return;
+      }
+      sources.push({
+        name,
+        role,
+        count: list.items.length,
+        ...(list.resourceVersion !== undefined ? { listVersion: list.resourceVersion } : {}),
+        ...(list.pages !== undefined ? { pages: list.pages } : {}),
+        complete: true,
+      });
+    },
+    target: (kindName, init) => {
+      const kind = kindOf(kindName);
+      if (!kind) throw new Error(`${name}: target kind ${kindName} is not declared`);
+      const r = kind.data.safeParse(init.data);
+      // A bug, not bad input: the function built data its own kind does not accept.
+      if (!r.success) throw new Error(`${name}: ${kindName} ${init.key}: ${issueText(r.error)}`);
+      const i = targets.push(build(kindName, init, undefined)) - 1;
+      data[i] = r.data;
+      return {
+        used: () => {
+          used.push(init.key);
+          data[i] = undefined;
+        },
+        indeterminate: (reason) => void indeterminate.push({ key: init.key, reason }),
+      };
+    },
+    unreadable: (kindName, init, reason) => {
+      targets.push(build(kindName, init, undefined));
+      indeterminate.push({ key: init.key, reason });
+    },
+    blocker: (reason) => void blockers.push(reason),
+    hold: (reason) => void holds.push(reason),
+  };
+  await observe(octx);
+  for (const [i, d] of data.entries()) if (d !== undefined) targets[i] = { ...targets[i]!, data: d };
+  return {
+    sources,
+    targets,
+    used,
+    indeterminate,
+    ...(blockers.length ? { blockers } : {}),
+    ...(holds.length ? { holds } : {}),
+  };
+}
+
+/** One batch's steps, from the targets that dispatch to its kind's batch; the others refused. */
+function batchSteps<R, W, S>(
+  dispatch: (t: Target) => Dispatched<R, W, S>,
+  batch: KindSpec<unknown, R, W, S>['batch'],
+  reader: R,
+  ts: readonly Target[],
+  ctx: RunContext<S>,
+) {
+  const typed: Typed<unknown>[] = [];
+  const refused: BatchItemResult[] = [];
+  for (const t of ts) {
+    const d = dispatch(t);
+    if ('error' in d) refused.push({ key: t.key, outcome: 'skipped', reason: d.error });
+    else if (d.kind.batch !== batch)
+      refused.push({
+        key: t.key,
+        outcome: 'skipped',
+        reason: `kind ${t.kind} is not batched with ${ts[0]?.kind}`,
+      });
+    else typed.push(d.target);
+  }
+  if (!batch || typed.length === 0) return { steps: [], targets: [], refused };
+  return { steps: batch.steps(reader, typed, ctx), targets: typed, refused };
+}
 
 /** Builds the run loop's view of a function from its declaration. */
 export function defineFunction<S extends z.ZodObject, R, W, K extends Record<string, unknown>>(
@@ -56,50 +220,8 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
     settings: settingsOf(ctx.settings),
   });
 
-  /**
-   * The target with its data checked against its kind, or why it cannot be dispatched:
-   * checked once per target object (its batch key, re-check, removal, read-back and Event
-   * all dispatch the same object).
-   */
-  type Dispatched = { kind: AnyKind; target: Typed<unknown> } | { error: string };
-  const dispatched = new WeakMap<Target, Dispatched>();
-  const dispatch = (t: Target): Dispatched => {
-    let d = dispatched.get(t);
-    if (d) return d;
-    const kind = kindOf(t.kind);
-    if (!kind) d = { error: `${spec.name} has no target kind ${t.kind}` };
-    else if (t.data === undefined) d = { error: 'target has no removal data' };
-    else {
-      const r = kind.data.safeParse(t.data);
-      d = r.success
-        ? { kind, target: { ...t, data: r.data } }
-        : { error: `target data does not fit kind ${t.kind}: ${issueText(r.error)}` };
-    }
-    dispatched.set(t, d);
-    return d;
-  };
-  /** A target of a single kind; a batched kind's are removed by their batch, never alone. */
-  const single = (
-    t: Target,
-  ): { kind: SingleKind<unknown, R, W, Settings>; target: Typed<unknown> } | { error: string } => {
-    const d = dispatch(t);
-    if ('error' in d) return d;
-    if (d.kind.batch !== undefined) return { error: `kind ${t.kind} is removed by its batch, never alone` };
-    return { kind: d.kind, target: d.target };
-  };
-
-  const kindGraceMs: Record<string, number> = { ...(spec.defaults.kindGraceMs ?? {}) };
-  const kindNotes: Record<string, string> = {};
-  const kindReport: Record<string, { unused: string; removal: string }> = {};
-  for (const [name, k] of Object.entries(kinds)) {
-    if (k.graceMs !== undefined) kindGraceMs[name] = k.graceMs;
-    if (k.note !== undefined) kindNotes[name] = k.note;
-    kindReport[name] = { unused: k.unused, removal: k.removal };
-  }
-  // Kinds that share a BatchSpec are batched together: the spec's identity is part of the key.
-  const batchIds = new Map<object, number>();
-  for (const k of Object.values(kinds))
-    if (k.batch && !batchIds.has(k.batch)) batchIds.set(k.batch, batchIds.size);
+  const { dispatch, single } = dispatcher(spec.name, kindOf);
+  const { kindGraceMs, kindNotes, kindReport, batchIds } = kindTables(kinds, spec.defaults);
 
   return {
     name: spec.name,
@@ -115,77 +237,13 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
       ? { connect: (ctx: ConnectContext) => spec.connect!({ ...ctx, settings: settingsOf(ctx.settings) }) }
       : {}),
 
-    async observe(reader, raw) {
-      const ctx = typedCtx(raw);
-      const sources: SourceMeta[] = [];
-      const targets: Target[] = [];
-      // A target's data is attached at the end, and only to targets not in use: only those
-      // can be removed (or reported), and at 150,000 targets the data of the rest would be
-      // a third of the snapshot's memory.
-      const data: unknown[] = [];
-      const used: string[] = [];
-      const indeterminate: Indeterminate[] = [];
-      const blockers: string[] = [];
-      const holds: string[] = [];
-      const build = (kind: string, init: Omit<TargetInit<unknown>, 'data'>, data: unknown): Target => ({
-        key: init.key,
-        kind,
-        fingerprint: init.fingerprint,
-        name: init.name,
-        keep: keepMarked(init.marks),
-        ...(init.createdAt !== undefined ? { createdAt: init.createdAt } : {}),
-        ...(data !== undefined ? { data } : {}),
-      });
-      const octx: ObserveContext<Settings, K> = {
-        ...ctx,
-        source: (name, role, list) => {
-          if ('notServed' in list) {
-            sources.push({ name, role, count: 0, complete: true, reason: 'not served' });
-            return;
-          }
-          sources.push({
-            name,
-            role,
-            count: list.items.length,
-            ...(list.resourceVersion !== undefined ? { listVersion: list.resourceVersion } : {}),
-            ...(list.pages !== undefined ? { pages: list.pages } : {}),
-            complete: true,
-          });
-        },
-        target: (kindName, init) => {
-          const kind = kindOf(kindName);
-          if (!kind) throw new Error(`${spec.name}: target kind ${kindName} is not declared`);
-          const r = kind.data.safeParse(init.data);
-          // A bug, not bad input: the function built data its own kind does not accept.
-          if (!r.success) throw new Error(`${spec.name}: ${kindName} ${init.key}: ${issueText(r.error)}`);
-          const i = targets.push(build(kindName, init, undefined)) - 1;
-          data[i] = r.data;
-          return {
-            used: () => {
-              used.push(init.key);
-              data[i] = undefined;
-            },
-            indeterminate: (reason) => void indeterminate.push({ key: init.key, reason }),
-          };
-        },
-        unreadable: (kindName, init, reason) => {
-          targets.push(build(kindName, init, undefined));
-          indeterminate.push({ key: init.key, reason });
-        },
-        blocker: (reason) => void blockers.push(reason),
-        hold: (reason) => void holds.push(reason),
-      };
-      await spec.observe(reader, octx);
-      for (const [i, d] of data.entries()) if (d !== undefined) targets[i] = { ...targets[i]!, data: d };
-      return {
-        sources,
-        targets,
-        used,
-        indeterminate,
-        ...(blockers.length ? { blockers } : {}),
-        ...(holds.length ? { holds } : {}),
-      };
-    },
+    observe: (reader, raw) =>
+      collect(
+        spec.name,
+        kindOf,
+        (octx: ObserveContext<Settings, K>) => spec.observe(reader, octx),
+        typedCtx(raw),
+      ),
 
     async recheck(reader, t, ctx) {
       const d = single(t);
@@ -215,25 +273,8 @@ export function defineFunction<S extends z.ZodObject, R, W, K extends Record<str
       if ('error' in d) return undefined;
       return `${batchIds.get(kind.batch)}/${kind.batch.key(d.target.data)}`;
     },
-    stepsOf(reader, ts, ctx) {
-      const first = kindOf(ts[0]?.kind ?? '');
-      const batch = first?.batch;
-      const typed: Typed<unknown>[] = [];
-      const refused: BatchItemResult[] = [];
-      for (const t of ts) {
-        const d = dispatch(t);
-        if ('error' in d) refused.push({ key: t.key, outcome: 'skipped', reason: d.error });
-        else if (d.kind.batch !== batch)
-          refused.push({
-            key: t.key,
-            outcome: 'skipped',
-            reason: `kind ${t.kind} is not batched with ${ts[0]?.kind}`,
-          });
-        else typed.push(d.target);
-      }
-      if (!batch || typed.length === 0) return { steps: [], targets: [], refused };
-      return { steps: batch.steps(reader, typed, typedCtx(ctx)), targets: typed, refused };
-    },
+    stepsOf: (reader, ts, ctx) =>
+      batchSteps(dispatch, kindOf(ts[0]?.kind ?? '')?.batch, reader, ts, typedCtx(ctx)),
     placeOf(t) {
       const d = dispatch(t);
       if ('error' in d) return '';
