@@ -52,109 +52,164 @@ export async function removeBatch<R, W>(
   targets: readonly Target[],
   ctx: FunctionContext,
 ): Promise<BatchItemResult[]> {
-  let stopped: string | undefined;
-  const run: FunctionContext = {
-    ...ctx,
-    stop: (reason) => {
-      stopped ??= reason;
-      ctx.stop?.(reason);
-    },
-  };
-  const { steps, targets: mine, refused } = fn.stepsOf(reader, targets, run);
-  const results = new BatchResults(mine);
-  const notes = new Map<string, string[]>();
-  const carried: unknown[] = [];
-  const settle = (s: Settled) => {
-    for (const r of s.results ?? []) results.set(r);
-    for (const [key, text] of s.notes ?? []) notes.set(key, [...(notes.get(key) ?? []), text]);
-    carried.push(...(s.carry ?? []));
-  };
-  const halted = () => stopped !== undefined || ctx.signal.aborted;
+  return new BatchRun(fn, reader, writer, targets, ctx).run();
+}
 
-  for (const step of steps) {
-    if (halted()) break;
-    const own = mine.filter((t) => !results.has(t.key) && step.takes(t));
-    if (own.length === 0 && !(step.forCarried && carried.length > 0)) continue;
-    const writes = step.each ? own.map((t) => [t]) : [own];
-    const written: string[] = [];
-    await eachLimited(writes, step.each ? (run.concurrency ?? 1) : 1, async (unit) => {
-      if (halted()) return;
-      await oneWrite(step, unit);
-    });
-    await step.after?.(written, results);
+type Unit = readonly Typed<unknown>[];
 
-    /** One write of the step: planned, tombstoned, gated, sent, read back; planned again when it lost. */
-    async function oneWrite(s: Step<unknown, R, W>, unit: readonly Typed<unknown>[]): Promise<void> {
-      const attempts = s.attempts ?? ATTEMPTS;
-      for (let attempt = 1; attempt <= attempts; attempt++) {
-        const pending = unit.filter((t) => !results.has(t.key));
-        if (attempt > 1 && pending.length === 0 && !s.forCarried) return;
-        let plan: WritePlan<R, W>;
-        try {
-          plan = await s.plan(reader, pending, attempt, carried);
-        } catch (err) {
-          for (const t of pending) results.set({ key: t.key, outcome: 'failed', error: messageOf(err) });
-          return;
-        }
-        settle(plan);
-        if (!plan.write) return;
-        const keys = plan.removing.map((r) => r.target.key);
-        try {
-          if (plan.removing.length > 0)
-            await writeTombstones(
-              run,
-              plan.removing.map((r) => ({
-                key: r.target.key,
-                kind: r.target.kind,
-                name: r.target.name,
-                object: r.object,
-                ...(r.restore !== undefined ? { restore: r.restore } : {}),
-              })),
-            );
-        } catch (err) {
-          const why = messageOf(err);
-          for (const key of keys) results.set({ key, outcome: 'failed', error: `nothing deleted: ${why}` });
-          if (plan.notWritten) settle(plan.notWritten(why));
-          return;
-        }
-        const held = await plan.gate?.();
-        if (held !== undefined) {
-          for (const key of keys) results.set({ key, outcome: 'held', reason: held });
-          return;
-        }
-        written.push(...keys);
-        let answer: unknown;
-        try {
-          answer = await plan.write(writer, run.signal);
-        } catch (err) {
-          if (s.contended?.(err)) {
-            if (attempt < attempts) {
-              await contendedPause(attempt, run);
-              continue;
-            }
-            settle(
-              plan.lost?.(attempts) ?? {
-                results: keys.map((key) => ({
-                  key,
-                  outcome: 'skipped' as const,
-                  reason: `the object kept changing (${attempts} conflicts): kept for the next run`,
-                  contended: true,
-                })),
-              },
-            );
-            return;
-          }
-          settle(await readBack(plan, { unknown: messageOf(err) }, keys));
-          return;
-        }
-        settle(await readBack(plan, { answer }, keys));
+/** The state of one batch while its steps run: the results so far, the notes, what the steps carry. */
+class BatchRun<R, W> {
+  private stopped: string | undefined;
+  private readonly ctx: FunctionContext;
+  private readonly results: BatchResults;
+  private readonly notes = new Map<string, string[]>();
+  private readonly carried: unknown[] = [];
+  private readonly steps: readonly Step<unknown, R, W>[];
+  private readonly mine: readonly Typed<unknown>[];
+  private readonly refused: readonly BatchItemResult[];
+
+  private readonly reader: R;
+  private readonly writer: W;
+  private readonly outer: FunctionContext;
+
+  constructor(
+    fn: TwopassFunction<R, W>,
+    reader: R,
+    writer: W,
+    targets: readonly Target[],
+    outer: FunctionContext,
+  ) {
+    this.reader = reader;
+    this.writer = writer;
+    this.outer = outer;
+    this.ctx = {
+      ...outer,
+      stop: (reason) => {
+        this.stopped ??= reason;
+        outer.stop?.(reason);
+      },
+    };
+    const { steps, targets: mine, refused } = fn.stepsOf(reader, targets, this.ctx);
+    this.steps = steps;
+    this.mine = mine;
+    this.refused = refused;
+    this.results = new BatchResults(mine);
+  }
+
+  private settle(s: Settled): void {
+    for (const r of s.results ?? []) this.results.set(r);
+    for (const [key, text] of s.notes ?? []) this.notes.set(key, [...(this.notes.get(key) ?? []), text]);
+    this.carried.push(...(s.carry ?? []));
+  }
+
+  private halted(): boolean {
+    return this.stopped !== undefined || this.outer.signal.aborted;
+  }
+
+  async run(): Promise<BatchItemResult[]> {
+    for (const step of this.steps) {
+      if (this.halted()) break;
+      const own = this.mine.filter((t) => !this.results.has(t.key) && step.takes(t));
+      if (own.length === 0 && !(step.forCarried && this.carried.length > 0)) continue;
+      const writes = step.each ? own.map((t) => [t]) : [own];
+      const written: string[] = [];
+      await eachLimited(writes, step.each ? (this.ctx.concurrency ?? 1) : 1, async (unit) => {
+        if (this.halted()) return;
+        await this.oneWrite(step, unit, written);
+      });
+      await step.after?.(written, this.results);
+    }
+    return this.outcomes();
+  }
+
+  /** One write of the step: planned, tombstoned, gated, sent, read back; planned again when it lost. */
+  private async oneWrite(s: Step<unknown, R, W>, unit: Unit, written: string[]): Promise<void> {
+    const attempts = s.attempts ?? ATTEMPTS;
+    for (let attempt = 1; attempt <= attempts; attempt++) {
+      const pending = unit.filter((t) => !this.results.has(t.key));
+      if (attempt > 1 && pending.length === 0 && !s.forCarried) return;
+      let plan: WritePlan<R, W>;
+      try {
+        plan = await s.plan(this.reader, pending, attempt, this.carried);
+      } catch (err) {
+        for (const t of pending) this.results.set({ key: t.key, outcome: 'failed', error: messageOf(err) });
         return;
       }
+      this.settle(plan);
+      if (!plan.write) return;
+      const keys = plan.removing.map((r) => r.target.key);
+      if (!(await this.tombstones(plan, keys))) return;
+      const held = await plan.gate?.();
+      if (held !== undefined) {
+        for (const key of keys) this.results.set({ key, outcome: 'held', reason: held });
+        return;
+      }
+      written.push(...keys);
+      if ((await this.send(s, plan, keys, attempt, attempts)) !== 'again') return;
     }
   }
 
+  /** The tombstones of what the write removes, durable before it is sent; false when they are not (nothing of them is written). */
+  private async tombstones(plan: WritePlan<R, W>, keys: readonly string[]): Promise<boolean> {
+    if (plan.removing.length === 0) return true;
+    try {
+      await writeTombstones(
+        this.ctx,
+        plan.removing.map((r) => ({
+          key: r.target.key,
+          kind: r.target.kind,
+          name: r.target.name,
+          object: r.object,
+          ...(r.restore !== undefined ? { restore: r.restore } : {}),
+        })),
+      );
+      return true;
+    } catch (err) {
+      const why = messageOf(err);
+      for (const key of keys) this.results.set({ key, outcome: 'failed', error: `nothing deleted: ${why}` });
+      if (plan.notWritten) this.settle(plan.notWritten(why));
+      return false;
+    }
+  }
+
+  /** The write, then its read-back; 'again' when it lost to another writer and may be planned again. */
+  private async send(
+    s: Step<unknown, R, W>,
+    plan: WritePlan<R, W>,
+    keys: readonly string[],
+    attempt: number,
+    attempts: number,
+  ): Promise<'done' | 'again'> {
+    let answer: unknown;
+    try {
+      answer = await plan.write!(this.writer, this.ctx.signal);
+    } catch (err) {
+      if (s.contended?.(err)) {
+        if (attempt < attempts) {
+          await contendedPause(attempt, this.ctx);
+          return 'again';
+        }
+        this.settle(
+          plan.lost?.(attempts) ?? {
+            results: keys.map((key) => ({
+              key,
+              outcome: 'skipped' as const,
+              reason: `the object kept changing (${attempts} conflicts): kept for the next run`,
+              contended: true,
+            })),
+          },
+        );
+        return 'done';
+      }
+      this.settle(await this.readBack(plan, { unknown: messageOf(err) }, keys));
+      return 'done';
+    }
+    this.settle(await this.readBack(plan, { answer }, keys));
+    return 'done';
+  }
+
   /** The plan's read-back; one that throws leaves each removal failed (not proven either way). */
-  async function readBack(
+  private async readBack(
     plan: WritePlan<R, W>,
     answer: { answer: unknown } | { unknown: string },
     keys: readonly string[],
@@ -169,7 +224,7 @@ export async function removeBatch<R, W>(
         })),
       };
     try {
-      return await plan.readBack(reader, answer);
+      return await plan.readBack(this.reader, answer);
     } catch (err) {
       return {
         results: keys.map((key) => ({
@@ -181,15 +236,18 @@ export async function removeBatch<R, W>(
     }
   }
 
-  if (stopped !== undefined)
-    results.rest((key) => ({ key, outcome: 'held', reason: `not attempted: ${stopped}` }));
-  // a deleted target's detail, with what the later steps said of it
-  const out = results
-    .all(ctx.signal.aborted ? 'not attempted: the run was stopped' : 'not attempted')
-    .map((r): BatchItemResult => {
-      const said = notes.get(r.key);
-      if (!said || (r.outcome !== 'deleted' && r.outcome !== 'gone')) return r;
-      return { ...r, detail: [r.detail, said.join(', ')].filter(Boolean).join('; ') };
-    });
-  return [...out, ...refused];
+  /** One result a target: what was not begun held or not attempted; a deleted one's detail with what later steps said. */
+  private outcomes(): BatchItemResult[] {
+    const stopped = this.stopped;
+    if (stopped !== undefined)
+      this.results.rest((key) => ({ key, outcome: 'held', reason: `not attempted: ${stopped}` }));
+    const out = this.results
+      .all(this.outer.signal.aborted ? 'not attempted: the run was stopped' : 'not attempted')
+      .map((r): BatchItemResult => {
+        const said = this.notes.get(r.key);
+        if (!said || (r.outcome !== 'deleted' && r.outcome !== 'gone')) return r;
+        return { ...r, detail: [r.detail, said.join(', ')].filter(Boolean).join('; ') };
+      });
+    return [...out, ...this.refused];
+  }
 }
