@@ -259,6 +259,27 @@ const RELEASED = Object.freeze({
   indeterminate: [],
 }) as unknown as Snapshot;
 
+/** More deletions than approval.requiredAbove: the report written, and the operator told how to approve it. */
+async function askApproval<R, W>(
+  fn: RunDeps<R, W>['fn'],
+  ids: Parameters<typeof writeReport>[1],
+  actions: Parameters<typeof writeReport>[2],
+  req: RunRequest,
+  n: number,
+  x: Scope,
+): Promise<void> {
+  const where = await writeReport(fn, ids, actions, req.report, 'approval required', x);
+  x.log.warn(
+    {
+      event: 'approval.required',
+      confirmed: n,
+      requiredAbove: req.approvalAbove,
+      reason: `${n} deletions exceed approval.requiredAbove (${req.approvalAbove}): nothing deleted; ${where ? `review ${where}, then \`twopass apply --from-report ${where}\`` : `write a report with \`twopass run ${fn.name} --report FILE\`, review it, then \`twopass apply --from-report FILE\``}`,
+    },
+    'approval.required',
+  );
+}
+
 /** The phases in order; each hands the next what it needs, or stops the run. */
 async function phases<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Scope, at: Marks): Promise<Finish> {
   const { fn } = deps;
@@ -329,16 +350,7 @@ async function phases<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Scope, at: 
   }
   const n = confirmed.length;
   if (!req.approved && req.approvalAbove !== undefined && n > req.approvalAbove) {
-    const where = await writeReport(fn, ids, decision.actions, req.report, 'approval required', x);
-    x.log.warn(
-      {
-        event: 'approval.required',
-        confirmed: n,
-        requiredAbove: req.approvalAbove,
-        reason: `${n} deletions exceed approval.requiredAbove (${req.approvalAbove}): nothing deleted; ${where ? `review ${where}, then \`twopass apply --from-report ${where}\`` : `write a report with \`twopass run ${fn.name} --report FILE\`, review it, then \`twopass apply --from-report FILE\``}`,
-      },
-      'approval.required',
-    );
+    await askApproval(fn, ids, decision.actions, req, n, x);
     return {
       ...base,
       outcome: 'approval',
