@@ -107,9 +107,7 @@ export async function main(
   given: Omit<Io, 'time'> & { time?: Io['time'] },
 ): Promise<number> {
   const io: Io = { ...given, time: given.time ?? systemTime };
-  let parsed: ReturnType<
-    typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true; strict: true; args: string[] }>
-  >;
+  let parsed: Parsed;
   try {
     parsed = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true, strict: true });
   } catch (err) {
@@ -118,6 +116,51 @@ export async function main(
   }
   const { values: v, positionals } = parsed;
   const [cmd, ...rest] = positionals;
+  const answered = answerBeforeCommand(v, cmd, rest, io);
+  if (answered !== undefined) return answered;
+  const output: OutputMode =
+    (v.output as OutputMode | undefined) ??
+    (io.env.TWOPASS_OUTPUT as OutputMode | undefined) ??
+    (io.isTTY ? 'table' : 'json');
+  try {
+    switch (cmd) {
+      case 'demo': {
+        const { demo } = await import('./sandbox/demo.ts');
+        // The sandbox is for reading: a table unless JSON is asked for explicitly.
+        const r = await demo({
+          output: (v.output as OutputMode | undefined) ?? 'table',
+          out: io.out,
+          err: io.err,
+        });
+        return r.ok ? EXIT.ok : EXIT.error;
+      }
+      case 'diff':
+        return (await import('./cli/diff.ts')).diffCommand(rest, output, io);
+      case 'rules':
+        return await (await import('./cli/rules.ts')).rulesCommand(rest, output, io, {
+          namespace: v.namespace,
+          image: v.image,
+        });
+      default:
+        return await configCommand(cmd!, rest, v, output, io);
+    }
+  } catch (err) {
+    return reportFailure(err, io);
+  }
+}
+
+type Parsed = ReturnType<
+  typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true; strict: true; args: string[] }>
+>;
+type Values = Parsed['values'];
+
+/** What is answered before any command runs: the version, help, options the command does not take, a bad --output. */
+function answerBeforeCommand(
+  v: Values,
+  cmd: string | undefined,
+  rest: readonly string[],
+  io: Io,
+): number | undefined {
   if (v.version || (cmd === 'version' && rest.length === 0)) {
     io.out.write(`twopass ${VERSION}\n`);
     return EXIT.ok;
@@ -156,100 +199,82 @@ export async function main(
     io.err.write(`twopass: --output: expected json or table, got \`${v.output}\`\n`);
     return EXIT.config;
   }
-  const output: OutputMode =
-    (v.output as OutputMode | undefined) ??
-    (io.env.TWOPASS_OUTPUT as OutputMode | undefined) ??
-    (io.isTTY ? 'table' : 'json');
-  try {
-    switch (cmd) {
-      case 'demo': {
-        const { demo } = await import('./sandbox/demo.ts');
-        // The sandbox is for reading: a table unless JSON is asked for explicitly.
-        const r = await demo({
-          output: (v.output as OutputMode | undefined) ?? 'table',
-          out: io.out,
-          err: io.err,
-        });
-        return r.ok ? EXIT.ok : EXIT.error;
-      }
-      case 'diff':
-        return (await import('./cli/diff.ts')).diffCommand(rest, output, io);
-      case 'rules':
-        return await (await import('./cli/rules.ts')).rulesCommand(rest, output, io, {
-          namespace: v.namespace,
-          image: v.image,
-        });
-      default:
-        break;
-    }
-    const { raw, source } = loadConfigFile(v.config ?? io.env.TWOPASS_CONFIG);
-    const flags: Overrides = {
-      ...(v.apply ? { apply: true } : {}),
-      ...(v.state !== undefined ? { state: v.state } : {}),
-      ...(v.kubeconfig !== undefined ? { kubeconfig: v.kubeconfig } : {}),
-      ...(v.context !== undefined ? { context: v.context } : {}),
-      ...(v.grace !== undefined ? { grace: v.grace } : {}),
-      ...(v.deadline !== undefined ? { deadline: v.deadline } : {}),
-    };
-    const cfg = resolveConfig(raw, source, envOverrides(io.env), flags);
-    const { functionsOf } = await import('./catalogue.ts');
-    const { checkFunctionsConfig } = await import('./runtime/settings.ts');
-    checkFunctionsConfig(cfg.functions, functionsOf(cfg), `config ${cfg.source}`);
-    // Where run and apply tell their metrics: flags over the environment.
-    const pushgateway = v.pushgateway ?? io.env.TWOPASS_PUSHGATEWAY;
-    const textfile = v['metrics-textfile'] ?? io.env.TWOPASS_METRICS_TEXTFILE;
-    const metricsOut = { ...(pushgateway ? { pushgateway } : {}), ...(textfile ? { textfile } : {}) };
-    switch (cmd) {
-      case 'run':
-        return await (await import('./cli/run.ts')).runCommand(rest, v.all === true, cfg, output, io, {
-          ...(v.record === true ? { record: true } : {}),
-          ...(v['save-snapshot'] ? { saveSnapshotDir: v['save-snapshot'] } : {}),
-          ...(v.report ? { reportFile: v.report } : {}),
-          ...(v.apply === true ? { apply: true } : {}),
+  return undefined;
+}
+
+/** The commands that read the config: it is loaded, resolved and checked first. */
+async function configCommand(
+  cmd: string,
+  rest: string[],
+  v: Values,
+  output: OutputMode,
+  io: Io,
+): Promise<number> {
+  const { raw, source } = loadConfigFile(v.config ?? io.env.TWOPASS_CONFIG);
+  const flags: Overrides = {
+    ...(v.apply ? { apply: true } : {}),
+    ...(v.state !== undefined ? { state: v.state } : {}),
+    ...(v.kubeconfig !== undefined ? { kubeconfig: v.kubeconfig } : {}),
+    ...(v.context !== undefined ? { context: v.context } : {}),
+    ...(v.grace !== undefined ? { grace: v.grace } : {}),
+    ...(v.deadline !== undefined ? { deadline: v.deadline } : {}),
+  };
+  const cfg = resolveConfig(raw, source, envOverrides(io.env), flags);
+  const { functionsOf } = await import('./catalogue.ts');
+  const { checkFunctionsConfig } = await import('./runtime/settings.ts');
+  checkFunctionsConfig(cfg.functions, functionsOf(cfg), `config ${cfg.source}`);
+  // Where run and apply tell their metrics: flags over the environment.
+  const pushgateway = v.pushgateway ?? io.env.TWOPASS_PUSHGATEWAY;
+  const textfile = v['metrics-textfile'] ?? io.env.TWOPASS_METRICS_TEXTFILE;
+  const metricsOut = { ...(pushgateway ? { pushgateway } : {}), ...(textfile ? { textfile } : {}) };
+  switch (cmd) {
+    case 'run':
+      return await (await import('./cli/run.ts')).runCommand(rest, v.all === true, cfg, output, io, {
+        ...(v.record === true ? { record: true } : {}),
+        ...(v['save-snapshot'] ? { saveSnapshotDir: v['save-snapshot'] } : {}),
+        ...(v.report ? { reportFile: v.report } : {}),
+        ...(v.apply === true ? { apply: true } : {}),
+        ...metricsOut,
+      });
+    case 'apply':
+      return await (await import('./cli/run.ts')).applyCommand(
+        rest,
+        v['from-report'] ?? [],
+        v.apart,
+        cfg,
+        output,
+        io,
+        {
           ...metricsOut,
-        });
-      case 'apply':
-        return await (await import('./cli/run.ts')).applyCommand(
-          rest,
-          v['from-report'] ?? [],
-          v.apart,
-          cfg,
-          output,
-          io,
-          {
-            ...metricsOut,
-          },
-        );
-      case 'schedule':
-        return await (await import('./cli/run.ts')).scheduleCommand(cfg, output, io, v.listen);
-      case 'functions':
-        return (await import('./cli/functions.ts')).functionsCommand(cfg, output, io);
-      case 'state':
-        return await (await import('./cli/state.ts')).stateCommand(rest, cfg, output, io);
-      case 'restore':
-        return await (await import('./cli/restore.ts')).restoreCommand(
-          rest,
-          { keys: v.key ?? [], run: v.run, apply: v.apply === true },
-          cfg,
-          output,
-          io,
-        );
-      case 'explain':
-        return await (await import('./cli/explain.ts')).explainCommand(rest, cfg, output, io);
-      case 'history':
-        return await (await import('./cli/history.ts')).historyCommand(
-          rest,
-          { last: v.last, run: v.run },
-          cfg,
-          output,
-          io,
-        );
-      default:
-        io.err.write(`twopass: unknown command \`${cmd}\`\nRun \`twopass --help\` for usage.\n`);
-        return EXIT.config;
-    }
-  } catch (err) {
-    return reportFailure(err, io);
+        },
+      );
+    case 'schedule':
+      return await (await import('./cli/run.ts')).scheduleCommand(cfg, output, io, v.listen);
+    case 'functions':
+      return (await import('./cli/functions.ts')).functionsCommand(cfg, output, io);
+    case 'state':
+      return await (await import('./cli/state.ts')).stateCommand(rest, cfg, output, io);
+    case 'restore':
+      return await (await import('./cli/restore.ts')).restoreCommand(
+        rest,
+        { keys: v.key ?? [], run: v.run, apply: v.apply === true },
+        cfg,
+        output,
+        io,
+      );
+    case 'explain':
+      return await (await import('./cli/explain.ts')).explainCommand(rest, cfg, output, io);
+    case 'history':
+      return await (await import('./cli/history.ts')).historyCommand(
+        rest,
+        { last: v.last, run: v.run },
+        cfg,
+        output,
+        io,
+      );
+    default:
+      io.err.write(`twopass: unknown command \`${cmd}\`\nRun \`twopass --help\` for usage.\n`);
+      return EXIT.config;
   }
 }
 
