@@ -81,28 +81,7 @@ export async function explainCommand(
           keys.add(i.key);
           remembered.set(i.key, { kind: i.kind, name: i.name });
         }
-  const matches: Match[] = [...keys].map((key) => {
-    const target = snapshot.targets.find((t) => t.key === key);
-    const stored = state.candidates[key];
-    const events = d.diff.events.filter((e) => 'key' in e && e.key === key);
-    const said = events.map(
-      (e) =>
-        `${e.event}${'reason' in e ? `: ${e.reason}` : ''}${'timeLeftMs' in e ? `: ${formatDuration(e.timeLeftMs)} left (${e.waitingFor})` : ''}${'unusedForMs' in e ? ` (unused for ${formatDuration(e.unusedForMs)})` : ''}`,
-    );
-    if (target && events.length === 0) said.push('in use (evidence found), not a candidate');
-    if (!target) said.push("not a target in a fresh snapshot (gone, out of scope, or not this function's)");
-    const kind = target?.kind ?? stored?.kind ?? remembered.get(key)?.kind;
-    const label = target?.name ?? stored?.name ?? remembered.get(key)?.name;
-    return {
-      key,
-      ...(kind ? { kind } : {}),
-      ...(label ? { name: label } : {}),
-      ...(target ? { target } : {}),
-      ...(stored ? { stored } : {}),
-      now: said,
-      history: trailOf(runs, key),
-    };
-  });
+  const matches: Match[] = [...keys].map((key) => matchOf(key, snapshot, state, d, runs, remembered));
   const refused =
     d.diff.outcome === 'ok'
       ? undefined
@@ -141,3 +120,36 @@ export async function explainCommand(
   io.out.write(`  policy: ${describePolicy(policy)}\n`);
   return EXIT.ok;
 }
+
+/** What a fresh snapshot, the state and the kept runs say of one key. */
+function matchOf(
+  key: string,
+  snapshot: Explained['snapshot'],
+  state: Explained['state'],
+  d: Explained['decision'],
+  runs: Explained['runs'],
+  remembered: ReadonlyMap<string, { kind?: string | undefined; name?: string | undefined }>,
+): Match {
+  const target = snapshot.targets.find((t) => t.key === key);
+  const stored = state.candidates[key];
+  const events = d.diff.events.filter((e) => 'key' in e && e.key === key);
+  const said = events.map(
+    (e) =>
+      `${e.event}${'reason' in e ? `: ${e.reason}` : ''}${'timeLeftMs' in e ? `: ${formatDuration(e.timeLeftMs)} left (${e.waitingFor})` : ''}${'unusedForMs' in e ? ` (unused for ${formatDuration(e.unusedForMs)})` : ''}`,
+  );
+  if (target && events.length === 0) said.push('in use (evidence found), not a candidate');
+  if (!target) said.push("not a target in a fresh snapshot (gone, out of scope, or not this function's)");
+  const kind = target?.kind ?? stored?.kind ?? remembered.get(key)?.kind;
+  const label = target?.name ?? stored?.name ?? remembered.get(key)?.name;
+  return {
+    key,
+    ...(kind ? { kind } : {}),
+    ...(label ? { name: label } : {}),
+    ...(target ? { target } : {}),
+    ...(stored ? { stored } : {}),
+    now: said,
+    history: trailOf(runs, key),
+  };
+}
+
+type Explained = Awaited<ReturnType<typeof observeAndDecide>>;

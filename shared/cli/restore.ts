@@ -55,27 +55,7 @@ export async function restoreCommand(
       write({ event: 'tombstones.damaged', function: fn.name, reason: damage }, `damaged: ${damage}`);
     }
     if (flags.keys.length === 0 && !flags.run) {
-      for (const t of [...all].reverse())
-        write(
-          {
-            function: fn.name,
-            key: t.key,
-            kind: t.kind,
-            name: t.name,
-            runId: t.runId,
-            deletedAt: new Date(t.at).toISOString(),
-            reason: t.reason,
-            // the object as it was re-read before its deletion: for what cannot be restored, the way back
-            object: t.object,
-          },
-          `${new Date(t.at).toISOString()}  run ${t.runId}  ${t.kind} ${t.name} [${t.key}]`,
-        );
-      if (output !== 'json')
-        io.out.write(
-          all.length === 0
-            ? `no tombstones of ${fn.name} in ${store.description}\n`
-            : `${all.length} tombstone(s) of ${fn.name}; restore with --key KEY or --run RUN_ID (a dry run unless --apply)\n`,
-        );
+      listTombstones(fn.name, all, store.description, output, io, write);
       return EXIT.ok;
     }
     const chosen = selectTombstones(all, flags);
@@ -94,18 +74,15 @@ export async function restoreCommand(
     let refused = 0;
     try {
       for (const t of chosen) {
-        let r: RestoreResult;
-        try {
-          r = await fn.restore(ports.reader, ports.writer, t, {
-            now: io.time.now(),
-            signal: AbortSignal.any([held.lost, io.time.timeout(cfg.deadlineMs)]),
-            settings,
-            note: () => {},
-            apply: flags.apply,
-          });
-        } catch (err) {
-          r = { outcome: 'refused', reason: `error: ${messageOf(err)}` };
-        }
+        const r = await restoreOne(
+          fn,
+          ports,
+          t,
+          settings,
+          AbortSignal.any([held.lost, io.time.timeout(cfg.deadlineMs)]),
+          io,
+          flags.apply,
+        );
         if (r.outcome === 'refused') refused++;
         const said = r.outcome === 'refused' ? r.reason : r.detail;
         write(
@@ -137,5 +114,62 @@ export async function restoreCommand(
     return refused > 0 ? EXIT.error : EXIT.ok;
   } finally {
     await kube.close();
+  }
+}
+
+type Write = (o: Record<string, unknown>, text: string) => void;
+
+/** Every tombstone of the function, newest first, each with the object as it was before its deletion. */
+function listTombstones(
+  name: string,
+  all: readonly Tombstone[],
+  where: string,
+  output: OutputMode,
+  io: Io,
+  write: Write,
+): void {
+  for (const t of [...all].reverse())
+    write(
+      {
+        function: name,
+        key: t.key,
+        kind: t.kind,
+        name: t.name,
+        runId: t.runId,
+        deletedAt: new Date(t.at).toISOString(),
+        reason: t.reason,
+        // the object as it was re-read before its deletion: for what cannot be restored, the way back
+        object: t.object,
+      },
+      `${new Date(t.at).toISOString()}  run ${t.runId}  ${t.kind} ${t.name} [${t.key}]`,
+    );
+  if (output !== 'json')
+    io.out.write(
+      all.length === 0
+        ? `no tombstones of ${name} in ${where}\n`
+        : `${all.length} tombstone(s) of ${name}; restore with --key KEY or --run RUN_ID (a dry run unless --apply)\n`,
+    );
+}
+
+/** One tombstone restored (or checked, in a dry run); an error is a refusal, said. */
+async function restoreOne(
+  fn: ReturnType<typeof requireFunction>,
+  ports: Awaited<ReturnType<typeof connectPorts>>,
+  t: Tombstone,
+  settings: ReturnType<typeof validateSettings>,
+  signal: AbortSignal,
+  io: Io,
+  apply: boolean,
+): Promise<RestoreResult> {
+  try {
+    return await fn.restore(ports.reader, ports.writer, t, {
+      now: io.time.now(),
+      signal,
+      settings,
+      note: () => {},
+      apply,
+    });
+  } catch (err) {
+    return { outcome: 'refused', reason: `error: ${messageOf(err)}` };
   }
 }
