@@ -56,54 +56,8 @@ export async function kubeOptionsFromConfig(
   const { KubeConfig } = await import('@kubernetes/client-node');
   const kc = new KubeConfig();
   // The caller names an explicit file; the files of $KUBECONFIG are named here.
-  const files: string[] = [];
-  const load = (file: string, into: InstanceType<typeof KubeConfig>, named = false) => {
-    files.push(file);
-    try {
-      into.loadFromFile(file);
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      const why = code ? fsWhy(err) : yamlMessage(err);
-      throw new Error(named ? `${file}: ${why}` : why, { cause: err });
-    }
-  };
-  if (kubeconfig !== undefined) load(kubeconfig, kc);
-  else {
-    const missing = whereNoKubeconfig(env, saDir);
-    if (missing) throw new Error(missing);
-    // As kubectl: every file of $KUBECONFIG that exists, merged in order (missing ones skipped).
-    const found = (env.KUBECONFIG ?? '').split(delimiter).filter((p) => p !== '' && existsSync(p));
-    if (found.length === 0) {
-      const home = join(env.HOME ?? homedir(), '.kube', 'config');
-      if (existsSync(home)) load(home, kc, true);
-      // in a pod with --context: the client library's in-cluster config
-      else kc.loadFromDefault();
-    } else {
-      load(found[0]!, kc, true);
-      for (const f of found.slice(1)) {
-        const more = new KubeConfig();
-        load(f, more, true);
-        kc.mergeConfig(more, true);
-      }
-    }
-  }
-  const names = kc.getContexts().map((c) => c.name);
-  if (context !== undefined) {
-    if (!names.includes(context))
-      throw new Error(`context \`${context}\` is not in it (contexts: ${names.join(', ') || 'none'})`);
-    kc.setCurrentContext(context);
-  }
-  const cluster = kc.getCurrentCluster();
-  if (!cluster) {
-    const current = kc.getCurrentContext();
-    throw new Error(
-      !current
-        ? `it names no current context (contexts: ${names.join(', ') || 'none'}); pass --context NAME`
-        : !names.includes(current)
-          ? `its current context \`${current}\` is not one of its contexts (${names.join(', ') || 'none'}); pass --context NAME`
-          : `the cluster of context \`${current}\` is not in it`,
-    );
-  }
+  const files = loadKubeconfigs(KubeConfig, kc, kubeconfig, env, saDir);
+  const cluster = currentCluster(kc, context);
   let server = cluster.server;
   // As client-go: a server without a scheme is https when TLS is configured, else http.
   if (server && !/^[a-z][a-z0-9+.-]*:\/\//i.test(server))
@@ -264,4 +218,70 @@ export function inClusterOptions(
     throw new Error(`in-cluster: KUBERNETES_SERVICE_HOST/PORT do not make a URL: \`${server}\``);
   }
   return { server, headers: { Authorization: `Bearer ${token}` }, tls: { ca: read('ca.crt') } };
+}
+
+type KubeConfigClass = typeof import('@kubernetes/client-node').KubeConfig;
+
+/** Loads the named file, or every file of $KUBECONFIG merged in order, or ~/.kube/config; the files read. */
+function loadKubeconfigs(
+  KubeConfig: KubeConfigClass,
+  kc: InstanceType<KubeConfigClass>,
+  kubeconfig: string | undefined,
+  env: NodeJS.ProcessEnv,
+  saDir: string,
+): string[] {
+  const files: string[] = [];
+  const load = (file: string, into: InstanceType<typeof KubeConfig>, named = false) => {
+    files.push(file);
+    try {
+      into.loadFromFile(file);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      const why = code ? fsWhy(err) : yamlMessage(err);
+      throw new Error(named ? `${file}: ${why}` : why, { cause: err });
+    }
+  };
+  if (kubeconfig !== undefined) load(kubeconfig, kc);
+  else {
+    const missing = whereNoKubeconfig(env, saDir);
+    if (missing) throw new Error(missing);
+    // As kubectl: every file of $KUBECONFIG that exists, merged in order (missing ones skipped).
+    const found = (env.KUBECONFIG ?? '').split(delimiter).filter((p) => p !== '' && existsSync(p));
+    if (found.length === 0) {
+      const home = join(env.HOME ?? homedir(), '.kube', 'config');
+      if (existsSync(home)) load(home, kc, true);
+      // in a pod with --context: the client library's in-cluster config
+      else kc.loadFromDefault();
+    } else {
+      load(found[0]!, kc, true);
+      for (const f of found.slice(1)) {
+        const more = new KubeConfig();
+        load(f, more, true);
+        kc.mergeConfig(more, true);
+      }
+    }
+  }
+  return files;
+}
+
+/** The cluster of the context asked, or of the current one; why not, when it cannot be had. */
+function currentCluster(kc: InstanceType<KubeConfigClass>, context: string | undefined) {
+  const names = kc.getContexts().map((c) => c.name);
+  if (context !== undefined) {
+    if (!names.includes(context))
+      throw new Error(`context \`${context}\` is not in it (contexts: ${names.join(', ') || 'none'})`);
+    kc.setCurrentContext(context);
+  }
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) {
+    const current = kc.getCurrentContext();
+    throw new Error(
+      !current
+        ? `it names no current context (contexts: ${names.join(', ') || 'none'}); pass --context NAME`
+        : !names.includes(current)
+          ? `its current context \`${current}\` is not one of its contexts (${names.join(', ') || 'none'}); pass --context NAME`
+          : `the cluster of context \`${current}\` is not in it`,
+    );
+  }
+  return cluster;
 }

@@ -163,30 +163,8 @@ function strip<T extends Record<string, unknown>>(o: T): T {
   return o;
 }
 
-export function fromCloud(name: string, raw: unknown, source: string): CloudConfig {
-  const pre = raw && typeof raw === 'object' ? strip({ ...(raw as Record<string, unknown>) }) : raw;
-  if (
-    pre &&
-    typeof pre === 'object' &&
-    (pre as { auth?: unknown }).auth &&
-    typeof (pre as { auth: unknown }).auth === 'object'
-  )
-    strip((pre as { auth: Record<string, unknown> }).auth);
-  const r = cloudSchema.safeParse(pre);
-  if (!r.success) {
-    throw new OpenStackConfigError(`${source}: cloud ${name}: ${issuesText(r.error, { first: true })}`);
-  }
-  const c = r.data;
-  const a = c.auth;
-  const hasAppCred =
-    a.application_credential_id !== undefined ||
-    a.application_credential_name !== undefined ||
-    a.application_credential_secret !== undefined;
-  const authType: AuthType =
-    c.auth_type === 'v3applicationcredential' || (c.auth_type === undefined && hasAppCred)
-      ? 'v3applicationcredential'
-      : 'password';
-  const where = `${source}: cloud ${name}`;
+/** The keys each auth type needs, and those that contradict it. */
+function checkAuth(where: string, authType: AuthType, a: CloudAuth, hasAppCred: boolean): void {
   if (authType === 'v3applicationcredential') {
     if (a.password !== undefined)
       throw new OpenStackConfigError(
@@ -234,6 +212,33 @@ export function fromCloud(name: string, raw: unknown, source: string): CloudConf
         `${where}: \`auth.project_domain_name\` or \`auth.project_domain_id\` is required with a project name`,
       );
   }
+}
+
+export function fromCloud(name: string, raw: unknown, source: string): CloudConfig {
+  const pre = raw && typeof raw === 'object' ? strip({ ...(raw as Record<string, unknown>) }) : raw;
+  if (
+    pre &&
+    typeof pre === 'object' &&
+    (pre as { auth?: unknown }).auth &&
+    typeof (pre as { auth: unknown }).auth === 'object'
+  )
+    strip((pre as { auth: Record<string, unknown> }).auth);
+  const r = cloudSchema.safeParse(pre);
+  if (!r.success) {
+    throw new OpenStackConfigError(`${source}: cloud ${name}: ${issuesText(r.error, { first: true })}`);
+  }
+  const c = r.data;
+  const a = c.auth;
+  const hasAppCred =
+    a.application_credential_id !== undefined ||
+    a.application_credential_name !== undefined ||
+    a.application_credential_secret !== undefined;
+  const authType: AuthType =
+    c.auth_type === 'v3applicationcredential' || (c.auth_type === undefined && hasAppCred)
+      ? 'v3applicationcredential'
+      : 'password';
+  const where = `${source}: cloud ${name}`;
+  checkAuth(where, authType, a, hasAppCred);
   const o = <K extends string>(k: K, v: string | undefined) =>
     v !== undefined ? ({ [k]: v } as Record<K, string>) : {};
   return {
@@ -257,3 +262,5 @@ export function fromCloud(name: string, raw: unknown, source: string): CloudConf
     source,
   };
 }
+
+type CloudAuth = z.output<typeof cloudSchema>['auth'];
