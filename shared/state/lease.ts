@@ -52,16 +52,15 @@ export class LeaseLock implements Lock {
     return this.opts.time.now();
   }
 
-  async acquire(fn: string, signal?: AbortSignal): Promise<LockHandle> {
+  /** Creates the Lease, or takes it over when it is ours or expired; a held one, or one taken at the same time, is LockHeldError. */
+  private async take(fn: string, existing: Lease | undefined, signal?: AbortSignal): Promise<Lease> {
     const name = `twopass-${fn}`;
     const duration = this.opts.durationSeconds ?? 60;
     const ns = this.opts.namespace;
-    const existing = (await this.kube.get(LEASES, ns, name, signal)) as Lease | undefined;
     const nowMs = this.now();
-    let current: Lease;
     try {
       if (!existing) {
-        current = (await this.kube.create(
+        return (await this.kube.create(
           LEASES,
           {
             apiVersion: 'coordination.k8s.io/v1',
@@ -88,7 +87,7 @@ export class LeaseLock implements Lock {
             `${fn}: Lease ${ns}/${name} is held by ${s.holderIdentity} until ${Number.isFinite(expiresAt) ? new Date(expiresAt).toISOString() : 'unknown'}`,
           );
         }
-        current = (await this.kube.replace(
+        return (await this.kube.replace(
           LEASES,
           {
             ...existing,
@@ -120,6 +119,14 @@ export class LeaseLock implements Lock {
       }
       throw err;
     }
+  }
+
+  async acquire(fn: string, signal?: AbortSignal): Promise<LockHandle> {
+    const name = `twopass-${fn}`;
+    const duration = this.opts.durationSeconds ?? 60;
+    const ns = this.opts.namespace;
+    const existing = (await this.kube.get(LEASES, ns, name, signal)) as Lease | undefined;
+    let current = await this.take(fn, existing, signal);
     // Read back: the Lease is ours only if the server says so now.
     const back = (await this.kube.get(LEASES, ns, name, signal)) as Lease | undefined;
     if (
