@@ -9,6 +9,7 @@ import {
   type Decision,
   type DeleteAction,
   type DiffEvent,
+  type DiffSummary,
   type EvidenceDrop,
   isComplete,
   type LastSnapshot,
@@ -59,144 +60,15 @@ export type DecideOptions = Readonly<{
   acceptEvidence?: boolean;
 }>;
 
-export function decide(
+/** The evidence guard: each sharp drop of an evidence count refuses the run (a reason), unless accepted; the drop still pending, if any. */
+function evidenceVerdict(
   previous: State,
-  snapshot: Snapshot,
+  lastSnapshot: NonNullable<State['lastSnapshot']>,
   policy: Policy,
   now: number,
-  options: DecideOptions = {},
-): Decision {
-  if (!isComplete(snapshot)) return abort(previous, snapshot, incompleteReason(snapshot));
-  if (previous.function !== snapshot.function) {
-    return abort(
-      previous,
-      snapshot,
-      `state belongs to ${previous.function}, snapshot to ${snapshot.function}`,
-    );
-  }
-  const events: DiffEvent[] = [];
-  // Time that goes backwards confirms nothing: observation restarts from now.
-  const last = previous.lastSnapshot;
-  const clockWentBack = last !== undefined && now < last.takenAt;
-  const prevCandidates = previous.candidates;
-  const used = new Set(snapshot.used);
-  const indeterminate = new Map<string, string>();
-  for (const i of snapshot.indeterminate) if (!indeterminate.has(i.key)) indeterminate.set(i.key, i.reason);
-  const blocker =
-    snapshot.blockers && snapshot.blockers.length > 0 ? snapshot.blockers.join('; ') : undefined;
-
-  const candidates: Record<string, Candidate> = {};
-  const confirmed: DeleteAction[] = [];
-  const summary = { ...EMPTY_SUMMARY, targets: snapshot.targets.length };
-  const seen = new Set<string>();
-
-  for (const t of snapshot.targets) {
-    const prev = Object.hasOwn(prevCandidates, t.key) ? prevCandidates[t.key] : undefined;
-    // The common case first (in use, nothing stored): no state, no event, nothing to remember.
-    if (
-      prev === undefined &&
-      !t.keep &&
-      blocker === undefined &&
-      used.has(t.key) &&
-      !indeterminate.has(t.key)
-    ) {
-      summary.used++;
-      continue;
-    }
-    if (seen.has(t.key)) continue; // a duplicate key in one snapshot counts once
-    seen.add(t.key);
-    const base = { key: t.key, kind: t.kind, name: t.name };
-    if (t.keep) {
-      summary.kept++;
-      if (prev) {
-        summary.reset++;
-        events.push({ event: 'candidate.reset', ...base, reason: 'keep-mark set' });
-      }
-      continue;
-    }
-    const why = indeterminate.get(t.key) ?? blocker;
-    if (why !== undefined) {
-      summary.indeterminate++;
-      events.push({ event: 'target.indeterminate', ...base, reason: why });
-      if (prev) {
-        summary.reset++;
-        events.push({ event: 'candidate.reset', ...base, reason: `indeterminate: ${why}` });
-      }
-      continue;
-    }
-    if (used.has(t.key)) {
-      summary.used++;
-      if (prev) {
-        summary.rescued++;
-        events.push({
-          event: 'candidate.rescued',
-          ...base,
-          unusedForMs: Math.max(0, now - prev.firstUnusedAt),
-        });
-      }
-      continue;
-    }
-    // Unused in this complete snapshot.
-    const backwards = prev !== undefined && (clockWentBack || now < prev.lastUnusedAt);
-    if (!prev || backwards || prev.fingerprint !== t.fingerprint || prev.kind !== t.kind) {
-      if (prev) {
-        summary.reset++;
-        const reason = backwards ? 'clock went backwards: observation restarts' : 'fingerprint changed';
-        events.push({ event: 'candidate.reset', ...base, reason });
-      }
-      summary.newCandidates++;
-      candidates[t.key] = firstObservation(t, now);
-      events.push({ event: 'candidate.new', ...base });
-      continue;
-    }
-    const next: Candidate = {
-      kind: t.kind,
-      name: t.name,
-      fingerprint: t.fingerprint,
-      firstUnusedAt: prev.firstUnusedAt,
-      lastUnusedAt: now,
-      observations: prev.observations + 1,
-    };
-    const unusedFor = now - next.firstUnusedAt;
-    const grace = graceFor(policy, t.kind);
-    // Age: from createdAt when known; otherwise the target has existed at least since firstUnusedAt.
-    const age = t.createdAt !== undefined ? now - t.createdAt : unusedFor;
-    const graceLeft = grace - unusedFor;
-    const ageLeft = (policy.minAgeMs ?? grace) - age;
-    if (graceLeft <= 0 && ageLeft <= 0) {
-      summary.confirmed++;
-      candidates[t.key] = next;
-      confirmed.push({ type: 'delete', target: t, candidate: next });
-      events.push({
-        event: 'candidate.confirmed',
-        ...base,
-        unusedForMs: unusedFor,
-        observations: next.observations,
-      });
-    } else {
-      summary.pending++;
-      candidates[t.key] = next;
-      events.push({
-        event: 'candidate.pending',
-        ...base,
-        observations: next.observations,
-        timeLeftMs: Math.max(graceLeft, ageLeft),
-        waitingFor: graceLeft >= ageLeft ? 'grace window' : 'minimum age',
-      });
-    }
-  }
-  for (const key of Object.keys(prevCandidates).sort()) {
-    if (!seen.has(key)) {
-      const c = prevCandidates[key]!;
-      summary.reset++;
-      events.push({ event: 'candidate.reset', key, kind: c.kind, name: c.name, reason: 'target vanished' });
-    }
-  }
-  confirmed.sort((a, b) => (a.target.key < b.target.key ? -1 : a.target.key > b.target.key ? 1 : 0));
-
-  const lastSnapshot = carryBaseline(previous.lastSnapshot, summarize(snapshot));
-  // Law 7, evidence: a sharp drop refuses, unless accepted (by the operator, or on its own
-  // once the lower counts held in consecutive complete snapshots for long enough).
+  options: DecideOptions,
+  events: DiffEvent[],
+): { reasons: string[]; pending: EvidenceDrop | undefined } {
   const drops = evidenceDrops(previous.lastSnapshot, lastSnapshot, policy);
   const reasons: string[] = [];
   let pending: EvidenceDrop | undefined;
@@ -238,6 +110,197 @@ export function decide(
       }
     }
   }
+  return { reasons, pending };
+}
+
+/** The summary's counts, as decide() adds to them. */
+type Counts = { -readonly [K in keyof DiffSummary]: DiffSummary[K] };
+
+/** A target kept, undecided or in use: counted and said (and its candidate reset or rescued); true when it is one of those. */
+function settledAsNotUnused(
+  t: Target,
+  prev: Candidate | undefined,
+  base: { key: string; kind: string; name: string },
+  used: ReadonlySet<string>,
+  indeterminate: ReadonlyMap<string, string>,
+  blocker: string | undefined,
+  now: number,
+  summary: Counts,
+  events: DiffEvent[],
+): boolean {
+  if (t.keep) {
+    summary.kept++;
+    if (prev) {
+      summary.reset++;
+      events.push({ event: 'candidate.reset', ...base, reason: 'keep-mark set' });
+    }
+    return true;
+  }
+  const why = indeterminate.get(t.key) ?? blocker;
+  if (why !== undefined) {
+    summary.indeterminate++;
+    events.push({ event: 'target.indeterminate', ...base, reason: why });
+    if (prev) {
+      summary.reset++;
+      events.push({ event: 'candidate.reset', ...base, reason: `indeterminate: ${why}` });
+    }
+    return true;
+  }
+  if (used.has(t.key)) {
+    summary.used++;
+    if (prev) {
+      summary.rescued++;
+      events.push({
+        event: 'candidate.rescued',
+        ...base,
+        unusedForMs: Math.max(0, now - prev.firstUnusedAt),
+      });
+    }
+    return true;
+  }
+  return false;
+}
+
+/** The stored candidates this snapshot does not list: reset (the target vanished). */
+function resetVanished(
+  prevCandidates: State['candidates'],
+  seen: ReadonlySet<string>,
+  summary: Counts,
+  events: DiffEvent[],
+): void {
+  for (const key of Object.keys(prevCandidates).sort()) {
+    if (!seen.has(key)) {
+      const c = prevCandidates[key]!;
+      summary.reset++;
+      events.push({ event: 'candidate.reset', key, kind: c.kind, name: c.name, reason: 'target vanished' });
+    }
+  }
+}
+
+/** The state a refused run keeps: as it was, but for the lower evidence counts still pending acceptance. */
+function refusedState(previous: State, pending: EvidenceDrop | undefined): State {
+  const { evidenceDrop: _old, ...rest } = previous;
+  const held: State = pending ? { ...rest, evidenceDrop: pending } : previous.evidenceDrop ? rest : previous;
+  return held;
+}
+
+/** A candidate seen unused again, unchanged: its next record, how long it has been unused, and what it still waits for. */
+function observedAgain(t: Target, prev: Candidate, now: number, policy: Policy) {
+  const next: Candidate = {
+    kind: t.kind,
+    name: t.name,
+    fingerprint: t.fingerprint,
+    firstUnusedAt: prev.firstUnusedAt,
+    lastUnusedAt: now,
+    observations: prev.observations + 1,
+  };
+  const unusedFor = now - next.firstUnusedAt;
+  const grace = graceFor(policy, t.kind);
+  // Age: from createdAt when known; otherwise the target has existed at least since firstUnusedAt.
+  const age = t.createdAt !== undefined ? now - t.createdAt : unusedFor;
+  const graceLeft = grace - unusedFor;
+  const ageLeft = (policy.minAgeMs ?? grace) - age;
+  return { next, unusedFor, graceLeft, ageLeft };
+}
+
+/** An incomplete snapshot, or another function's state: nothing is decided (the run aborts). */
+function cannotDecide(previous: State, snapshot: Snapshot): Decision | undefined {
+  if (!isComplete(snapshot)) return abort(previous, snapshot, incompleteReason(snapshot));
+  if (previous.function !== snapshot.function) {
+    return abort(
+      previous,
+      snapshot,
+      `state belongs to ${previous.function}, snapshot to ${snapshot.function}`,
+    );
+  }
+  return undefined;
+}
+
+export function decide(
+  previous: State,
+  snapshot: Snapshot,
+  policy: Policy,
+  now: number,
+  options: DecideOptions = {},
+): Decision {
+  const unfit = cannotDecide(previous, snapshot);
+  if (unfit) return unfit;
+  const events: DiffEvent[] = [];
+  // Time that goes backwards confirms nothing: observation restarts from now.
+  const last = previous.lastSnapshot;
+  const clockWentBack = last !== undefined && now < last.takenAt;
+  const prevCandidates = previous.candidates;
+  const used = new Set(snapshot.used);
+  const indeterminate = new Map<string, string>();
+  for (const i of snapshot.indeterminate) if (!indeterminate.has(i.key)) indeterminate.set(i.key, i.reason);
+  const blocker =
+    snapshot.blockers && snapshot.blockers.length > 0 ? snapshot.blockers.join('; ') : undefined;
+
+  const candidates: Record<string, Candidate> = {};
+  const confirmed: DeleteAction[] = [];
+  const summary = { ...EMPTY_SUMMARY, targets: snapshot.targets.length };
+  const seen = new Set<string>();
+
+  for (const t of snapshot.targets) {
+    const prev = Object.hasOwn(prevCandidates, t.key) ? prevCandidates[t.key] : undefined;
+    // The common case first (in use, nothing stored): no state, no event, nothing to remember.
+    if (
+      prev === undefined &&
+      !t.keep &&
+      blocker === undefined &&
+      used.has(t.key) &&
+      !indeterminate.has(t.key)
+    ) {
+      summary.used++;
+      continue;
+    }
+    if (seen.has(t.key)) continue; // a duplicate key in one snapshot counts once
+    seen.add(t.key);
+    const base = { key: t.key, kind: t.kind, name: t.name };
+    if (settledAsNotUnused(t, prev, base, used, indeterminate, blocker, now, summary, events)) continue;
+    // Unused in this complete snapshot.
+    const backwards = prev !== undefined && (clockWentBack || now < prev.lastUnusedAt);
+    if (!prev || backwards || prev.fingerprint !== t.fingerprint || prev.kind !== t.kind) {
+      if (prev) {
+        summary.reset++;
+        const reason = backwards ? 'clock went backwards: observation restarts' : 'fingerprint changed';
+        events.push({ event: 'candidate.reset', ...base, reason });
+      }
+      summary.newCandidates++;
+      candidates[t.key] = firstObservation(t, now);
+      events.push({ event: 'candidate.new', ...base });
+      continue;
+    }
+    const { next, unusedFor, graceLeft, ageLeft } = observedAgain(t, prev, now, policy);
+    if (graceLeft <= 0 && ageLeft <= 0) {
+      summary.confirmed++;
+      candidates[t.key] = next;
+      confirmed.push({ type: 'delete', target: t, candidate: next });
+      events.push({
+        event: 'candidate.confirmed',
+        ...base,
+        unusedForMs: unusedFor,
+        observations: next.observations,
+      });
+    } else {
+      summary.pending++;
+      candidates[t.key] = next;
+      events.push({
+        event: 'candidate.pending',
+        ...base,
+        observations: next.observations,
+        timeLeftMs: Math.max(graceLeft, ageLeft),
+        waitingFor: graceLeft >= ageLeft ? 'grace window' : 'minimum age',
+      });
+    }
+  }
+  resetVanished(prevCandidates, seen, summary, events);
+  confirmed.sort((a, b) => (a.target.key < b.target.key ? -1 : a.target.key > b.target.key ? 1 : 0));
+
+  const lastSnapshot = carryBaseline(previous.lastSnapshot, summarize(snapshot));
+  // Law 7, evidence: a sharp drop refuses, unless accepted (by the operator, or on its own
+  // once the lower counts held in consecutive complete snapshots for long enough).
+  const { reasons, pending } = evidenceVerdict(previous, lastSnapshot, policy, now, options, events);
   const guards: RefusalGuard[] = reasons.length > 0 ? ['evidence-drop'] : [];
   const deletionRefusal = deletionGuards(confirmed.length, snapshot.targets.length, policy);
   for (const [guard, why] of deletionRefusal) {
@@ -248,12 +311,7 @@ export function decide(
     // The state is not advanced: a broken lister must not become the new baseline. Only the
     // lower counts are remembered, so that a real drop can be accepted once it held.
     events.push({ event: 'run.refused', reason: reasons.join('; '), guards });
-    const { evidenceDrop: _old, ...rest } = previous;
-    const held: State = pending
-      ? { ...rest, evidenceDrop: pending }
-      : previous.evidenceDrop
-        ? rest
-        : previous;
+    const held = refusedState(previous, pending);
     return { actions: [], nextState: held, diff: { events, summary, outcome: 'refused' } };
   }
   const nextState: State = {
