@@ -6,19 +6,20 @@
  * Status error bodies. It is a fake: no RBAC, no admission, no garbage collection.
  */
 
-import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { tokenKubeconfig } from '../../kube/kubeconfig.ts';
 import type { KubeObject, ResourceRef } from '../../kube/resources.ts';
+import { groupList, resourceList } from './discovery.ts';
 import { describeFault, type Fault, FaultPlan, RequestLog, type RequestRecord } from './faults.ts';
-import { FakeApiError, FakeStore, type StoredObject } from './store.ts';
+import { FakeLists } from './lists.ts';
+import { FakeApiError, FakeStore } from './store.ts';
+
+export { selector } from './lists.ts';
 
 /** The API server's threshold for compressing a response (k8s.io/apiserver, 128 KiB). */
 const GZIP_ABOVE = 128 * 1024;
-
-type Continuation = { items: StoredObject[]; rv: string; createdAt: number };
 
 export type FakeKubeOptions = Readonly<{
   /** Continue tokens older than this answer 410 Expired (default 5 min). */
@@ -41,7 +42,7 @@ export class FakeKubeServer {
   }
   /** Called when a request arrives, before anything is done with it (tests kill clients here). */
   onRequest: ((method: string, path: string) => void) | undefined;
-  private readonly continuations = new Map<string, Continuation>();
+  private readonly lists: FakeLists;
   private readonly server: Server;
   private readonly opts: FakeKubeOptions;
   /** The server's clock: creation timestamps and continue-token age. */
@@ -55,6 +56,7 @@ export class FakeKubeServer {
     const now = opts.now ?? (() => new Date());
     this.now = () => now().getTime();
     this.store = new FakeStore(now);
+    this.lists = new FakeLists(this.store, this.now, opts.continueTtlMs);
     this.server = createServer((req, res) => {
       this.handle(req, res).catch((err) => {
         if (!res.headersSent) this.status(res, new FakeApiError(500, 'InternalError', String(err)));
@@ -196,15 +198,15 @@ export class FakeKubeServer {
     if (p === '/version')
       return [200, { major: '1', minor: '36', gitVersion: 'v1.36.0-twopass-fake', platform: 'fake' }];
     if (p === '/api') return [200, { kind: 'APIVersions', versions: ['v1'] }];
-    if (p === '/apis') return [200, this.groupList()];
+    if (p === '/apis') return [200, groupList(this.store)];
     const disc = /^\/(?:api\/(v1)|apis\/([^/]+)\/([^/]+))\/?$/.exec(p);
-    if (disc && method === 'GET') return [200, this.resourceList(disc[2] ?? '', disc[1] ?? disc[3]!)];
+    if (disc && method === 'GET') return [200, resourceList(this.store, disc[2] ?? '', disc[1] ?? disc[3]!)];
     const parsed = this.parse(p);
     if (!parsed) throw new FakeApiError(404, 'NotFound', 'the server could not find the requested resource');
     const { ref, namespace, name } = parsed;
     const body = raw === '' ? undefined : parseJson(raw);
     if (name === undefined) {
-      if (method === 'GET') return [200, this.list(ref, namespace, url.searchParams, accept, fault)];
+      if (method === 'GET') return [200, this.lists.list(ref, namespace, url.searchParams, accept, fault)];
       if (method === 'POST') return [201, this.store.create(ref, namespace, body)];
       throw new FakeApiError(405, 'MethodNotAllowed', `${method} is not supported on a collection`);
     }
@@ -287,158 +289,6 @@ export class FakeKubeServer {
       ...(m[7] ? { status: true } : {}),
     };
   }
-
-  private list(
-    ref: ResourceRef,
-    ns: string | undefined,
-    q: URLSearchParams,
-    accept: string,
-    fault: Fault | undefined,
-  ): unknown {
-    const limit = Number(q.get('limit') ?? '0');
-    const cont = q.get('continue');
-    // resourceVersion on a list, as the real server checks it: a match needs a version, a
-    // continue token carries its own, and NotOlderThan a version this store has not reached
-    // times out (the real server waits up to 3 s for its cache, then answers 504). As the
-    // real server answers misuse: a match without a version is 422 Invalid (its ListOptions
-    // validation), a version with a continue token 400 BadRequest.
-    const rv = q.get('resourceVersion') ?? '';
-    const match = q.get('resourceVersionMatch');
-    if (match && !rv)
-      throw new FakeApiError(
-        422,
-        'Invalid',
-        'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided',
-      );
-    if (cont && rv && rv !== '0')
-      throw new FakeApiError(
-        400,
-        'BadRequest',
-        'specifying resource version is not allowed when using continue',
-      );
-    if (
-      match === 'NotOlderThan' &&
-      /^[1-9][0-9]*$/.test(rv) &&
-      BigInt(rv) > BigInt(this.store.resourceVersion)
-    )
-      throw new FakeApiError(
-        504,
-        'Timeout',
-        `Too large resource version: ${rv}, current: ${this.store.resourceVersion}`,
-      );
-    let entry: Continuation;
-    let offset = 0;
-    let token: string | undefined;
-    if (cont) {
-      const decoded = decodeToken(cont);
-      const c = decoded ? this.continuations.get(decoded.id) : undefined;
-      if (!decoded || !c) throw new FakeApiError(400, 'BadRequest', 'continue key is not valid');
-      const ttl = this.opts.continueTtlMs ?? 300_000;
-      if (fault?.expireContinue || this.now() - c.createdAt > ttl) {
-        throw new FakeApiError(
-          410,
-          'Expired',
-          'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.',
-        );
-      }
-      entry = c;
-      offset = decoded.offset;
-      token = decoded.id;
-    } else {
-      const items = this.store.list(ref, ns).filter(selector(q.get('labelSelector'), q.get('fieldSelector')));
-      entry = { items, rv: this.store.resourceVersion, createdAt: this.now() };
-    }
-    const end = limit > 0 ? Math.min(offset + limit, entry.items.length) : entry.items.length;
-    let pageItems = entry.items.slice(offset, end);
-    let next: string | undefined;
-    if (end < entry.items.length) {
-      if (!token) {
-        token = randomUUID();
-        this.continuations.set(token, entry);
-      }
-      next = encodeToken(token, end);
-    }
-    // Like the real server's, tokens stay usable (a retried page works) until they expire.
-    this.dropExpired();
-    if (fault?.emptyPage && next !== undefined) {
-      pageItems = [];
-      next = encodeToken(token!, offset);
-    }
-    const metadataOnly = accept.includes('as=PartialObjectMetadataList');
-    const listKind = metadataOnly ? 'PartialObjectMetadataList' : `${ref.kind}List`;
-    const apiVersion = metadataOnly
-      ? 'meta.k8s.io/v1'
-      : ref.group === ''
-        ? ref.version
-        : `${ref.group}/${ref.version}`;
-    const metadata: Record<string, unknown> = { resourceVersion: entry.rv };
-    if (next !== undefined) {
-      metadata.continue = next;
-      metadata.remainingItemCount = entry.items.length - end;
-    }
-    return {
-      kind: listKind,
-      apiVersion,
-      metadata,
-      // Like the real server: an empty metadata-only list has `items: null`.
-      items: metadataOnly
-        ? pageItems.length === 0
-          ? null
-          : pageItems.map((o) => ({
-              kind: 'PartialObjectMetadata',
-              apiVersion: 'meta.k8s.io/v1',
-              metadata: o.metadata,
-            }))
-        : pageItems.map((o) => {
-            const { apiVersion: _a, kind: _k, ...rest } = o as KubeObject;
-            return rest;
-          }),
-    };
-  }
-
-  private dropExpired(): void {
-    const ttl = this.opts.continueTtlMs ?? 300_000;
-    const now = this.now();
-    for (const [id, c] of this.continuations) if (now - c.createdAt > ttl) this.continuations.delete(id);
-  }
-
-  private groupList(): unknown {
-    const groups = new Map<string, Set<string>>();
-    for (const r of this.store.resources.values()) {
-      if (r.group === '') continue;
-      if (!groups.has(r.group)) groups.set(r.group, new Set());
-      groups.get(r.group)!.add(r.version);
-    }
-    return {
-      kind: 'APIGroupList',
-      apiVersion: 'v1',
-      groups: [...groups].map(([name, versions]) => ({
-        name,
-        versions: [...versions].map((v) => ({ groupVersion: `${name}/${v}`, version: v })),
-        preferredVersion: { groupVersion: `${name}/${[...versions][0]}`, version: [...versions][0] },
-      })),
-    };
-  }
-
-  private resourceList(group: string, version: string): unknown {
-    const resources = [...this.store.resources.values()].filter(
-      (r) => r.group === group && r.version === version,
-    );
-    if (resources.length === 0)
-      throw new FakeApiError(404, 'NotFound', 'the server could not find the requested resource');
-    return {
-      kind: 'APIResourceList',
-      apiVersion: 'v1',
-      groupVersion: group === '' ? version : `${group}/${version}`,
-      resources: resources.map((r) => ({
-        name: r.plural,
-        singularName: r.kind.toLowerCase(),
-        namespaced: r.namespaced,
-        kind: r.kind,
-        verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'],
-      })),
-    };
-  }
 }
 
 function reasonFor(status: number): string {
@@ -468,21 +318,6 @@ function parseJson(raw: string): unknown {
   }
 }
 
-function encodeToken(id: string, offset: number): string {
-  return Buffer.from(JSON.stringify({ id, offset })).toString('base64url');
-}
-
-function decodeToken(t: string): { id: string; offset: number } | undefined {
-  try {
-    const v = JSON.parse(Buffer.from(t, 'base64url').toString()) as { id?: unknown; offset?: unknown };
-    return typeof v.id === 'string' && typeof v.offset === 'number'
-      ? { id: v.id, offset: v.offset }
-      : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 function readBody(req: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -490,38 +325,4 @@ function readBody(req: IncomingMessage): Promise<string> {
     req.on('end', () => resolve(Buffer.concat(chunks).toString()));
     req.on('error', reject);
   });
-}
-
-/** Equality-based label selectors (`a=b`, `a!=b`, `a`, `!a`) and metadata field selectors. */
-export function selector(labels: string | null, fields: string | null): (o: StoredObject) => boolean {
-  const tests: ((o: StoredObject) => boolean)[] = [];
-  for (const term of (labels ?? '')
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean)) {
-    const m = /^(!?)([^=!]+?)(?:\s*(==|=|!=)\s*(.*))?$/.exec(term);
-    if (!m) throw new FakeApiError(400, 'BadRequest', `unable to parse requirement: ${term}`);
-    const [, not, key, op, value] = m;
-    tests.push((o) => {
-      const v = o.metadata.labels?.[key!];
-      if (op === undefined) return not ? v === undefined : v !== undefined;
-      return op === '!=' ? v !== value : v === value;
-    });
-  }
-  for (const term of (fields ?? '')
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean)) {
-    const m = /^([^=!]+?)\s*(==|=|!=)\s*(.*)$/.exec(term);
-    if (!m) throw new FakeApiError(400, 'BadRequest', `invalid field selector: ${term}`);
-    const [, path, op, value] = m;
-    tests.push((o) => {
-      let v: unknown = o;
-      for (const part of path!.split('.'))
-        v = v && typeof v === 'object' ? (v as Record<string, unknown>)[part] : undefined;
-      const s = v === undefined ? '' : String(v);
-      return op === '!=' ? s !== value : s === value;
-    });
-  }
-  return (o) => tests.every((t) => t(o));
 }
