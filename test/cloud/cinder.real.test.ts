@@ -10,7 +10,7 @@
  * SKIPPED, and said so; with TWOPASS_REQUIRE_REAL_OPENSTACK=1 (CI) that is a failure.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
@@ -25,7 +25,7 @@ import { EXIT } from '../../shared/runtime/errors.ts';
 import { ADMIN_TOKEN, adminClient, type Cluster, startCluster } from '../cluster/cluster.ts';
 import { runner } from '../helpers/runner.ts';
 import { cinderMissing, type RealCinder, startCinder } from '../openstack/real-cinder.ts';
-import { passwordToken, realOpenStack } from '../openstack/real-openstack.ts';
+import { appCredCloud, passwordToken, realOpenStack } from '../openstack/real-openstack.ts';
 import { type Csi, csiMissing, DRIVER, startCsi } from './csi.ts';
 
 const os = process.env.TWOPASS_NO_REAL_CLUSTER === '1' ? undefined : realOpenStack();
@@ -173,11 +173,7 @@ async function setUp(c: Ctx): Promise<void> {
       reclaimPolicy,
       volumeBindingMode: 'Immediate',
     } as never);
-  writeFileSync(
-    join(c.dir, 'clouds.yaml'),
-    `clouds:\n  real:\n    auth_type: v3applicationcredential\n    region_name: ${os!.region}\n    interface: public\n    auth:\n      auth_url: ${os!.authUrl}\n      application_credential_id: ${os!.appCred.id}\n      application_credential_secret: ${os!.appCred.secret}\n`,
-  );
-  c.env = { OS_CLOUD: 'real', OS_CLIENT_CONFIG_FILE: join(c.dir, 'clouds.yaml') };
+  c.env = appCredCloud(os!, c.dir);
 }
 
 test.after(async (c) => {

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { type Cluster, freePort } from '../cluster/cluster.ts';
 import { track } from '../helpers/children.ts';
 import { nodeBinDir } from '../node/node.ts';
-import { call, ok, passwordToken, type RealOpenStack } from '../openstack/real-openstack.ts';
+import { call, cloudConfGlobal, ok, passwordToken, type RealOpenStack } from '../openstack/real-openstack.ts';
 import { CPO_VERSION } from './occm.ts';
 
 const CACHE = process.env.TWOPASS_CACHE ?? join(homedir(), '.cache', 'twopass');
@@ -63,11 +63,7 @@ export async function startCsi(
   writeFileSync(
     conf,
     [
-      '[Global]',
-      `auth-url = ${os.authUrl}`,
-      `application-credential-id = ${os.appCred.id}`,
-      `application-credential-secret = ${os.appCred.secret}`,
-      `region = ${os.region}`,
+      ...cloudConfGlobal(os),
       '[BlockStorage]',
       // no Nova: the topology and the attach paths are not in play
       'ignore-volume-az = true',

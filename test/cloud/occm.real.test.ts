@@ -9,7 +9,7 @@
  * TWOPASS_REQUIRE_REAL_OPENSTACK=1 (CI) that is a failure.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suite } from 'uvu';
@@ -23,7 +23,7 @@ import { loadAnyRuleFile } from '../../shared/rules/registry.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
 import { ADMIN_TOKEN, adminClient, type Cluster, startCluster } from '../cluster/cluster.ts';
 import { runner } from '../helpers/runner.ts';
-import { passwordToken, realOpenStack } from '../openstack/real-openstack.ts';
+import { appCredCloud, passwordToken, realOpenStack } from '../openstack/real-openstack.ts';
 import { realWorld } from '../openstack/real-world.ts';
 import { type Occm, occmMissing, startOccm } from './occm.ts';
 
@@ -159,11 +159,7 @@ test.before(async (c) => {
   } as never);
   await c.kube.create(NAMESPACES, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } } as never);
   c.occm = await startOccm(c.cluster, os!, CLUSTER_NAME, join(c.dir, 'occm'));
-  writeFileSync(
-    join(c.dir, 'clouds.yaml'),
-    `clouds:\n  real:\n    auth_type: v3applicationcredential\n    region_name: ${os!.region}\n    interface: public\n    auth:\n      auth_url: ${os!.authUrl}\n      application_credential_id: ${os!.appCred.id}\n      application_credential_secret: ${os!.appCred.secret}\n`,
-  );
-  c.env = { OS_CLOUD: 'real', OS_CLIENT_CONFIG_FILE: join(c.dir, 'clouds.yaml') };
+  c.env = appCredCloud(os!, c.dir);
 });
 
 test.after(async (c) => {

@@ -10,7 +10,7 @@ import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { Cluster } from '../cluster/cluster.ts';
-import type { RealOpenStack } from '../openstack/real-openstack.ts';
+import { cloudConfGlobal, type RealOpenStack } from '../openstack/real-openstack.ts';
 
 export const CPO_VERSION = 'v1.36.0';
 export const OCCM_BIN = join(
@@ -54,11 +54,7 @@ export async function startOccm(
   writeFileSync(
     conf,
     [
-      '[Global]',
-      `auth-url = ${os.authUrl}`,
-      `application-credential-id = ${os.appCred.id}`,
-      `application-credential-secret = ${os.appCred.secret}`,
-      `region = ${os.region}`,
+      ...cloudConfGlobal(os),
       '[LoadBalancer]',
       `subnet-id = ${os.subnetId}`,
       `floating-network-id = ${os.externalNetworkId}`,

@@ -572,6 +572,24 @@ async function startOctavia(o: {
   return { url, providerPid: provider.pid! };
 }
 
+/** The `[Global]` section of a cloud-provider-openstack cloud.conf: the project's application credential. */
+export const cloudConfGlobal = (os: RealOpenStack): string[] => [
+  '[Global]',
+  `auth-url = ${os.authUrl}`,
+  `application-credential-id = ${os.appCred.id}`,
+  `application-credential-secret = ${os.appCred.secret}`,
+  `region = ${os.region}`,
+];
+
+/** A clouds.yaml in `dir` with the project's application credential as cloud `real`; the environment that names it. */
+export function appCredCloud(os: RealOpenStack, dir: string): Record<string, string> {
+  writeFileSync(
+    join(dir, 'clouds.yaml'),
+    `clouds:\n  real:\n    auth_type: v3applicationcredential\n    region_name: ${os.region}\n    interface: public\n    auth:\n      auth_url: ${os.authUrl}\n      application_credential_id: ${os.appCred.id}\n      application_credential_secret: ${os.appCred.secret}\n`,
+  );
+  return { OS_CLOUD: 'real', OS_CLIENT_CONFIG_FILE: join(dir, 'clouds.yaml') };
+}
+
 /** The real OpenStack that `npm test` started (TWOPASS_TEST_OPENSTACK), or undefined. */
 export function realOpenStack(): RealOpenStack | undefined {
   if (process.env.TWOPASS_PHASE === 'early')
