@@ -18,15 +18,14 @@ import * as assert from 'uvu/assert';
 import { MINUTE as MIN } from '../../shared/contract/index.ts';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
 import { type KubeObject, NAMESPACES, type ResourceRef } from '../../shared/kube/resources.ts';
-import { cloudRuleFunction } from '../../shared/rules/cloud-function.ts';
 import type { CloudRule } from '../../shared/rules/cloud-rule.ts';
 import { loadAnyRuleFile } from '../../shared/rules/registry.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
-import { ADMIN_TOKEN, adminClient, type Cluster, startCluster } from '../cluster/cluster.ts';
-import { runner } from '../helpers/runner.ts';
+import { adminClient, type Cluster, startCluster } from '../cluster/cluster.ts';
 import { cinderMissing, type RealCinder, startCinder } from '../openstack/real-cinder.ts';
 import { appCredCloud, passwordToken, realOpenStack } from '../openstack/real-openstack.ts';
 import { type Csi, csiMissing, DRIVER, startCsi } from './csi.ts';
+import { packRun as runPack } from './packs.ts';
 
 const os = process.env.TWOPASS_NO_REAL_CLUSTER === '1' ? undefined : realOpenStack();
 const missing =
@@ -197,25 +196,11 @@ const it = (name: string, fn: (c: Ctx) => Promise<void>) =>
   });
 
 /** A run of the shipped pack against this suite's cluster and the project, on a clock the test moves. */
-const packRun = (c: Ctx, start: number) => {
-  const rule = loadAnyRuleFile(PACK)[0] as CloudRule;
-  return runner(
-    cloudRuleFunction(rule),
-    {
-      server: c.cluster.server,
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
-      tls: { rejectUnauthorized: false },
-    },
-    [],
-    start,
-    {
-      enabled: true,
-      maxEvidenceDropPercent: 100,
-      settings: { projectId: os!.project.id, cluster: CLUSTER_ID },
-    },
-    c.env,
-  );
-};
+const packRun = (c: Ctx, start: number) =>
+  runPack(c, loadAnyRuleFile(PACK)[0] as CloudRule, start, {
+    projectId: os!.project.id,
+    cluster: CLUSTER_ID,
+  });
 
 it('a Retain StorageClass, the claim and then its PersistentVolume deleted: the volume stays in Cinder, and the pack reports exactly it after the grace, never a bound volume, a hand-made one, another cluster’s or another project’s, and deletes nothing, even with --apply', async (c) => {
   const live = await boundClaim(c, 'db-live', 'cinder-retain');

@@ -17,15 +17,14 @@ import * as assert from 'uvu/assert';
 import { MINUTE as MIN } from '../../shared/contract/index.ts';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
 import { type KubeObject, NAMESPACES, NODES, SERVICES } from '../../shared/kube/resources.ts';
-import { cloudRuleFunction } from '../../shared/rules/cloud-function.ts';
 import type { CloudRule } from '../../shared/rules/cloud-rule.ts';
 import { loadAnyRuleFile } from '../../shared/rules/registry.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
-import { ADMIN_TOKEN, adminClient, type Cluster, startCluster } from '../cluster/cluster.ts';
-import { runner } from '../helpers/runner.ts';
+import { adminClient, type Cluster, startCluster } from '../cluster/cluster.ts';
 import { appCredCloud, passwordToken, realOpenStack } from '../openstack/real-openstack.ts';
 import { realWorld } from '../openstack/real-world.ts';
 import { type Occm, occmMissing, startOccm } from './occm.ts';
+import { packRun as runPack } from './packs.ts';
 
 const os = process.env.TWOPASS_NO_REAL_CLUSTER === '1' ? undefined : realOpenStack();
 const missing = process.env.TWOPASS_NO_REAL_CLUSTER === '1' ? 'no real cluster' : occmMissing(os);
@@ -183,26 +182,7 @@ const it = (name: string, fn: (c: Ctx) => Promise<void>) =>
 
 /** A pack run against this suite's cluster and the project, on a clock the test moves. */
 const packRun = (c: Ctx, rule: CloudRule, start: number, cluster = CLUSTER_NAME) =>
-  runner(
-    cloudRuleFunction(rule),
-    {
-      server: c.cluster.server,
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
-      tls: { rejectUnauthorized: false },
-    },
-    [],
-    start,
-    {
-      enabled: true,
-      maxEvidenceDropPercent: 100,
-      settings: {
-        projectId: os!.project.id,
-        cluster,
-        ...Object.fromEntries(rule.acknowledgements.map((a) => [a.setting, true])),
-      },
-    },
-    c.env,
-  );
+  runPack(c, rule, start, { projectId: os!.project.id, cluster });
 
 /** The leak of #3145 by real actions: OCCM down, the Service's finalizer removed, the Service deleted. */
 async function leakWhileDown(c: Ctx, name: string): Promise<void> {
