@@ -20,7 +20,8 @@ export const danmEndpoints = defineFunction<typeof danmEndpointsSettings, KubeRe
       {
         apiGroups: ['danm.k8s.io', 'danm.io'],
         resources: ['danmnets', 'tenantnetworks', 'clusternetworks'],
-        verbs: ['list', 'get', 'update'],
+        // watch: a leaked bit's history is replayed from the server's watch cache (decision 0016)
+        verbs: ['list', 'get', 'watch', 'update'],
       },
       { apiGroups: [''], resources: ['pods'], verbs: ['list', 'get'] },
     ],

@@ -8,6 +8,7 @@ import type { KubeReader } from '../../shared/kube/ports.ts';
 import { PODS } from '../../shared/kube/resources.ts';
 import { formatAddress } from '../../shared/net/ip.ts';
 import type { BitData } from './bits.ts';
+import { type Ask, askOf, carried, freshFingerprint } from './continuity.ts';
 import type { EpData, Settings } from './endpoint.ts';
 import { BitEvidence, danmPodViewer, detectGroup, endpointViewer, NETWORK_TYPES } from './evidence.ts';
 import { bitIndex, clearable, danmResources, type Network, networkId, parseNetwork } from './model.ts';
@@ -45,7 +46,7 @@ export async function observe(kube: KubeReader, ctx: Ctx): Promise<void> {
   );
 
   judgeEndpoints(ctx, evidence, networks, livePods, group, inScope);
-  judgeBits(ctx, evidence, networks, group, inScope);
+  await judgeBits(kube, ctx, evidence, networks, group, inScope);
 }
 
 /** 1. Networks first: their set bits are targets, and DanmEps listed after can only add holders. */
@@ -153,13 +154,14 @@ function judgeEndpoints(
 }
 
 /** Leaked bits: set, clearable, held by no DanmEp, and no pod being set up on the network. */
-function judgeBits(
+async function judgeBits(
+  kube: KubeReader,
   ctx: Ctx,
   evidence: BitEvidence,
   networks: ReadonlyMap<string, Network>,
   group: string,
   inScope: InScope,
-): void {
+): Promise<void> {
   for (const net of networks.values()) {
     if (net.problem || !inScope(net.namespace)) continue;
     for (const [family, pool] of [
@@ -170,17 +172,28 @@ function judgeBits(
       // Strings shared by every bit target of the pool (at 150,000 bits, one each per bit
       // would be most of the snapshot's memory).
       const alloc = pool.bitmap.encode();
-      // The network's resourceVersion is the fingerprint: a bit freed and set again in between changes it.
-      const fingerprint = `${net.uid}@${net.resourceVersion}`;
       const keyPrefix = `${net.uid}/${family}/`;
       const namePrefix = `${net.type} ${net.namespace ? `${net.namespace}/` : ''}${net.name} `;
+      const address = (index: number) => formatAddress(pool.cidr.family, pool.cidr.network + BigInt(index));
+      // A bit first seen unused now is fingerprinted by the network's resourceVersion (0003); one
+      // still unused since an earlier observation keeps its fingerprint while the network's
+      // history shows it set throughout (0016).
+      const fresh = freshFingerprint(net);
+      const asks: Ask[] = [];
+      for (const index of pool.bitmap.setBits())
+        if (clearable(pool, index) && evidence.verdict(net, family, index) === undefined) {
+          const ask = askOf(ctx, net, keyPrefix + address(index), index);
+          if (ask) asks.push(ask);
+        }
+      const kept = asks.length > 0 ? await carried(kube, ctx, group, net, family, asks) : undefined;
       for (const index of pool.bitmap.setBits()) {
         if (!clearable(pool, index)) continue;
-        const address = formatAddress(pool.cidr.family, pool.cidr.network + BigInt(index));
+        const addr = address(index);
         const v = ctx.target('DanmBit', {
-          key: keyPrefix + address,
-          fingerprint,
-          name: namePrefix + address,
+          key: keyPrefix + addr,
+          fingerprint: kept?.get(index) ?? fresh,
+          note: net.resourceVersion,
+          name: namePrefix + addr,
           marks: [net],
           data: {
             group,
@@ -191,7 +204,7 @@ function judgeBits(
             rv: net.resourceVersion,
             family,
             index,
-            address,
+            address: addr,
             alloc,
           },
         });

@@ -8,7 +8,7 @@ import { parseAllDocuments } from 'yaml';
 import { checkRuleNames } from '../catalogue.ts';
 import { formatDuration } from '../engine/duration.ts';
 import { ConfigError, yamlMessage } from '../errors.ts';
-import type { KubeReader, ListOptions, ListResult } from '../kube/ports.ts';
+import type { HistoryResult, KubeReader, ListOptions, ListResult } from '../kube/ports.ts';
 import { apiVersionOf, type KubeObject, type ResourceRef } from '../kube/resources.ts';
 import type { OutputMode } from '../log/logger.ts';
 import { COST_LIMIT } from '../rules/cel.ts';
@@ -201,6 +201,10 @@ export class WorldReader implements KubeReader {
   }
   async serves(): Promise<boolean> {
     return true;
+  }
+  /** A world file is one moment: it has no history to replay. */
+  async history<T>(): Promise<HistoryResult<T>> {
+    return { broken: 'a world file has no history' };
   }
   expectations(ref: ResourceRef): Map<string, string> {
     const m = new Map<string, string>();

@@ -124,6 +124,7 @@ async function collect<S, R, W, K extends Record<string, unknown>>(
     name: init.name,
     keep: keepMarked(init.marks),
     ...(init.createdAt !== undefined ? { createdAt: init.createdAt } : {}),
+    ...(init.note !== undefined ? { note: init.note } : {}),
     ...(data !== undefined ? { data } : {}),
   });
   const octx: ObserveContext<S, K> = {

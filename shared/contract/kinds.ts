@@ -166,6 +166,8 @@ export type TargetInit<D> = Readonly<{
   createdAt?: number | undefined;
   /** Every object whose keep-mark protects the target. */
   marks?: readonly Marks[];
+  /** Handed back at the next observation with the stored candidate (see `RunContext.previous`). */
+  note?: string;
   data: D;
 }>;
 

@@ -36,6 +36,11 @@ export type RunContext<S = Readonly<Record<string, unknown>>> = Readonly<{
   settings: S;
   /** A function-specific line in the run's diff log (a warning when something needs a look). */
   note: (event: string, fields: Record<string, unknown>, level?: 'info' | 'warn') => void;
+  /**
+   * The candidate the stored state holds for a target key (its fingerprint and note), while
+   * observing: a function may carry a fingerprint over only on evidence it checks itself.
+   */
+  previous?: (key: string) => Readonly<{ fingerprint: string; note?: string }> | undefined;
   /** The act phase's evidence, shared by its batches and re-read when older than the bound (absent: read every time). */
   fresh?: FreshEvidence;
   /** Writes a batch may have in flight at once (absent: one at a time). */

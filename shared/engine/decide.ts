@@ -193,6 +193,7 @@ function observedAgain(t: Target, prev: Candidate, now: number, policy: Policy) 
     firstUnusedAt: prev.firstUnusedAt,
     lastUnusedAt: now,
     observations: prev.observations + 1,
+    ...(t.note !== undefined ? { note: t.note } : {}),
   };
   const unusedFor = now - next.firstUnusedAt;
   const grace = graceFor(policy, t.kind);
@@ -396,6 +397,7 @@ function firstObservation(t: Target, now: number): Candidate {
     firstUnusedAt: now,
     lastUnusedAt: now,
     observations: 1,
+    ...(t.note !== undefined ? { note: t.note } : {}),
   };
 }
 

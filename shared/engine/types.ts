@@ -19,6 +19,12 @@ export type Target = Readonly<{
   keep: boolean;
   /** Function-specific facts needed to re-check and remove it. */
   data?: unknown;
+  /**
+   * What the function needs back at its next observation to carry the fingerprint over
+   * (a leaked DANM bit: the network's resourceVersion its history was verified through).
+   * Stored with the candidate and handed back; never compared.
+   */
+  note?: string;
 }>;
 
 /** What one list call (or list group) of a snapshot returned. */
@@ -61,6 +67,8 @@ export type Candidate = Readonly<{
   firstUnusedAt: number;
   lastUnusedAt: number;
   observations: number;
+  /** The target's note as of its last unused observation (Target.note). */
+  note?: string;
 }>;
 
 export type LastSnapshot = Readonly<{

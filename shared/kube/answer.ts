@@ -62,3 +62,24 @@ export function written(
     });
   }
 }
+
+/**
+ * True when a DELETE's answer shows the object of `uid` gone: the server's Status of Success
+ * naming that UID (as it answers for most kinds), or the object of that UID as it was when
+ * deleted (custom resources), with no deletionTimestamp (a deletion still waiting on
+ * finalizers or a grace period) and no finalizer left.
+ */
+export function answerShowsGone(answer: unknown, uid: string): boolean {
+  if (!answer || typeof answer !== 'object') return false;
+  const a = answer as {
+    kind?: unknown;
+    status?: unknown;
+    details?: { uid?: unknown };
+    metadata?: { uid?: unknown; deletionTimestamp?: unknown; finalizers?: unknown };
+  };
+  if (a.kind === 'Status') return a.status === 'Success' && a.details?.uid === uid;
+  const md = a.metadata;
+  if (!md || md.uid !== uid) return false;
+  const finalizers = Array.isArray(md.finalizers) ? md.finalizers.length : 0;
+  return md.deletionTimestamp == null && finalizers === 0;
+}

@@ -1,7 +1,8 @@
 import { ConfigError, ListIncompleteError } from '../errors.ts';
 import { ConnectionError, HttpTransport } from '../http/transport.ts';
-import { answerOf, written } from './answer.ts';
+import { answerOf, answerShowsGone, written } from './answer.ts';
 import { ConflictError, KubeApiError } from './errors.ts';
+import { type HistoryResult, historyQuery, replayed } from './history.ts';
 import type { KubeClientOptions } from './options.ts';
 import type {
   DeleteOutcome,
@@ -226,6 +227,23 @@ export class KubeHttpClient implements KubeClient {
     }
   }
 
+  async history<T>(
+    ref: ResourceRef,
+    namespace: string | undefined,
+    name: string,
+    span: Readonly<{ from: string; until: string }>,
+    view: (o: KubeObject) => T,
+    signal?: AbortSignal,
+  ): Promise<HistoryResult<T>> {
+    if (span.from === span.until) return { states: [] };
+    const what = `history of ${describe(ref, namespace, name)}`;
+    const query = historyQuery(name, span.from);
+    const res = await this.send({ method: 'GET', path: collectionPath(ref, namespace), query, signal, what });
+    if (res.status === 410) return { broken: 'the server no longer has that history (410)' };
+    if (res.status < 200 || res.status >= 300) answerOf(what, res.status, res.text);
+    return replayed(res.text, span.until, view);
+  }
+
   serves(group: string, version: string, plural: string, signal?: AbortSignal): Promise<boolean> {
     const gv = group === '' ? version : `${group}/${version}`;
     let p = this.discovery.get(gv);
@@ -411,6 +429,11 @@ export class KubeHttpClient implements KubeClient {
   // ---- transport ----
 
   private async call<T>(c: Call): Promise<T> {
+    const res = await this.send(c);
+    return answerOf<T>(c.what, res.status, res.text);
+  }
+
+  private async send(c: Call): Promise<{ status: number; text: string }> {
     const url = new URL(this.server + c.path);
     if (c.query)
       for (const [k, v] of Object.entries(c.query))
@@ -423,16 +446,14 @@ export class KubeHttpClient implements KubeClient {
     };
     const body = c.body === undefined ? undefined : JSON.stringify(c.body);
     if (body !== undefined) headers['content-type'] = c.contentType ?? 'application/json';
-    let res: { status: number; text: string };
     try {
-      res = await this.http.send({ call: c.what, method: c.method, url, headers, body, signal: c.signal });
+      return await this.http.send({ call: c.what, method: c.method, url, headers, body, signal: c.signal });
     } catch (err) {
       if (!(err instanceof ConnectionError)) throw err;
       throw new KubeApiError(c.what, 0, 'ConnectionError', err.detail, {
         cause: err,
       });
     }
-    return answerOf<T>(c.what, res.status, res.text);
   }
 }
 
@@ -440,25 +461,4 @@ export class KubeHttpClient implements KubeClient {
 function notKubernetesLike(err: unknown): boolean {
   if (err instanceof ProofError) return true;
   return err instanceof KubeApiError && (err.status === 404 || err.reason === 'BadBody');
-}
-
-/**
- * True when a DELETE's answer shows the object of `uid` gone: the server's Status of Success
- * naming that UID (as it answers for most kinds), or the object of that UID as it was when
- * deleted (custom resources), with no deletionTimestamp (a deletion still waiting on
- * finalizers or a grace period) and no finalizer left.
- */
-export function answerShowsGone(answer: unknown, uid: string): boolean {
-  if (!answer || typeof answer !== 'object') return false;
-  const a = answer as {
-    kind?: unknown;
-    status?: unknown;
-    details?: { uid?: unknown };
-    metadata?: { uid?: unknown; deletionTimestamp?: unknown; finalizers?: unknown };
-  };
-  if (a.kind === 'Status') return a.status === 'Success' && a.details?.uid === uid;
-  const md = a.metadata;
-  if (!md || md.uid !== uid) return false;
-  const finalizers = Array.isArray(md.finalizers) ? md.finalizers.length : 0;
-  return md.deletionTimestamp == null && finalizers === 0;
 }

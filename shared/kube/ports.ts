@@ -2,7 +2,10 @@
  * The read and write ports functions are written against (read/write split):
  * observing gets a KubeReader, only removal gets a KubeWriter.
  */
+import type { HistoryResult } from './history.ts';
 import type { KubeObject, ResourceRef } from './resources.ts';
+
+export type { HistoryResult } from './history.ts';
 
 export type ListOptions<T = KubeObject> = Readonly<{
   namespace?: string;
@@ -66,6 +69,19 @@ export interface KubeReader {
   ): Promise<KubeObject | undefined>;
   /** Whether the server serves this group/version/plural (discovery). */
   serves(group: string, version: string, plural: string, signal?: AbortSignal): Promise<boolean>;
+  /**
+   * The states one object went through after resourceVersion `from`, up to and including the
+   * one at `until` (both versions of that object the caller saw), each through `view`: a
+   * watch replayed from the server's history. `broken` when that cannot show every state.
+   */
+  history<T>(
+    ref: ResourceRef,
+    namespace: string | undefined,
+    name: string,
+    span: Readonly<{ from: string; until: string }>,
+    view: (o: KubeObject) => T,
+    signal?: AbortSignal,
+  ): Promise<HistoryResult<T>>;
 }
 
 /**

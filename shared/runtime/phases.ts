@@ -147,6 +147,8 @@ export async function front<R>(
     signal: x.signal,
     settings: ask.settings,
     note: (event, fields, level = 'info') => x.log[level]({ event, ...fields }, event),
+    previous: (key) =>
+      Object.hasOwn(loaded.state.candidates, key) ? loaded.state.candidates[key] : undefined,
   };
   const snapshot = await observe(fn, reader, ctx, ask.snapshotId, x, time);
   const decision = decideAndLog(loaded, snapshot, ask.policy, ask, x.log);

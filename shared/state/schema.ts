@@ -12,6 +12,7 @@ const candidate = z.object({
   firstUnusedAt: z.number().finite(),
   lastUnusedAt: z.number().finite(),
   observations: z.number().int().positive(),
+  note: z.string().optional(),
 });
 
 const stateSchema = z.object({

@@ -111,10 +111,14 @@ const volumes = async (c: Ctx) => ((await cinder(c, 'GET', '/volumes/detail')).v
 
 async function poll<T>(what: string, fn: () => Promise<T | undefined>, ms = 120_000): Promise<T> {
   const until = Date.now() + ms;
+  let last = '';
   for (;;) {
-    const v = await fn().catch(() => undefined);
+    const v = await fn().catch((err: unknown) => {
+      last = ` (last error: ${(err as Error).message})`;
+      return undefined;
+    });
     if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error(`${what}: not after ${ms} ms`);
+    if (Date.now() > until) throw new Error(`${what}: not after ${ms} ms${last}`);
     await new Promise((r) => setTimeout(r, 1000));
   }
 }
@@ -262,8 +266,15 @@ it('a Retain StorageClass, the claim and then its PersistentVolume deleted: the 
   await poll('the PersistentVolume gone', async () =>
     (await c.kube.get(PVS, undefined, gone.pv)) ? undefined : true,
   );
-  await poll('every volume available', async () =>
-    (await volumes(c)).every((v) => v.status === 'available') ? true : undefined,
+  // No volume on its way anywhere; then every one available (else which, and how: a flake seen
+  // once timed out here with no word of the volumes' states).
+  const settled = await poll('no volume in a transitional state', async () => {
+    const vs = await volumes(c);
+    return vs.some((v) => /ing$/.test(v.status)) ? undefined : vs;
+  });
+  assert.ok(
+    settled.every((v) => v.status === 'available'),
+    `volumes not available: ${settled.map((v) => `${v.name ?? v.id} ${v.status}`).join(', ')}`,
   );
   const before = (await volumes(c)).map((v) => v.id).sort();
   assert.ok(before.includes(gone.volume), 'Retain: the volume is left in Cinder');

@@ -273,6 +273,40 @@ export function kubeContract(
     assert.is((err as ConflictError).reason, 'Conflict');
   });
 
+  it('history: a watch from a version replays every later state of one object up to a later one; deleted or unreached is broken', async ({
+    kube,
+    ns,
+  }) => {
+    const v = (o: KubeObject) => (o as unknown as { data: { v: string } }).data.v;
+    const o0 = await kube.create(CONFIGMAPS, cm(ns, 'hist', { v: '0' }));
+    await kube.create(CONFIGMAPS, cm(ns, 'hist-other', { v: 'x' }));
+    let last = o0;
+    const rvs = [o0.metadata.resourceVersion];
+    for (const n of ['1', '2', '3']) {
+      last = await kube.replace(CONFIGMAPS, { ...last, data: { v: n } } as KubeObject);
+      rvs.push(last.metadata.resourceVersion);
+      // another object's writes in between are not this one's history
+      const other = (await kube.get(CONFIGMAPS, ns, 'hist-other'))!;
+      await kube.replace(CONFIGMAPS, { ...other, data: { v: `x${n}` } } as KubeObject);
+    }
+    const span = (from: number, until: number) => ({ from: rvs[from]!, until: rvs[until]! });
+    assert.equal(await kube.history(CONFIGMAPS, ns, 'hist', span(0, 3), v), { states: ['1', '2', '3'] });
+    assert.equal(await kube.history(CONFIGMAPS, ns, 'hist', span(1, 2), v), { states: ['2'] });
+    assert.equal(await kube.history(CONFIGMAPS, ns, 'hist', span(3, 3), v), { states: [] });
+    // from before the object was created: its creation, then every write
+    const before = String(Number(rvs[0]) - 1);
+    assert.equal(await kube.history(CONFIGMAPS, ns, 'hist', { from: before, until: rvs[3]! }, v), {
+      states: ['0', '1', '2', '3'],
+    });
+    // a version the object never reaches: the answer ends first
+    const never = await kube.history(CONFIGMAPS, ns, 'hist', { from: rvs[0]!, until: '999999999999' }, v);
+    assert.ok('broken' in never && /ended before/.test(never.broken), JSON.stringify(never));
+    await kube.delete(CONFIGMAPS, ns, 'hist');
+    await kube.create(CONFIGMAPS, cm(ns, 'hist', { v: 'new' }));
+    const gone = await kube.history(CONFIGMAPS, ns, 'hist', { from: rvs[3]!, until: '999999999999' }, v);
+    assert.ok('broken' in gone && /deleted/.test(gone.broken), JSON.stringify(gone));
+  });
+
   it('delete with preconditions: a wrong uid or resourceVersion is 409, the right ones delete', async ({
     kube,
     ns,

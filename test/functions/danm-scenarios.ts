@@ -278,6 +278,84 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
     assert.ok(r.events('candidate.reset').some((e) => e.reason === 'fingerprint changed'));
   });
 
+  it('a leaked bit on a network written between every run (pods coming and going) keeps its grace and is reclaimed; one freed and set again in between starts again', async (t, kube) => {
+    const ns = await t.namespace();
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.70', '10.10.10.71']);
+    const r = danmRunner(t.options, [ns], Date.now() + MIN);
+    // other pods' addresses set and freed: DANM's writes of a busy network
+    const churn = async (n: number) => {
+      for (const a of [`10.10.10.${100 + n}`, `10.10.10.${110 + n}`]) {
+        await setBits(kube, ns, 'test-net1', [a], true);
+        await setBits(kube, ns, 'test-net1', [a], false);
+      }
+    };
+    await r.run(); // the first observation of .70 and .71
+    for (const run of [1, 2]) {
+      await churn(run);
+      // .71 freed and handed to a new pod whose CNI ADD is still in flight
+      if (run === 2) {
+        await setBits(kube, ns, 'test-net1', ['10.10.10.71'], false);
+        await setBits(kube, ns, 'test-net1', ['10.10.10.71'], true);
+      }
+      r.now += 4 * MIN;
+      const m = r.mark();
+      assert.equal((await r.run()).deleted, [], `run ${run}: inside the 10 min grace`);
+      const reset = r.events('candidate.reset', m).map((e) => String(e.name));
+      assert.equal(
+        reset.filter((n) => n.endsWith('10.10.10.70')),
+        [],
+        `run ${run}: .70 was set throughout the network's history`,
+      );
+      if (run === 2)
+        assert.ok(
+          reset.some((n) => n.endsWith('10.10.10.71')),
+          'the re-used .71 starts again',
+        );
+    }
+    await churn(3);
+    r.now += 4 * MIN; // 12 min after the first observation
+    const res = await r.run();
+    assert.is(res.deleted.length, 1, 'only .70: .71 has been a candidate for 4 min');
+    const now = await bits(kube, ns);
+    assert.not.ok(now.includes('10.10.10.70'));
+    assert.ok(now.includes('10.10.10.71'));
+  });
+
+  it('a leaked bit under a writer in the background (the network written every 250 ms, during the runs too) is reclaimed within three runs of its grace', async (t, kube) => {
+    const ns = await t.namespace();
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.70']);
+    const r = danmRunner(t.options, [ns], Date.now() + MIN);
+    let stop = false;
+    let writes = 0;
+    const writer = (async () => {
+      for (let i = 0; !stop; i++) {
+        const a = `10.10.10.${100 + (i % 10)}`;
+        await setBits(kube, ns, 'test-net1', [a], true).catch(() => undefined);
+        await setBits(kube, ns, 'test-net1', [a], false).catch(() => undefined);
+        writes += 2;
+        await new Promise((res) => setTimeout(res, 250));
+      }
+    })();
+    let runs = 0;
+    try {
+      await r.run(); // the first observation
+      for (;;) {
+        r.now += 4 * MIN;
+        runs++;
+        const before = writes;
+        while (writes < before + 2) await new Promise((res) => setTimeout(res, 100)); // written since
+        if ((await r.run()).deleted.length > 0) break;
+        assert.ok(runs < 6, `not reclaimed after ${runs} runs (${writes} writes of the network)`);
+      }
+    } finally {
+      stop = true;
+      await writer;
+    }
+    // the grace (10 min) is over at the third run (12 min); contended clears may wait a run or two
+    assert.ok(runs >= 3, `reclaimed at run ${runs}, inside its grace`);
+    assert.not.ok((await bits(kube, ns)).includes('10.10.10.70'));
+  });
+
   it('bad input: malformed DanmEps and networks are indeterminate; the rest of the run still works', async (t, kube) => {
     const ns = await t.namespace();
     await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.80']);

@@ -7,7 +7,7 @@
 import type { KubeClient } from '../../shared/kube/ports.ts';
 import type { ResourceRef } from '../../shared/kube/resources.ts';
 
-export type Verb = 'list' | 'get' | 'serves' | 'create' | 'replace' | 'patch' | 'delete';
+export type Verb = 'list' | 'get' | 'history' | 'serves' | 'create' | 'replace' | 'patch' | 'delete';
 
 export type Call = Readonly<{
   verb: Verb;
@@ -50,6 +50,8 @@ export function intercept(inner: KubeClient, around: Around): KubeClient {
   return {
     listAll: (ref, o) => around(at('list', ref, o?.namespace), () => inner.listAll(ref, o)),
     get: (ref, ns, name, s) => around(at('get', ref, ns, name), () => inner.get(ref, ns, name, s)),
+    history: (ref, ns, name, span, view, s) =>
+      around(at('history', ref, ns, name), () => inner.history(ref, ns, name, span, view, s)),
     serves: (g, v, plural, s) =>
       around({ verb: 'serves', resource: plural }, () => inner.serves(g, v, plural, s)),
     create: (ref, obj, s) =>

@@ -324,7 +324,59 @@ export const DANM_SCRIPTS: Script<DanmWorld>[] = [
         : ['the pod that waited for an address never got one (the leaked bits were never reclaimed)'],
     mustReclaim: true,
   },
+  // Liveness under steady writes (decision 0016): the network is written every minute.
+  {
+    name: 'a busy network: a leaked bit reclaimed while pods come and go every minute',
+    incident: 'liveness: a leaked bit on a network that is never quiet for its grace',
+    minutes: 30,
+    intervalMinutes: 5,
+    setup: five,
+    at: { 1: (w) => w.abandonAdd(), ...busy(2, 26) },
+    expect: (w) => (w.reclaimedBits > 0 ? [] : ['the leaked bit was never cleared']),
+    mustReclaim: true,
+  },
+  {
+    name: 'a busy network: a leaked bit freed and handed to a pod deleted while its ADD is in flight starts again',
+    incident: '6 freed then re-allocated, on a busy network (the address keeps its bit, not its history)',
+    minutes: 40,
+    intervalMinutes: 5,
+    setup: five,
+    at: {
+      1: (w) => w.abandonAdd(),
+      ...busy(2, 34),
+      // after the run at minute 5 saw it leaked: someone frees it, first-fit hands it to ghost-0,
+      // whose pod is force-deleted at once; its ADD writes the DanmEp 11 minutes later
+      6: (w, now) => {
+        const leaked = w.leakedIndex();
+        if (leaked === undefined) return;
+        w.freeAddress(leaked);
+        const ghost = w.createPod('ghost-0', now, 11 * MIN);
+        w.ghost = ghost?.metadata.uid;
+        w.deletePod('ghost-0', now, rng(), { force: true, skipDel: true });
+        busy(6, 6)[6]!(w, now);
+      },
+    },
+    expect: (w) => {
+      if (w.ghost === undefined) return ['ghost-0 was never created on the leaked address'];
+      return w.clearedInflight.some((c) => c.owner === w.ghost)
+        ? ["ghost-0's address was cleared while its ADD was in flight"]
+        : [];
+    },
+    mustReclaim: true,
+  },
 ];
+
+/** Pods coming and going every minute from `from` to `to`: one created (ADD at once), the last one deleted (DEL within 2 min). */
+function busy(from: number, to: number): Record<number, (w: DanmWorld, now: number) => void> {
+  const out: Record<number, (w: DanmWorld, now: number) => void> = {};
+  for (let m = from; m <= to; m++)
+    out[m] = (w, now) => {
+      w.createPod(`busy-${m}`, now, 0);
+      w.tick(now);
+      w.deletePod(`busy-${m - 1}`, now, rng());
+    };
+  return out;
+}
 
 import { R } from '../../shared/sandbox/scenarios/danm.ts';
 

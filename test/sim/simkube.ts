@@ -8,10 +8,12 @@
 import { randomUUID } from 'node:crypto';
 import { ListIncompleteError } from '../../shared/errors.ts';
 import { ConflictError, KubeApiError } from '../../shared/kube/errors.ts';
+import { replayed } from '../../shared/kube/history.ts';
 import type * as port from '../../shared/kube/ports.ts';
 import type { KubeObject, ResourceRef } from '../../shared/kube/resources.ts';
 import { selector } from '../../shared/sandbox/kube/server.ts';
-import { FakeApiError, FakeStore } from '../../shared/sandbox/kube/store.ts';
+import { FakeApiError, FakeStore, refKey } from '../../shared/sandbox/kube/store.ts';
+import { watchAnswer } from '../../shared/sandbox/kube/watch.ts';
 
 export type WriteEvent =
   | { kind: 'delete'; ref: ResourceRef; before: KubeObject }
@@ -78,6 +80,25 @@ export class SimKube implements port.KubeClient {
     this.fault(`get ${ref.plural}`);
     const r = this.store.find(ref.group, ref.version, ref.plural);
     return r ? (this.store.tryGet(r, ns, name) as KubeObject | undefined) : undefined;
+  }
+
+  /** The store's watch history, read as the client reads a watch's answer. */
+  async history<T>(
+    ref: ResourceRef,
+    ns: string | undefined,
+    name: string,
+    span: Readonly<{ from: string; until: string }>,
+    view: (o: KubeObject) => T,
+  ): Promise<port.HistoryResult<T>> {
+    this.fault(`history ${ref.plural}`);
+    if (span.from === span.until) return { states: [] };
+    const q = new URLSearchParams({
+      watch: '1',
+      fieldSelector: `metadata.name=${name}`,
+      resourceVersion: span.from,
+    });
+    const answer = watchAnswer(this.store.history, refKey(ref.group, ref.version, ref.plural), ns, q);
+    return replayed(answer.text, span.until, view);
   }
 
   async serves(group: string, version: string, plural: string): Promise<boolean> {

@@ -14,7 +14,8 @@ import type { KubeObject, ResourceRef } from '../../kube/resources.ts';
 import { groupList, resourceList } from './discovery.ts';
 import { describeFault, type Fault, FaultPlan, RequestLog, type RequestRecord } from './faults.ts';
 import { FakeLists } from './lists.ts';
-import { FakeApiError, FakeStore } from './store.ts';
+import { FakeApiError, FakeStore, refKey } from './store.ts';
+import { EventStream, isWatch, watchAnswer } from './watch.ts';
 
 export { selector } from './lists.ts';
 
@@ -138,7 +139,7 @@ export class FakeKubeServer {
       record(e.code, this.status(res, e), fault ? describeFault(fault) : undefined);
       return;
     }
-    const text = JSON.stringify(payload);
+    const text = payload instanceof EventStream ? payload.text : JSON.stringify(payload);
     if (fault?.truncate) {
       res.writeHead(status, {
         'content-type': 'application/json',
@@ -206,6 +207,16 @@ export class FakeKubeServer {
     const { ref, namespace, name } = parsed;
     const body = raw === '' ? undefined : parseJson(raw);
     if (name === undefined) {
+      if (method === 'GET' && isWatch(url.searchParams))
+        return [
+          200,
+          watchAnswer(
+            this.store.history,
+            refKey(ref.group, ref.version, ref.plural),
+            namespace,
+            url.searchParams,
+          ),
+        ];
       if (method === 'GET') return [200, this.lists.list(ref, namespace, url.searchParams, accept, fault)];
       if (method === 'POST') return [201, this.store.create(ref, namespace, body)];
       throw new FakeApiError(405, 'MethodNotAllowed', `${method} is not supported on a collection`);

@@ -2,8 +2,10 @@
  * The fake API server's object store: resources by group/version/plural, one
  * global resourceVersion, immutable stored objects (replaced on every write).
  */
+
 import { randomUUID } from 'node:crypto';
 import type { KubeObject, ResourceRef } from '../../kube/resources.ts';
+import { WatchHistory } from './history.ts';
 
 export type StoredObject = Readonly<KubeObject>;
 
@@ -53,6 +55,8 @@ function deepFreeze<T>(o: T): T {
 
 export class FakeStore {
   private rv = 1000;
+  /** What a watch from a resourceVersion replays (per resource, bounded like a watch cache). */
+  readonly history = new WatchHistory(this.rv);
   readonly resources = new Map<string, ResourceRef>();
   private readonly objects = new Map<string, Map<string, StoredObject>>();
   private readonly now: () => Date;
@@ -184,6 +188,7 @@ export class FakeStore {
     obj.kind = ref.kind;
     const stored = deepFreeze(obj);
     this.bucket(ref).set(id, stored);
+    this.history.record(refKey(ref.group, ref.version, ref.plural), 'ADDED', id, stored);
     if (ref.plural === 'customresourcedefinitions') this.registerCrd(stored);
     return stored;
   }
@@ -219,7 +224,9 @@ export class FakeStore {
     // and one that changes something stamps its manager's entry with the time (seconds)
     obj.metadata.managedFields = written(this.now());
     const stored = deepFreeze(obj);
-    this.bucket(ref).set(this.id(ref, current.metadata.namespace, current.metadata.name), stored);
+    const id = this.id(ref, current.metadata.namespace, current.metadata.name);
+    this.bucket(ref).set(id, stored);
+    this.history.record(refKey(ref.group, ref.version, ref.plural), 'MODIFIED', id, stored);
     return stored;
   }
 
@@ -273,8 +280,10 @@ export class FakeStore {
       obj.metadata.deletionGracePeriodSeconds = grace ?? 30;
       return this.put(ref, current, obj);
     }
-    this.bucket(ref).delete(this.id(ref, current.metadata.namespace, name));
-    this.nextRv();
+    const id = this.id(ref, current.metadata.namespace, name);
+    this.bucket(ref).delete(id);
+    const gone = { ...current, metadata: { ...current.metadata, resourceVersion: this.nextRv() } };
+    this.history.record(refKey(ref.group, ref.version, ref.plural), 'DELETED', id, gone as StoredObject);
     return current;
   }
 

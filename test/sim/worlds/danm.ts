@@ -49,6 +49,12 @@ const REQUEST_KEY: Record<NetworkType, string> = {
 export class DanmWorld extends SimKubeWorld implements World {
   /** address index -> pod uid of a CNI ADD in flight (bit set, DanmEp not yet written). */
   readonly inflight = new Map<number, string>();
+  /** Every bit a cleaner cleared while an ADD was in flight on it, and whose ADD (pod UID). */
+  readonly clearedInflight: { index: number; owner: string }[] = [];
+  /** Bits a cleaner cleared. */
+  reclaimedBits = 0;
+  /** A script's pod of interest (its UID). */
+  ghost: string | undefined;
   private pending: Pending[] = [];
   private seq = 0;
   private stsNames = ['ss-0', 'ss-1', 'ss-2', 'ss-3', 'ss-4'];
@@ -438,7 +444,9 @@ export class DanmWorld extends SimKubeWorld implements World {
             `freed ${formatAddress(4, CIDR.network + BigInt(i))} held by live DanmEp ${holder.metadata.name}`,
           );
         // an ADD in flight for a live pod owns the address (one for a pod already gone makes an orphan anyway)
+        this.reclaimedBits++;
         const owner = this.inflight.get(i);
+        if (owner !== undefined) this.clearedInflight.push({ index: i, owner });
         if (owner !== undefined && this.pods().some((p) => p.metadata.uid === owner)) {
           this.violations.push(
             `freed ${formatAddress(4, CIDR.network + BigInt(i))} of an in-flight CNI ADD of a live pod`,
@@ -447,6 +455,12 @@ export class DanmWorld extends SimKubeWorld implements World {
         if (i === 0 || i === 63) this.violations.push('freed a reserved address');
       }
     }
+  }
+
+  /** The index of a leaked bit (set, held by no DanmEp, no ADD in flight), if any. */
+  leakedIndex(): number | undefined {
+    const k = [...this.orphans().keys()].find((key) => key.startsWith('bit/'));
+    return k === undefined ? undefined : Number(k.slice(4));
   }
 
   orphans(): Map<string, string> {
