@@ -351,6 +351,7 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
       stop = true;
       await writer;
     }
+    console.log(`  background writer: reclaimed at run ${runs}, the network written ${writes} times`);
     // the grace (10 min) is over at the third run (12 min); contended clears may wait a run or two
     assert.ok(runs >= 3, `reclaimed at run ${runs}, inside its grace`);
     assert.not.ok((await bits(kube, ns)).includes('10.10.10.70'));
