@@ -35,7 +35,8 @@ import {
 import { ConflictError } from '../../shared/kube/errors.ts';
 import type { KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { answerShowsWrite, type KubeObject, type ResourceRef } from '../../shared/kube/resources.ts';
-import { type Clear, networkName, planClears, skipped, wantedOf } from './clears.ts';
+import { askHistory, type Clear, networkName, planClears, skipped, wantedOf } from './clears.ts';
+import { setThroughout } from './continuity.ts';
 import type { BIT_TOMBSTONE, BitData, ENDPOINT_TOMBSTONE, EpData, NetData, Settings } from './data.ts';
 import { type DanmEvidence, poolOf, readDanmEvidence, readNetwork, withBitmaps } from './evidence.ts';
 import { danmResources, type Network, networkId, parseNetwork } from './model.ts';
@@ -236,6 +237,7 @@ function networkStep(b: NetBatch): Step<NetData, KubeReader, KubeReadWriter> {
           `network cannot be read: ${net.problem}`,
           `network unreadable (${net.problem}), left set`,
         );
+      const history = await setSinceSnapshot(reader, group, net, pending as Typed<BitData>[], ctx);
       const clearing = planClears(
         net,
         want,
@@ -244,11 +246,44 @@ function networkStep(b: NetBatch): Step<NetData, KubeReader, KubeReadWriter> {
         gone(carried),
         notes,
         results,
+        history,
       );
       if (clearing.length === 0) return { removing: [], results, notes };
       return { ...networkWrite(b, net, clearing), results, notes };
     },
   };
+}
+
+/**
+ * Per leaked-bit target on a network written since the snapshot: whether the network's
+ * history since shows its bit set in every state (true), or why not (decision 0016).
+ */
+async function setSinceSnapshot(
+  reader: KubeReader,
+  group: string,
+  net: Network,
+  bits: readonly Typed<BitData>[],
+  ctx: Ctx,
+): Promise<Map<string, true | string>> {
+  const out = new Map<string, true | string>();
+  for (const [family, ts] of askHistory(net, bits)) {
+    const byRv = new Map<string, Typed<BitData>[]>();
+    for (const t of ts) byRv.set(t.data.rv, [...(byRv.get(t.data.rv) ?? []), t]);
+    for (const [from, mine] of byRv) {
+      const idx = mine.map((t) => t.data.index);
+      const set = await setThroughout(reader, group, net, family, idx, from, ctx.signal);
+      for (const [k, t] of mine.entries())
+        out.set(
+          t.key,
+          'broken' in set
+            ? `its history cannot be read (${set.broken})`
+            : set[k]
+              ? true
+              : 'the address was freed and set again in between',
+        );
+    }
+  }
+  return out;
 }
 
 /** The write of the network that clears `clearing`, its tombstones, its read-back. */

@@ -5,10 +5,9 @@
  */
 import type { BatchItemResult, Note, Typed } from '../../shared/contract/index.ts';
 import { parseAddress } from '../../shared/net/ip.ts';
-import { Bitmap } from './bitmap.ts';
 import type { BitData, EpData } from './data.ts';
 import { type DanmEvidence, poolOf } from './evidence.ts';
-import { bitIndex, clearable, type Network, type Pool } from './model.ts';
+import { bitIndex, clearable, type Network } from './model.ts';
 
 /** How a network and its namespace are named in details and Events. */
 export const networkName = (d: EpData | BitData) =>
@@ -24,23 +23,30 @@ export const skipped = (key: string, reason: string): BatchItemResult => ({
 export type Clear = { key: string; family: 4 | 6; index: number; address: string; bit?: BitData };
 
 /**
- * Bits of a leaked-bit target: safe to clear on `pool` when no address was allocated since
- * the snapshot (only clears happened, so the bit cannot have a new owner).
+ * Bits of a leaked-bit target: safe to clear on `net` when the network was not written
+ * since the snapshot, or its history since shows this bit set in every state (`history`,
+ * decision 0016): it was never freed, so never handed out again. Comparing bitmaps cannot
+ * tell: an address freed and handed to a new pod leaves the same bits.
  */
-function allocatedSince(pool: Pool | undefined, d: BitData): string | undefined {
+function changedSince(net: Network, d: BitData, history: true | string | undefined): string | undefined {
+  const pool = poolOf(net, d.family);
   if (!pool) return 'the address family is gone from the network';
   if (!pool.bitmap.isSet(d.index)) return 'bit is no longer set';
-  const seen = Bitmap.decode(d.alloc, pool.cidr);
-  if (typeof seen === 'string') return `observed bitmap unreadable: ${seen}`;
-  if (newlySet(seen, pool.bitmap)) return 'an address was allocated in the network since the snapshot';
+  if (net.resourceVersion !== d.rv && history !== true)
+    return `the network was written since the snapshot and ${history ?? 'its history was not read'}`;
   if (!clearable(pool, d.index)) return 'bit is no longer clearable';
   return undefined;
 }
 
-/** True when `now` has a bit set that `before` had clear (an allocation happened in between). */
-function newlySet(before: Bitmap, now: Bitmap): boolean {
-  for (const i of now.setBits()) if (!before.isSet(i)) return true;
-  return false;
+/** The leaked-bit targets of `bits` (by family) still set on a network written since the snapshot: its history must speak for them. */
+export function askHistory(net: Network, bits: readonly Typed<BitData>[]): Map<4 | 6, Typed<BitData>[]> {
+  const out = new Map<4 | 6, Typed<BitData>[]>();
+  for (const t of bits) {
+    if (t.data.rv === net.resourceVersion || !poolOf(net, t.data.family)?.bitmap.isSet(t.data.index))
+      continue;
+    out.set(t.data.family, [...(out.get(t.data.family) ?? []), t]);
+  }
+  return out;
 }
 
 /** The addresses of the deleted DanmEps, to clear; one that cannot be parsed is noted and left set. */
@@ -72,6 +78,8 @@ export function planClears(
   deletedEps: ReadonlySet<string>,
   notes: Note[],
   results: BatchItemResult[],
+  /** Per leaked-bit target: its bit set in every state since the snapshot (true), or why not. */
+  history: ReadonlyMap<string, true | string> = new Map(),
 ): Clear[] {
   const clearing: Clear[] = [];
   for (const c of wanted) {
@@ -91,7 +99,7 @@ export function planClears(
   for (const t of bits) {
     const d = t.data;
     const v = ev.holders.verdict(net, d.family, d.index);
-    const why = allocatedSince(poolOf(net, d.family), d) ?? (v && ('used' in v ? v.used : v.indeterminate));
+    const why = changedSince(net, d, history.get(t.key)) ?? (v && ('used' in v ? v.used : v.indeterminate));
     if (why) results.push(skipped(t.key, `re-check: ${d.address}: ${why}`));
     else clearing.push({ key: t.key, family: d.family, index: d.index, address: d.address, bit: d });
   }

@@ -37,6 +37,36 @@ export function askOf(
 }
 
 /**
+ * For each of `indices` of one pool of `net`: whether its bit was set, in the same network
+ * (UID) and CIDR, in every state from resourceVersion `from` to the network's own; or why
+ * the history cannot say (then nothing may be concluded from it).
+ */
+export async function setThroughout(
+  kube: KubeReader,
+  group: string,
+  net: Network,
+  family: 4 | 6,
+  indices: readonly number[],
+  from: string,
+  signal?: AbortSignal,
+): Promise<boolean[] | { broken: string }> {
+  if (from === net.resourceVersion) return indices.map(() => true);
+  const cidr = (family === 4 ? net.v4 : net.v6)?.cidr.text;
+  // Each state is reduced as it arrives to which of the bits it has set.
+  const view = (o: KubeObject): boolean[] => {
+    const n = parseNetwork(o, net.type);
+    const pool = family === 4 ? n.v4 : n.v6;
+    const same = n.uid === net.uid && pool !== undefined && pool.cidr.text === cidr;
+    return indices.map((i) => same && pool.bitmap.isSet(i));
+  };
+  const ref = danmResources(group)[net.type];
+  const span = { from, until: net.resourceVersion };
+  const h = await kube.history(ref, net.namespace, net.name, span, view, signal);
+  if ('broken' in h) return h;
+  return indices.map((_, k) => h.states.every((st) => st[k]));
+}
+
+/**
  * The fingerprints carried over for the asks of one pool of `net` (index -> fingerprint):
  * those whose bit was set, in the same CIDR, in every state since the version each ask was
  * verified through. One replay per distinct version (one per network, as a rule).
@@ -50,42 +80,30 @@ export async function carried(
   asks: readonly Ask[],
 ): Promise<Map<number, string>> {
   const out = new Map<number, string>();
-  const cidr = (family === 4 ? net.v4 : net.v6)?.cidr.text;
   const byFrom = new Map<string, Ask[]>();
   for (const a of asks) byFrom.set(a.from, [...(byFrom.get(a.from) ?? []), a]);
-  for (const [from, group_] of byFrom) {
-    if (from === net.resourceVersion) {
-      for (const a of group_) out.set(a.index, a.fingerprint);
-      continue;
-    }
-    // Each state is reduced as it arrives to which of the asked bits it has set.
-    const view = (o: KubeObject): boolean[] => {
-      const n = parseNetwork(o, net.type);
-      const pool = family === 4 ? n.v4 : n.v6;
-      const same = n.uid === net.uid && pool !== undefined && pool.cidr.text === cidr;
-      return group_.map((a) => same && pool.bitmap.isSet(a.index));
-    };
-    const ref = danmResources(group)[net.type];
-    const h = await kube.history(
-      ref,
-      net.namespace,
-      net.name,
-      { from, until: net.resourceVersion },
-      view,
+  for (const [from, these] of byFrom) {
+    const set = await setThroughout(
+      kube,
+      group,
+      net,
+      family,
+      these.map((a) => a.index),
+      from,
       ctx.signal,
     );
-    if ('broken' in h) {
+    if ('broken' in set) {
       ctx.note('bits.history', {
         kind: net.type,
         name: net.namespace ? `${net.namespace}/${net.name}` : net.name,
         from,
         until: net.resourceVersion,
-        reason: `${h.broken}: its leaked bits start their grace again`,
+        reason: `${set.broken}: its leaked bits start their grace again`,
       });
       continue;
     }
-    group_.forEach((a, i) => {
-      if (h.states.every((s) => s[i])) out.set(a.index, a.fingerprint);
+    these.forEach((a, k) => {
+      if (set[k]) out.set(a.index, a.fingerprint);
     });
   }
   return out;

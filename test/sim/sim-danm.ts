@@ -364,6 +364,46 @@ export const DANM_SCRIPTS: Script<DanmWorld>[] = [
     },
     mustReclaim: true,
   },
+  // The act phase (decision 0016): the network written between the snapshot and the bit's write.
+  {
+    name: "an allocation between the snapshot and a leaked bit's write: the leak still goes in that run",
+    incident: 'liveness: a leaked bit on a network written while the run acts',
+    minutes: 15,
+    intervalMinutes: 5,
+    setup: five,
+    at: { 1: (w) => w.abandonAdd() },
+    // first observation at 5 (grace 10 min for bits: confirmed at 15); the first write of that run
+    midWrite: { minute: 15, writeCall: 1, run: (w, now) => void w.createPod('mid-0', now, 0) },
+    expect: (w) =>
+      w.reclaimedBits > 0 ? [] : ['the leak was held back by an allocation of another address'],
+    mustReclaim: true,
+  },
+  {
+    name: "a leaked bit freed and handed to a pod deleted while its ADD is in flight, between the snapshot and the bit's write",
+    incident: '6 freed then re-allocated, inside one run (the bitmap is the same before and after)',
+    minutes: 40,
+    intervalMinutes: 5,
+    setup: five,
+    at: { 1: (w) => w.abandonAdd() },
+    midWrite: {
+      minute: 15,
+      writeCall: 1,
+      run: (w, now) => {
+        const leaked = w.leakedIndex();
+        if (leaked === undefined) return;
+        w.freeAddress(leaked);
+        w.ghost = w.createPod('ghost-0', now, 11 * MIN)?.metadata.uid;
+        w.deletePod('ghost-0', now, rng(), { force: true, skipDel: true });
+      },
+    },
+    expect: (w) => {
+      if (w.ghost === undefined) return ['ghost-0 was never created on the leaked address'];
+      return w.clearedInflight.some((c) => c.owner === w.ghost)
+        ? ["ghost-0's address was cleared while its ADD was in flight"]
+        : [];
+    },
+    mustReclaim: true,
+  },
 ];
 
 /** Pods coming and going every minute from `from` to `to`: one created (ADD at once), the last one deleted (DEL within 2 min). */
