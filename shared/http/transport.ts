@@ -61,6 +61,11 @@ export type HttpRequest = Readonly<{
   signal?: AbortSignal | undefined;
   /** Retry on 429/5xx/connection errors: default only for GET (a write is never retried blindly). */
   retry?: boolean;
+  /**
+   * Stop reading an uncompressed body once this says the text so far is enough (a watch's
+   * answer, which the server would keep open): the connection is then closed.
+   */
+  enough?: ((textSoFar: string) => boolean) | undefined;
 }>;
 
 export type HttpResponse = Readonly<{
@@ -153,8 +158,11 @@ export class HttpTransport {
         signal,
         dispatcher: this.agent,
       });
-      const raw = Buffer.from(await res.body.arrayBuffer());
       const encoding = String(res.headers['content-encoding'] ?? '').toLowerCase();
+      const raw =
+        req.enough && encoding !== 'gzip'
+          ? await readUntil(res.body, req.enough)
+          : Buffer.from(await res.body.arrayBuffer());
       const decoded = encoding === 'gzip' ? await gunzipAsync(raw) : raw;
       const text = decoded.toString('utf8');
       this.opts.onResponse?.({
@@ -182,6 +190,19 @@ export class HttpTransport {
       );
     }
   }
+}
+
+/** A body read until `enough` says the text so far will do (then the rest is not waited for). */
+async function readUntil(body: AsyncIterable<Buffer>, enough: (text: string) => boolean): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  const decoder = new TextDecoder();
+  let text = '';
+  for await (const chunk of body) {
+    chunks.push(chunk);
+    text += decoder.decode(chunk, { stream: true });
+    if (enough(text)) break;
+  }
+  return Buffer.concat(chunks);
 }
 
 /** A connection failure in one line: TLS errors in words, not OpenSSL's source location. */

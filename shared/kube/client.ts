@@ -2,8 +2,8 @@ import { ConfigError, ListIncompleteError } from '../errors.ts';
 import { ConnectionError, HttpTransport } from '../http/transport.ts';
 import { answerOf, answerShowsGone, written } from './answer.ts';
 import { ConflictError, KubeApiError } from './errors.ts';
-import { type HistoryResult, historyQuery, replayed } from './history.ts';
-import type { KubeClientOptions } from './options.ts';
+import { type HistoryResult, historyQuery, reached, replayed } from './history.ts';
+import type { KubeCall as Call, KubeClientOptions } from './options.ts';
 import type {
   DeleteOutcome,
   JsonPatchOp,
@@ -13,7 +13,14 @@ import type {
   NewObject,
   Preconditions,
 } from './ports.ts';
-import { checkDiscovery, checkObject, compareResourceVersions, ListProof, ProofError } from './proof.ts';
+import {
+  checkDiscovery,
+  checkObject,
+  compareResourceVersions,
+  ListProof,
+  notKubernetesLike,
+  ProofError,
+} from './proof.ts';
 import {
   collectionPath,
   describe,
@@ -25,20 +32,8 @@ import {
 
 const METADATA_ACCEPT = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json';
 
-export type { KubeClientOptions } from './options.ts';
-
-type Call = {
-  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
-  path: string;
-  query?: Record<string, string | undefined>;
-  body?: unknown;
-  contentType?: string;
-  accept?: string;
-  signal?: AbortSignal | undefined;
-  what: string;
-};
-
 export { kubeOptionsFromConfig, whereNoKubeconfig } from './kubeconfig.ts';
+export type { KubeClientOptions } from './options.ts';
 
 /** Lists read again with a larger page when their last page is exactly full (decision 0007). */
 const AMBIGUOUS_RELISTS = 2;
@@ -237,8 +232,12 @@ export class KubeHttpClient implements KubeClient {
   ): Promise<HistoryResult<T>> {
     if (span.from === span.until) return { states: [] };
     const what = `history of ${describe(ref, namespace, name)}`;
-    const query = historyQuery(name, span.from);
-    const res = await this.send({ method: 'GET', path: collectionPath(ref, namespace), query, signal, what });
+    const [path, query, enough] = [
+      collectionPath(ref, namespace),
+      historyQuery(name, span.from),
+      reached(span.until),
+    ];
+    const res = await this.send({ method: 'GET', path, query, signal, what, enough });
     if (res.status === 410) return { broken: 'the server no longer has that history (410)' };
     if (res.status < 200 || res.status >= 300) answerOf(what, res.status, res.text);
     return replayed(res.text, span.until, view);
@@ -447,7 +446,8 @@ export class KubeHttpClient implements KubeClient {
     const body = c.body === undefined ? undefined : JSON.stringify(c.body);
     if (body !== undefined) headers['content-type'] = c.contentType ?? 'application/json';
     try {
-      return await this.http.send({ call: c.what, method: c.method, url, headers, body, signal: c.signal });
+      const { what: call, method, signal, enough } = c;
+      return await this.http.send({ call, method, url, headers, body, signal, enough });
     } catch (err) {
       if (!(err instanceof ConnectionError)) throw err;
       throw new KubeApiError(c.what, 0, 'ConnectionError', err.detail, {
@@ -455,10 +455,4 @@ export class KubeHttpClient implements KubeClient {
       });
     }
   }
-}
-
-/** An answer that could come from a server that is not Kubernetes: a 404, a body that is not the kind asked for. */
-function notKubernetesLike(err: unknown): boolean {
-  if (err instanceof ProofError) return true;
-  return err instanceof KubeApiError && (err.status === 404 || err.reason === 'BadBody');
 }

@@ -9,8 +9,20 @@ import type { KubeObject } from './resources.ts';
 /** Every state in order, or why the history cannot show every state (never a guess). */
 export type HistoryResult<T> = Readonly<{ states: T[] }> | Readonly<{ broken: string }>;
 
-/** How long a replay's watch stays open: the history comes at once; the rest is the server's wait. */
-export const HISTORY_TIMEOUT_SECONDS = 1;
+/**
+ * How long the server keeps a replay's watch open: the history comes at once, and the reader
+ * stops at the version it needs (`reached`); this only bounds a version that never comes.
+ */
+export const HISTORY_TIMEOUT_SECONDS = 5;
+
+/** True once a watch answer's text holds a whole event line naming resourceVersion `until`. */
+export function reached(until: string): (text: string) => boolean {
+  const marker = `"resourceVersion":"${until}"`;
+  return (text) => {
+    const i = text.indexOf(marker);
+    return i >= 0 && text.indexOf('\n', i) >= 0;
+  };
+}
 
 /** The query of a watch of one object (by name) from resourceVersion `from`. */
 export function historyQuery(name: string, from: string): Record<string, string> {

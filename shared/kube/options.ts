@@ -30,3 +30,17 @@ export type KubeClientOptions = Readonly<{
    */
   freshLists?: boolean;
 }>;
+
+/** One request of the client, as it builds it. */
+export type KubeCall = {
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  path: string;
+  query?: Record<string, string | undefined>;
+  body?: unknown;
+  contentType?: string;
+  accept?: string;
+  signal?: AbortSignal | undefined;
+  what: string;
+  /** Read no further once the text so far will do (a watch). */
+  enough?: ((textSoFar: string) => boolean) | undefined;
+};

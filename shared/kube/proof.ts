@@ -6,6 +6,7 @@
  * A GET is the object asked for, or an error; only a 404 NotFound means absent.
  * Every check throws a message that says what was wrong; callers wrap it.
  */
+import { KubeApiError } from './errors.ts';
 import type { KubeObject, ResourceRef } from './resources.ts';
 
 export const METADATA_LIST = { kind: 'PartialObjectMetadataList', apiVersion: 'meta.k8s.io/v1' } as const;
@@ -190,4 +191,10 @@ export function compareResourceVersions(a: string, b: string): number | undefine
   if (!ok(a) || !ok(b)) return undefined;
   if (a.length !== b.length) return a.length - b.length;
   return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** An answer that could come from a server that is not Kubernetes: a 404, a body that is not the kind asked for. */
+export function notKubernetesLike(err: unknown): boolean {
+  if (err instanceof ProofError) return true;
+  return err instanceof KubeApiError && (err.status === 404 || err.reason === 'BadBody');
 }

@@ -321,7 +321,7 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
     assert.ok(now.includes('10.10.10.71'));
   });
 
-  it('a leaked bit under a writer in the background (the network written every 250 ms, during the runs too) is reclaimed within three runs of its grace', async (t, kube) => {
+  it('a leaked bit under a writer in the background (the network written every ~50 ms, during the runs too) is reclaimed within five runs of its grace', async (t, kube) => {
     const ns = await t.namespace();
     await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.70']);
     const r = danmRunner(t.options, [ns], Date.now() + MIN);
@@ -333,7 +333,7 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
         await setBits(kube, ns, 'test-net1', [a], true).catch(() => undefined);
         await setBits(kube, ns, 'test-net1', [a], false).catch(() => undefined);
         writes += 2;
-        await new Promise((res) => setTimeout(res, 250));
+        await new Promise((res) => setTimeout(res, 50));
       }
     })();
     let runs = 0;
@@ -344,8 +344,12 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
         runs++;
         const before = writes;
         while (writes < before + 2) await new Promise((res) => setTimeout(res, 100)); // written since
+        const m = r.mark();
         if ((await r.run()).deleted.length > 0) break;
-        assert.ok(runs < 6, `not reclaimed after ${runs} runs (${writes} writes of the network)`);
+        const why = r.events('delete.skipped', m).map((e) => String(e.reason));
+        if (runs >= 3)
+          console.log(`  background writer: run ${runs} held back: ${why.join('; ') || 'pending'}`);
+        assert.ok(runs < 8, `not reclaimed after ${runs} runs (${writes} writes of the network)`);
       }
     } finally {
       stop = true;
