@@ -17,6 +17,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Cluster, startCluster } from './cluster/cluster.ts';
+import { track } from './helpers/children.ts';
 import { openStackInstalled, type RealOpenStack, startOpenStack } from './openstack/real-openstack.ts';
 
 const root = new URL('..', import.meta.url).pathname;
@@ -143,11 +144,14 @@ await openstackStarting;
 /** One uvu run over the test files; its output is echoed (unless held) and kept for the count. */
 function uvu(args: string[], hold = false): Promise<{ code: number; out: string }> {
   let out = '';
-  const child = spawn(join(root, 'node_modules/.bin/uvu'), ['test', ...args], {
-    cwd: root,
-    env,
-    stdio: ['ignore', 'pipe', hold ? 'pipe' : 'inherit'],
-  });
+  // tracked: a runner stopped by a signal passes it on, and the suites stop their servers
+  const child = track(
+    spawn(join(root, 'node_modules/.bin/uvu'), ['test', ...args], {
+      cwd: root,
+      env,
+      stdio: ['ignore', 'pipe', hold ? 'pipe' : 'inherit'],
+    }),
+  );
   child.stdout?.on('data', (chunk: Buffer) => {
     if (!hold) process.stdout.write(chunk);
     out += chunk.toString();
