@@ -93,6 +93,28 @@ test('fingerprint change resets the candidate', () => {
   assert.ok(d.diff.events.some((e) => e.event === 'candidate.reset' && e.reason === 'fingerprint changed'));
 });
 
+test("a target's note is stored with its candidate, renewed at each unused observation, and decides nothing", () => {
+  const at = (n: number) => T0 + n * MIN;
+  const s1 = decide(state(), snapshot(at(0), [target('a', { note: 'r1' })]), policy(), at(0)).nextState;
+  assert.is(s1.candidates.a?.note, 'r1');
+  const s2 = decide(s1, snapshot(at(5), [target('a', { note: 'r2' })]), policy(), at(5)).nextState;
+  assert.is(s2.candidates.a?.note, 'r2', 'renewed');
+  assert.is(s2.candidates.a?.firstUnusedAt, at(0), 'the candidate kept its first observation');
+  // the same runs without notes, or with other notes, decide the same
+  for (const other of [undefined, 'x']) {
+    const t = (n: string | undefined) => target('a', n === undefined ? {} : { note: n });
+    const o1 = decide(state(), snapshot(at(0), [t(other)]), policy(), at(0)).nextState;
+    const o2 = decide(o1, snapshot(at(5), [t(other)]), policy(), at(5)).nextState;
+    const o3 = decide(o2, snapshot(at(10), [t(other)]), policy(), at(10));
+    const n3 = decide(s2, snapshot(at(10), [target('a', { note: 'r3' })]), policy(), at(10));
+    assert.equal(o3.diff.events, n3.diff.events);
+    assert.equal(
+      o3.actions.map((a) => a.target.key),
+      n3.actions.map((a) => a.target.key),
+    );
+  }
+});
+
 test('keep-mark protects', () => {
   const s = decide(state(), snapshot(T0, [target('a', { keep: true })]), policy(), T0).nextState;
   assert.equal(Object.keys(s.candidates), []);

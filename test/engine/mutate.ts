@@ -19,6 +19,16 @@ export const MUTANTS: readonly (readonly [string, string, string])[] = [
   ['incomplete snapshots decide', 'if (!isComplete(snapshot)) return abort', 'if (false) return abort'],
   ['grace ignored', 'if (graceLeft <= 0 && ageLeft <= 0) {', 'if (ageLeft <= 0 || graceLeft <= 0) {'],
   ['fingerprint ignored', 'prev.fingerprint !== t.fingerprint || ', ''],
+  [
+    'note not stored at the first observation',
+    'observations: 1,\n    ...(t.note !== undefined ? { note: t.note } : {}),',
+    'observations: 1,',
+  ],
+  [
+    'note not renewed',
+    'observations: prev.observations + 1,\n    ...(t.note !== undefined ? { note: t.note } : {}),',
+    'observations: prev.observations + 1,',
+  ],
   ['keep-mark ignored', 'if (t.keep) {', 'if (t.keep && false) {'],
   ['use ignored', 'if (used.has(t.key)) {', 'if (false) {'],
   ['indeterminate ignored', 'if (why !== undefined) {', 'if (false) {'],
