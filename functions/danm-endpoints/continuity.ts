@@ -9,7 +9,7 @@
  * the candidate starts again).
  */
 import type { ObserveContext } from '../../shared/contract/index.ts';
-import type { KubeReader } from '../../shared/kube/ports.ts';
+import type { HistoryResult, KubeReader } from '../../shared/kube/ports.ts';
 import type { KubeObject } from '../../shared/kube/resources.ts';
 import { danmResources, type Network, parseNetwork } from './model.ts';
 
@@ -61,7 +61,14 @@ export async function setThroughout(
   };
   const ref = danmResources(group)[net.type];
   const span = { from, until: net.resourceVersion };
-  const h = await kube.history(ref, net.namespace, net.name, span, view, signal);
+  let h: HistoryResult<boolean[]>;
+  try {
+    h = await kube.history(ref, net.namespace, net.name, span, view, signal);
+  } catch (err) {
+    // refused (no `watch` verb), a server error: the history says nothing, the run goes on
+    if (signal?.aborted) throw err;
+    return { broken: `its history could not be read: ${(err as Error).message}` };
+  }
   if ('broken' in h) return h;
   return indices.map((_, k) => h.states.every((st) => st[k]));
 }

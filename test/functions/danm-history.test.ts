@@ -54,4 +54,33 @@ test('a history the server no longer keeps carries nothing over: the leaked bit 
   }
 });
 
+test('a history the identity may not read (no watch verb: 403) carries nothing over, and the run goes on', async () => {
+  const t = await fakeTarget();
+  const kube = t.client();
+  try {
+    const ns = await t.namespace();
+    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.70']);
+    const r = danmRunner(t.options, [ns], Date.now() + MIN);
+    await r.run();
+    t.fake!.faults.add({ method: 'GET', path: /watch=1/, status: 403 });
+    for (const step of [6, 5]) {
+      await setBits(kube, ns, 'test-net1', ['10.10.10.100'], true);
+      await setBits(kube, ns, 'test-net1', ['10.10.10.100'], false);
+      r.now += step * MIN;
+      const m = r.mark();
+      const res = await r.run();
+      assert.is(res.exitCode, 0, 'the run goes on');
+      assert.equal(res.deleted, []);
+      const said = r.events('bits.history', m);
+      assert.is(said.length, 1, JSON.stringify(said));
+      assert.match(String(said[0]!.reason), /could not be read: .*403|Forbidden/);
+      assert.ok(r.events('candidate.reset', m).some((e) => String(e.name).endsWith('10.10.10.70')));
+    }
+    assert.ok(allocated((await kube.get(R.DanmNet, ns, 'test-net1'))!).includes('10.10.10.70'));
+  } finally {
+    await kube.close();
+    await t.close();
+  }
+});
+
 test.run();
