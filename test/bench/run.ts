@@ -1,13 +1,14 @@
 /**
  * `npm run bench`: every benchmark, each printing a markdown table; the tables are
  * also written to test/bench/RESULTS.md. Benchmarks are not tests: no verdicts.
- *   npm run bench -- engine|e2e|http|rules|batch|startup|act|real|peer|node   one of them
+ *   npm run bench -- engine|e2e|http|rules|batch|startup|churn|act|real|peer|node   one of them
  *   npm run bench -- --quick                smaller sizes
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { actBench } from './act.ts';
 import { batchBench } from './batch.ts';
+import { churnBench } from './churn.ts';
 import { resultsFile } from './common.ts';
 import { e2eBench } from './e2e.ts';
 import { engineBench } from './engine.ts';
@@ -27,6 +28,13 @@ const out = (s: string) => {
   sections.push(s);
 };
 let failed = 0;
+/** The cluster binaries, built (once, then cached) exactly as `npm test` does. */
+function buildCluster(): void {
+  const b = spawnSync('bash', [new URL('../cluster/build.sh', import.meta.url).pathname], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  if (b.status !== 0) throw new Error('test/cluster/build.sh failed: cannot run the real-cluster benchmark');
+}
 /** One benchmark; a failure is printed as its section (and the exit code), never losing the others. */
 async function section(name: string, bench: () => string | Promise<string>): Promise<void> {
   if (!want(name)) return;
@@ -47,15 +55,13 @@ if (want('real')) {
   if (process.env.TWOPASS_NO_REAL_CLUSTER === '1')
     out('### Real kube-apiserver\n\nskipped: TWOPASS_NO_REAL_CLUSTER=1\n');
   else {
-    // the cluster binaries are built (once, then cached) exactly as `npm test` does
-    const b = spawnSync('bash', [new URL('../cluster/build.sh', import.meta.url).pathname], {
-      stdio: ['ignore', 'ignore', 'inherit'],
-    });
-    if (b.status !== 0)
-      throw new Error('test/cluster/build.sh failed: cannot run the real-cluster benchmark');
+    buildCluster();
     await section('real', () => realBench(quick ? 5_000 : 50_000));
   }
 }
+await section('churn', () =>
+  churnBench(quick ? [1000, 0] : [4000, 1000, 250, 50, 0], process.env.TWOPASS_NO_REAL_CLUSTER !== '1'),
+);
 if (want('act')) {
   // Deleting runs: the fakes always; the real kube-apiserver and Neutron unless told not to.
   const real = process.env.TWOPASS_NO_REAL_CLUSTER !== '1';
