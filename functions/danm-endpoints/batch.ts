@@ -22,10 +22,8 @@ import {
   type Answer,
   type BatchItemResult,
   type BatchSpec,
-  checkFreshCount,
   deleteAsObserved,
   type FreshRead,
-  freshEvidence,
   type Note,
   type RunContext,
   type Settled,
@@ -38,39 +36,13 @@ import { answerShowsWrite, type KubeObject, type ResourceRef } from '../../share
 import { askHistory, type Clear, networkName, planClears, skipped, wantedOf } from './clears.ts';
 import { setThroughout } from './continuity.ts';
 import type { BIT_TOMBSTONE, BitData, ENDPOINT_TOMBSTONE, EpData, NetData, Settings } from './data.ts';
-import { type DanmEvidence, poolOf, readDanmEvidence, readNetwork, withBitmaps } from './evidence.ts';
+import { type DanmEvidence, danmEvidence, poolOf, readNetwork, withBitmaps } from './evidence.ts';
 import { danmResources, type Network, networkId, parseNetwork } from './model.ts';
 
 export type { NetData } from './data.ts';
 
 type Ctx = RunContext<Settings>;
 const WRITE_ATTEMPTS = 5;
-
-/** The evidence of the run's act phase (shared by every batch, re-read when older than the bound). */
-export function danmEvidence(
-  kube: KubeReader,
-  group: string,
-  ctx: Ctx,
-  newerThan?: FreshRead<DanmEvidence>,
-): Promise<FreshRead<DanmEvidence>> {
-  return freshEvidence(
-    ctx,
-    `danm-endpoints:${group}`,
-    async () => {
-      const ev = await readDanmEvidence(
-        kube,
-        group,
-        ctx.settings.pageSize,
-        ctx.signal,
-        ctx.settings.serverSkewSeconds * 1000,
-      );
-      // held to the snapshot that decided, as the snapshot was to the run before it
-      checkFreshCount(ctx, 'pods', ev.podCount);
-      return ev;
-    },
-    newerThan ? { newerThan } : {},
-  );
-}
 
 const isEp = (t: Typed<NetData>): t is Typed<EpData> => t.kind === 'DanmEp';
 const isBit = (t: Typed<NetData>): t is Typed<BitData> => t.kind === 'DanmBit';
@@ -133,9 +105,14 @@ function endpointStep(b: NetBatch): Step<NetData, KubeReader, KubeReadWriter> {
       if (rv !== d.rv) return skip('re-check: DanmEp changed since the snapshot');
       if (ev.value.pods.get(d.podUID) === d.namespace)
         return skip(`re-check: Pod ${d.namespace}/${d.pod} with UID ${d.podUID} exists`);
-      // Its tombstone: the DanmEp as it is now (the same one: uid and resourceVersion); the
-      // addresses it holds are set again by a restore.
-      const before = await reader.get(ref, d.namespace, d.name, ctx.signal);
+      // Its tombstone: the DanmEp as it is now (the same one: uid and resourceVersion), kept
+      // whole by the evidence list (the DELETE's preconditions make it the object deleted),
+      // else read; the addresses it holds are set again by a restore.
+      const listed = ev.value.kept.get(d.uid);
+      const before =
+        listed?.metadata.resourceVersion === d.rv
+          ? listed
+          : await reader.get(ref, d.namespace, d.name, ctx.signal);
       if (!before || before.metadata.uid !== d.uid || before.metadata.resourceVersion !== d.rv)
         return skip('re-check: DanmEp changed or is gone');
       return {

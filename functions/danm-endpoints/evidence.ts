@@ -5,9 +5,16 @@
  * on the network. Built from complete lists of DanmEps and pods (and, for the default
  * network of a pod, the complete lists of networks).
  */
-import { NotInstalledError } from '../../shared/contract/index.ts';
+import {
+  checkFreshCount,
+  type FreshRead,
+  freshEvidence,
+  NotInstalledError,
+  type RunContext,
+} from '../../shared/contract/index.ts';
 import type { KubeReader } from '../../shared/kube/ports.ts';
 import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
+import type { Settings } from './data.ts';
 import {
   bitIndex,
   danmResources,
@@ -223,6 +230,8 @@ export type DanmEvidence = Readonly<{
   networks: ReadonlyMap<string, Network>;
   /** DanmEp UID -> resourceVersion (those that parse and those that do not). */
   eps: ReadonlyMap<string, string>;
+  /** The DanmEps asked to be kept (by UID), as listed: the tombstones of those the act phase deletes. */
+  kept: ReadonlyMap<string, KubeObject>;
   /** Pod UID -> namespace. */
   pods: ReadonlyMap<string, string | undefined>;
   /** Items of the pods list, as the snapshot counts them. */
@@ -230,12 +239,24 @@ export type DanmEvidence = Readonly<{
   holders: BitEvidence;
 }>;
 
+/** The UIDs of the DanmEps among targets (the act phase's): its evidence list keeps them whole, as their tombstones. */
+export function endpointUids(targets: RunContext['confirmed']): Set<string> {
+  const uids = new Set<string>();
+  for (const t of targets ?? []) {
+    const d = t.data;
+    const uid = t.kind === 'DanmEp' && typeof d === 'object' && d !== null && 'uid' in d ? d.uid : undefined;
+    if (typeof uid === 'string') uids.add(uid);
+  }
+  return uids;
+}
+
 export async function readDanmEvidence(
   kube: KubeReader,
   group: string,
   pageSize: number,
   signal: AbortSignal,
   skewMs?: number,
+  keep: ReadonlySet<string> = new Set(),
 ): Promise<DanmEvidence> {
   const R = danmResources(group);
   const networks = new Map<string, Network>();
@@ -247,7 +268,14 @@ export async function readDanmEvidence(
       networks.set(n.id, n);
     }
   }
-  const list = await kube.listAll(R.danmeps, { pageSize, signal, view: endpointViewer() });
+  const kept = new Map<string, KubeObject>();
+  const viewer = endpointViewer();
+  const view = (o: KubeObject) => {
+    const uid = o.metadata?.uid;
+    if (uid && keep.has(uid)) kept.set(uid, { apiVersion: `${group}/v1`, kind: R.danmeps.kind, ...o });
+    return viewer(o);
+  };
+  const list = await kube.listAll(R.danmeps, { pageSize, signal, view });
   const pods = await kube.listAll(PODS, { metadataOnly: true, pageSize, signal, view: danmPodViewer() });
   const eps = new Map<string, string>();
   for (const v of list.items)
@@ -258,8 +286,36 @@ export async function readDanmEvidence(
   return {
     networks,
     eps,
+    kept,
     pods: live,
     podCount: pods.items.length,
     holders: new BitEvidence(list.items, pods.items, networks, new Set(networks.keys()), skewMs),
   };
+}
+
+/** The evidence of the run's act phase (shared by every batch, re-read when older than the bound). */
+export function danmEvidence(
+  kube: KubeReader,
+  group: string,
+  ctx: RunContext<Settings>,
+  newerThan?: FreshRead<DanmEvidence>,
+): Promise<FreshRead<DanmEvidence>> {
+  return freshEvidence(
+    ctx,
+    `danm-endpoints:${group}`,
+    async () => {
+      const ev = await readDanmEvidence(
+        kube,
+        group,
+        ctx.settings.pageSize,
+        ctx.signal,
+        ctx.settings.serverSkewSeconds * 1000,
+        endpointUids(ctx.confirmed),
+      );
+      // held to the snapshot that decided, as the snapshot was to the run before it
+      checkFreshCount(ctx, 'pods', ev.podCount);
+      return ev;
+    },
+    newerThan ? { newerThan } : {},
+  );
 }

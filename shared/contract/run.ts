@@ -43,6 +43,11 @@ export type RunContext<S = Readonly<Record<string, unknown>>> = Readonly<{
   previous?: (key: string) => Readonly<{ fingerprint: string; note?: string }> | undefined;
   /** The act phase's evidence, shared by its batches and re-read when older than the bound (absent: read every time). */
   fresh?: FreshEvidence;
+  /**
+   * Every target the act phase was handed, each batch's (absent outside it): a read of
+   * shared evidence may keep what their re-checks need (a tombstone) instead of a read each.
+   */
+  confirmed?: readonly Target[];
   /** Writes a batch may have in flight at once (absent: one at a time). */
   concurrency?: number;
   /**

@@ -131,6 +131,7 @@ export async function act<R, W>(rawDeps: ActDeps<R, W>, req: ActRequest): Promis
     {
       ...req.ctx,
       fresh: cache.get,
+      confirmed: req.actions.map((x) => x.target),
       sleep: deps.time.sleep,
       concurrency: req.concurrency,
       tombstone: async (entries) => {

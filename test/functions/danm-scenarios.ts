@@ -192,7 +192,13 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
     const tombs = await new FileTombstones(r.dir, () => r.now).list('danm-endpoints');
     assert.is(tombs.length, 2);
     const ta = tombs.find((x) => x.key === a.metadata.uid)!;
-    assert.equal((ta.object as KubeObject).spec, a.spec, 'the DanmEp exactly as it was');
+    const was = ta.object as KubeObject;
+    assert.equal(was.spec, a.spec, 'the DanmEp exactly as it was');
+    assert.equal(
+      [was.apiVersion, was.kind, was.metadata.uid, was.metadata.resourceVersion, was.metadata.labels],
+      [a.apiVersion, a.kind, a.metadata.uid, a.metadata.resourceVersion, a.metadata.labels],
+      'its kind, identity, version and labels',
+    );
     // .91 goes to a new pod meanwhile
     const c = await createEndpoint(kube, await createPod(kube, ns, 'c-0'), 'test-net1', '10.10.10.91/24');
     await setBits(kube, ns, 'test-net1', ['10.10.10.91']);
@@ -671,6 +677,11 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
     assert.is(n(wet, 'list', 'danmeps'), 2, 'one fresh list of DanmEps serves every batch');
     assert.is(n(wet, 'replace', 'danmnets'), 2, 'one bitmap write per network');
     assert.is(n(wet, 'delete', 'danmeps'), 20);
+    assert.is(
+      n(wet, 'get', 'danmeps'),
+      0,
+      'no DanmEp read one by one: the fresh list keeps their tombstones',
+    );
     const dryApi = dry.filter((c) => c.resource !== 'leases' && c.resource !== 'configmaps').length;
     const wetApi = wet.filter((c) => c.resource !== 'leases' && c.resource !== 'configmaps').length;
     assert.ok(
