@@ -9,6 +9,7 @@
  * the candidate starts again).
  */
 import type { ObserveContext } from '../../shared/contract/index.ts';
+import { KubeApiError } from '../../shared/kube/errors.ts';
 import type { HistoryResult, KubeReader } from '../../shared/kube/ports.ts';
 import type { KubeObject } from '../../shared/kube/resources.ts';
 import { danmResources, type Network, parseNetwork } from './model.ts';
@@ -49,7 +50,7 @@ export async function setThroughout(
   indices: readonly number[],
   from: string,
   signal?: AbortSignal,
-): Promise<boolean[] | { broken: string }> {
+): Promise<boolean[] | { broken: string; refused?: true }> {
   if (from === net.resourceVersion) return indices.map(() => true);
   const cidr = (family === 4 ? net.v4 : net.v6)?.cidr.text;
   // Each state is reduced as it arrives to which of the bits it has set.
@@ -67,7 +68,12 @@ export async function setThroughout(
   } catch (err) {
     // refused (no `watch` verb), a server error: the history says nothing, the run goes on
     if (signal?.aborted) throw err;
-    return { broken: `its history could not be read: ${(err as Error).message}` };
+    const broken = `its history could not be read: ${(err as Error).message}`;
+    if (!(err instanceof KubeApiError) || err.status !== 403) return { broken };
+    return {
+      broken: `${broken} (this identity may not watch ${ref.plural}: grant it the watch verb, as the RBAC of this version does)`,
+      refused: true,
+    };
   }
   if ('broken' in h) return h;
   return indices.map((_, k) => h.states.every((st) => st[k]));
@@ -100,13 +106,18 @@ export async function carried(
       ctx.signal,
     );
     if ('broken' in set) {
-      ctx.note('bits.history', {
-        kind: net.type,
-        name: net.namespace ? `${net.namespace}/${net.name}` : net.name,
-        from,
-        until: net.resourceVersion,
-        reason: `${set.broken}: its leaked bits start their grace again`,
-      });
+      // Refused is a setting to fix (a warning); a history the server no longer keeps is not.
+      ctx.note(
+        'bits.history',
+        {
+          kind: net.type,
+          name: net.namespace ? `${net.namespace}/${net.name}` : net.name,
+          from,
+          until: net.resourceVersion,
+          reason: `${set.broken}: its leaked bits start their grace again`,
+        },
+        set.refused ? 'warn' : 'info',
+      );
       continue;
     }
     these.forEach((a, k) => {

@@ -74,6 +74,8 @@ test('a history the identity may not read (no watch verb: 403) carries nothing o
       const said = r.events('bits.history', m);
       assert.is(said.length, 1, JSON.stringify(said));
       assert.match(String(said[0]!.reason), /could not be read: .*403|Forbidden/);
+      assert.match(String(said[0]!.reason), /may not watch danmnets: grant it the watch verb/);
+      assert.is(said[0]!.level, 'warn', 'a refusal is a setting to fix: a warning');
       assert.ok(r.events('candidate.reset', m).some((e) => String(e.name).endsWith('10.10.10.70')));
     }
     assert.ok(allocated((await kube.get(R.DanmNet, ns, 'test-net1'))!).includes('10.10.10.70'));
