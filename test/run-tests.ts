@@ -195,7 +195,7 @@ const LATE: readonly LateGroup[] = [
   {
     name: 'producers',
     files: '^node/producers\\.test\\.ts$',
-    needs: ['node-go', 'node-image', 'producers'],
+    needs: ['node-go', 'node-image', 'producers', 'helm'],
     lane: 'side',
   },
   { name: 'cloud', files: '^cloud/', needs: ['node-go', 'cloud', 'provisioner'], lane: 'main' },
@@ -204,7 +204,7 @@ const LATE: readonly LateGroup[] = [
   {
     name: 'node',
     files: '^node/(?!producers\\.test\\.ts$|image\\.test\\.ts$)',
-    needs: ['node-go', 'node-image'],
+    needs: ['node-go', 'node-image', 'helm'],
     lane: 'main',
     afterSide: true,
   },

@@ -327,7 +327,9 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
     assert.ok(now.includes('10.10.10.71'));
   });
 
-  it('a leaked bit under a writer in the background (the network written every ~50 ms, during the runs too) is reclaimed within five runs of its grace', async (t, kube) => {
+  // About twice a second: a writer faster than the act phase's read-check-write cycle starves
+  // it on a loaded machine (decision 0016, its limit); `npm run bench -- churn` reports faster paces.
+  it('a leaked bit under a writer in the background (the network written about twice a second, during the runs too) is reclaimed within five runs of its grace', async (t, kube) => {
     const ns = await t.namespace();
     await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.70']);
     const r = danmRunner(t.options, [ns], Date.now() + MIN);
@@ -339,7 +341,7 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
         await setBits(kube, ns, 'test-net1', [a], true).catch(() => undefined);
         await setBits(kube, ns, 'test-net1', [a], false).catch(() => undefined);
         writes += 2;
-        await new Promise((res) => setTimeout(res, 50));
+        await new Promise((res) => setTimeout(res, 500));
       }
     })();
     let runs = 0;
