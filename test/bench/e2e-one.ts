@@ -68,6 +68,8 @@ if (variant === 'twopass') {
   const cfg = resolveConfig(
     {
       pageSize,
+      // a grace below the floor (the peer's deleting run has grace 0)
+      ...(graceMs ? { allowShortGrace: true } : {}),
       functions: {
         [fn]: {
           enabled: true,
