@@ -6,6 +6,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { stopRealCluster } from '../cluster/cluster.ts';
 import { actBench } from './act.ts';
 import { batchBench } from './batch.ts';
 import { churnBench } from './churn.ts';
@@ -93,4 +94,6 @@ if (!quick && only.length === 0) {
   }
   writeFileSync(path, resultsFile(previous, sections));
 }
+// the real cluster the churn benchmark started (the others start and stop their own)
+await stopRealCluster();
 if (failed) process.exitCode = 1;

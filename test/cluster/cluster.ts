@@ -285,6 +285,17 @@ export async function installCrds(kube: KubeHttpClient, dir: string): Promise<vo
   }
 }
 
+/**
+ * Stops the cluster `realCluster` started itself (one the runner gave is the runner's). A
+ * script that ends on its own, like `npm run bench`, calls it: the servers' processes keep
+ * the event loop alive, so its 'beforeExit' never comes.
+ */
+export async function stopRealCluster(): Promise<void> {
+  const c = await shared?.catch(() => undefined);
+  shared = undefined;
+  await c?.stop();
+}
+
 /** The cluster the test runner started (TWOPASS_TEST_KUBECONFIG), or one of our own. */
 let shared: Promise<Cluster | undefined> | undefined;
 export function realCluster(): Promise<Cluster | undefined> {
