@@ -7,11 +7,20 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { MINUTE as MIN } from '../../shared/contract/index.ts';
+import type { KubeHttpClient } from '../../shared/kube/client.ts';
 import { allocated, createNetwork, R, setBits } from '../../shared/sandbox/scenarios/danm.ts';
 import { danmRunner } from '../helpers/danm.ts';
-import { fakeTarget } from '../helpers/kube-target.ts';
+import { fakeTarget, type KubeTarget } from '../helpers/kube-target.ts';
 
-test('a history the server no longer keeps carries nothing over: the leaked bit starts again, and the run says why', async () => {
+/** A fake API server with one network whose .70 is leaked, its first observation made. */
+async function leakedBitWorld(
+  body: (w: {
+    t: KubeTarget;
+    kube: KubeHttpClient;
+    ns: string;
+    r: ReturnType<typeof danmRunner>;
+  }) => Promise<void>,
+) {
   const t = await fakeTarget();
   const kube = t.client();
   try {
@@ -19,6 +28,15 @@ test('a history the server no longer keeps carries nothing over: the leaked bit 
     await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.70']);
     const r = danmRunner(t.options, [ns], Date.now() + MIN);
     await r.run();
+    await body({ t, kube, ns, r });
+  } finally {
+    await kube.close();
+    await t.close();
+  }
+}
+
+test('a history the server no longer keeps carries nothing over: the leaked bit starts again, and the run says why', () =>
+  leakedBitWorld(async ({ t, kube, ns, r }) => {
     t.fake!.store.history.capacity = 3;
     const churn = async () => {
       for (let i = 0; i < 3; i++) {
@@ -48,20 +66,10 @@ test('a history the server no longer keeps carries nothing over: the leaked bit 
     r.now += 5 * MIN;
     assert.is((await r.run()).deleted.length, 1);
     assert.not.ok(allocated((await kube.get(R.DanmNet, ns, 'test-net1'))!).includes('10.10.10.70'));
-  } finally {
-    await kube.close();
-    await t.close();
-  }
-});
+  }));
 
-test('a history the identity may not read (no watch verb: 403) carries nothing over, and the run goes on', async () => {
-  const t = await fakeTarget();
-  const kube = t.client();
-  try {
-    const ns = await t.namespace();
-    await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.70']);
-    const r = danmRunner(t.options, [ns], Date.now() + MIN);
-    await r.run();
+test('a history the identity may not read (no watch verb: 403) carries nothing over, and the run goes on', () =>
+  leakedBitWorld(async ({ t, kube, ns, r }) => {
     t.fake!.faults.add({ method: 'GET', path: /watch=1/, status: 403 });
     for (const step of [6, 5]) {
       await setBits(kube, ns, 'test-net1', ['10.10.10.100'], true);
@@ -79,10 +87,6 @@ test('a history the identity may not read (no watch verb: 403) carries nothing o
       assert.ok(r.events('candidate.reset', m).some((e) => String(e.name).endsWith('10.10.10.70')));
     }
     assert.ok(allocated((await kube.get(R.DanmNet, ns, 'test-net1'))!).includes('10.10.10.70'));
-  } finally {
-    await kube.close();
-    await t.close();
-  }
-});
+  }));
 
 test.run();
