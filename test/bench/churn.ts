@@ -7,14 +7,13 @@
  * history replays the runs made, those that could not be read, and the runs held back.
  */
 import { MINUTE as MIN } from '../../shared/contract/index.ts';
-import { allocated, createNetwork, R, setBits } from '../../shared/sandbox/scenarios/danm.ts';
-import { danmRunner } from '../helpers/danm.ts';
+import { allocated, createNetwork, R } from '../../shared/sandbox/scenarios/danm.ts';
+import { backgroundWriter, danmRunner } from '../helpers/danm.ts';
 import { intercept } from '../helpers/intercept.ts';
 import { fakeTarget, type KubeTarget, realTarget } from '../helpers/kube-target.ts';
 import { mdTable } from './common.ts';
 
 const MAX_RUNS = 10;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 type Row = (string | number)[];
 
@@ -29,18 +28,8 @@ async function one(t: KubeTarget, pauseMs: number): Promise<Row> {
       if (call.verb === 'history') replays++;
       return next();
     });
-  let stop = false;
-  let writes = 0;
   const began = Date.now();
-  const writer = (async () => {
-    for (let i = 0; !stop; i++) {
-      const a = `10.10.10.${100 + (i % 20)}`;
-      await setBits(kube, ns, 'net', [a], true).catch(() => undefined);
-      await setBits(kube, ns, 'net', [a], false).catch(() => undefined);
-      writes += 2;
-      await sleep(pauseMs);
-    }
-  })();
+  const writer = backgroundWriter(kube, ns, 'net', pauseMs, 20);
   let reclaimedAt: number | undefined;
   let broken = 0;
   let held = 0;
@@ -48,16 +37,14 @@ async function one(t: KubeTarget, pauseMs: number): Promise<Row> {
     await r.run();
     for (let run = 1; run <= MAX_RUNS && reclaimedAt === undefined; run++) {
       r.now += 4 * MIN;
-      const before = writes;
-      while (writes < before + 2) await sleep(20); // written since the last run
+      await writer.written(); // written since the last run
       const m = r.mark();
       if ((await r.run()).deleted.length > 0) reclaimedAt = run;
       broken += r.events('bits.history', m).length;
       held += r.events('delete.skipped', m).length > 0 ? 1 : 0;
     }
   } finally {
-    stop = true;
-    await writer;
+    await writer.stop();
   }
   const secs = (Date.now() - began) / 1000;
   const gone = !allocated((await kube.get(R.DanmNet, ns, 'net'))!).includes('10.10.10.70');
@@ -65,9 +52,9 @@ async function one(t: KubeTarget, pauseMs: number): Promise<Row> {
   return [
     t.name,
     pauseMs === 0 ? 'none' : `${pauseMs} ms`,
-    (writes / secs).toFixed(1),
+    (writer.writes / secs).toFixed(1),
     reclaimedAt !== undefined && gone ? reclaimedAt : `not in ${MAX_RUNS}`,
-    writes,
+    writer.writes,
     replays,
     broken,
     held,

@@ -23,7 +23,7 @@ import {
   setBits,
 } from '../../shared/sandbox/scenarios/danm.ts';
 import { FileTombstones } from '../../shared/state/tombstones.ts';
-import { danmRunner } from '../helpers/danm.ts';
+import { backgroundWriter, danmRunner } from '../helpers/danm.ts';
 import { type Call, intercept, writeRecorder } from '../helpers/intercept.ts';
 import type { KubeTarget } from '../helpers/kube-target.ts';
 import { parsed } from '../helpers/settings.ts';
@@ -333,37 +333,25 @@ export function danmScenarios(label: string, getTarget: () => Promise<KubeTarget
     const ns = await t.namespace();
     await createNetwork(kube, ns, 'test-net1', '10.10.10.0/24', ['10.10.10.70']);
     const r = danmRunner(t.options, [ns], Date.now() + MIN);
-    let stop = false;
-    let writes = 0;
-    const writer = (async () => {
-      for (let i = 0; !stop; i++) {
-        const a = `10.10.10.${100 + (i % 10)}`;
-        await setBits(kube, ns, 'test-net1', [a], true).catch(() => undefined);
-        await setBits(kube, ns, 'test-net1', [a], false).catch(() => undefined);
-        writes += 2;
-        await new Promise((res) => setTimeout(res, 500));
-      }
-    })();
+    const writer = backgroundWriter(kube, ns, 'test-net1', 500);
     let runs = 0;
     try {
       await r.run(); // the first observation
       for (;;) {
         r.now += 4 * MIN;
         runs++;
-        const before = writes;
-        while (writes < before + 2) await new Promise((res) => setTimeout(res, 100)); // written since
+        await writer.written(); // written since
         const m = r.mark();
         if ((await r.run()).deleted.length > 0) break;
         const why = r.events('delete.skipped', m).map((e) => String(e.reason));
         if (runs >= 3)
           console.log(`  background writer: run ${runs} held back: ${why.join('; ') || 'pending'}`);
-        assert.ok(runs < 8, `not reclaimed after ${runs} runs (${writes} writes of the network)`);
+        assert.ok(runs < 8, `not reclaimed after ${runs} runs (${writer.writes} writes of the network)`);
       }
     } finally {
-      stop = true;
-      await writer;
+      await writer.stop();
     }
-    console.log(`  background writer: reclaimed at run ${runs}, the network written ${writes} times`);
+    console.log(`  background writer: reclaimed at run ${runs}, the network written ${writer.writes} times`);
     // the grace (10 min) is over at the third run (12 min); contended clears may wait a run or two
     assert.ok(runs >= 3, `reclaimed at run ${runs}, inside its grace`);
     assert.not.ok((await bits(kube, ns)).includes('10.10.10.70'));
