@@ -124,13 +124,24 @@ export function networksBeingSetUp(
 ): SetUpCheck {
   // a skew that is not a number (settings not validated) must never switch the guard off
   const skewMs = Number.isFinite(skew) && skew >= 0 ? skew : SERVER_SKEW_MS;
-  // DanmEps per pod and network: a pod may ask for several interfaces on one network, and
-  // each is set up by its own CNI ADD (its bit set before its DanmEp is written).
-  const has = new Map<string, number>();
+  // DanmEps per pod (keyed by the DanmEp's own podUID string: no string built per DanmEp),
+  // then per network when a pod is looked at: a pod may ask for several interfaces on one
+  // network, and each is set up by its own CNI ADD (its bit set before its DanmEp is written).
+  const byPod = new Map<string, Endpoint | Endpoint[]>();
   for (const e of endpoints) {
-    const k = `${e.podUID}|${networkId(e.networkType, e.namespace, e.network)}`;
-    has.set(k, (has.get(k) ?? 0) + 1);
+    const had = byPod.get(e.podUID);
+    if (had === undefined) byPod.set(e.podUID, e);
+    else if (Array.isArray(had)) had.push(e);
+    else byPod.set(e.podUID, [had, e]);
   }
+  const on = (uid: string | undefined, id: string): number => {
+    const had = uid === undefined ? undefined : byPod.get(uid);
+    if (had === undefined) return 0;
+    let n = 0;
+    for (const e of Array.isArray(had) ? had : [had])
+      if (networkId(e.networkType, e.namespace, e.network) === id) n++;
+    return n;
+  };
   const ids = new Map<string, Protection>();
   const namespaces = new Map<string, Protection>();
   let cluster: Protection | undefined;
@@ -154,7 +165,7 @@ export function networksBeingSetUp(
       continue;
     }
     if (req.kind === 'default') {
-      if (defaultCandidates(ns).some((id) => has.has(`${p.metadata.uid}|${id}`))) continue;
+      if (defaultCandidates(ns).some((id) => on(p.metadata.uid, id) > 0)) continue;
       for (const n of req.ids)
         keep(ids, n, { why: `${who()} is being set up on its default network (no DanmEp yet)`, createdMs });
       continue;
@@ -162,7 +173,7 @@ export function networksBeingSetUp(
     const asked = new Map<string, number>();
     for (const n of req.ids) asked.set(n, (asked.get(n) ?? 0) + 1);
     for (const [n, want] of asked) {
-      const got = has.get(`${p.metadata.uid}|${n}`) ?? 0;
+      const got = on(p.metadata.uid, n);
       if (got >= want) continue;
       keep(ids, n, {
         why:
@@ -173,7 +184,7 @@ export function networksBeingSetUp(
       });
     }
   }
-  has.clear(); // the check below closes over this scope: drop what it does not read
+  byPod.clear(); // the check below closes over this scope: drop what it does not read
   const protects = (p: Protection | undefined, lastWriteMs: number | undefined) =>
     p !== undefined && (lastWriteMs === undefined || p.createdMs <= lastWriteMs + skewMs) ? p.why : undefined;
   return (netId, lastWriteMs) => {

@@ -15,6 +15,7 @@ import type {
   SingleKind,
   TargetInit,
   TwopassFunction,
+  Verdict,
 } from './kinds.ts';
 import {
   type BatchItemResult,
@@ -98,6 +99,88 @@ function kindTables<R, W, S>(
 }
 
 /**
+ * The targets of one observation as they are built, each with its handle. A target's data
+ * is checked and attached at the end, and only to targets not in use: only those can be
+ * removed (or reported). At 150,000 targets the data of the rest would be a third of the
+ * snapshot's memory, and checking it with its schema (a copy each) took 0.5-1 s of a
+ * 300,000-target run.
+ */
+function targetBook<S, R, W>(
+  name: string,
+  kindOf: (k: string) => KindSpec<unknown, R, W, S> | undefined,
+  ctx: RunContext<S>,
+) {
+  // A hole: a target in use that is only counted (decision 0017).
+  const targets: (Target | undefined)[] = [];
+  const data: unknown[] = [];
+  const used: string[] = [];
+  const indeterminate: Indeterminate[] = [];
+  let counted = 0;
+  const build = (kind: string, init: Omit<TargetInit<unknown>, 'data'>): Target => ({
+    key: init.key,
+    kind,
+    fingerprint: init.fingerprint,
+    name: init.name,
+    keep: keepMarked(init.marks),
+    ...(init.createdAt !== undefined ? { createdAt: init.createdAt } : {}),
+    ...(init.note !== undefined ? { note: init.note } : {}),
+  });
+  // Only a target the decision reads nothing of but its use may be dropped: not keep-marked
+  // (counted as kept), not a stored candidate (rescued, with an event). Its key stays in
+  // `used`, so that another target of the same key is in use as well.
+  const countable = (t: Target) => ctx.countUsed === true && !t.keep && ctx.previous?.(t.key) === undefined;
+
+  const target = (kindName: string, init: TargetInit<unknown>): Verdict => {
+    if (!kindOf(kindName)) throw new Error(`${name}: target kind ${kindName} is not declared`);
+    const i = targets.push(build(kindName, init)) - 1;
+    data[i] = init.data;
+    let undecided = false;
+    return {
+      used: () => {
+        used.push(init.key);
+        data[i] = undefined;
+        const t = targets[i];
+        if (t && !undecided && countable(t)) {
+          targets[i] = undefined;
+          counted++;
+        }
+      },
+      indeterminate: (reason) => {
+        undecided = true;
+        indeterminate.push({ key: init.key, reason });
+        // said undecided after it was counted in use: held again (undecided wins over used)
+        if (targets[i] === undefined) {
+          targets[i] = build(kindName, init);
+          counted--;
+        }
+      },
+    };
+  };
+  const unreadable = (kindName: string, init: Omit<TargetInit<unknown>, 'data'>, reason: string) => {
+    targets.push(build(kindName, init));
+    indeterminate.push({ key: init.key, reason });
+  };
+  /** The targets held, each not in use with its checked data; the counted; the keys in use; the undecided. */
+  const done = () => {
+    const kept: Target[] = [];
+    for (const [i, t] of targets.entries()) {
+      if (t === undefined) continue;
+      const d = data[i];
+      if (d === undefined) {
+        kept.push(t);
+        continue;
+      }
+      const r = kindOf(t.kind)!.data.safeParse(d);
+      // A bug, not bad input: the function built data its own kind does not accept.
+      if (!r.success) throw new Error(`${name}: ${t.kind} ${t.key}: ${issueText(r.error)}`);
+      kept.push({ ...t, data: r.data });
+    }
+    return { targets: kept, ...(counted > 0 ? { counted } : {}), used, indeterminate };
+  };
+  return { target, unreadable, done };
+}
+
+/**
  * A function's observe, run with the context it builds targets through: its sources, its
  * targets (data only on those not in use), and what it said of them.
  */
@@ -108,26 +191,9 @@ async function collect<S, R, W, K extends Record<string, unknown>>(
   ctx: RunContext<S>,
 ): Promise<Observation> {
   const sources: SourceMeta[] = [];
-  const targets: Target[] = [];
-  // A target's data is checked and attached at the end, and only to targets not in use:
-  // only those can be removed (or reported). At 150,000 targets the data of the rest would
-  // be a third of the snapshot's memory, and checking it with its schema (a copy each) took
-  // 0.5-1 s of a 300,000-target run.
-  const data: unknown[] = [];
-  const used: string[] = [];
-  const indeterminate: Indeterminate[] = [];
   const blockers: string[] = [];
   const holds: string[] = [];
-  const build = (kind: string, init: Omit<TargetInit<unknown>, 'data'>, data: unknown): Target => ({
-    key: init.key,
-    kind,
-    fingerprint: init.fingerprint,
-    name: init.name,
-    keep: keepMarked(init.marks),
-    ...(init.createdAt !== undefined ? { createdAt: init.createdAt } : {}),
-    ...(init.note !== undefined ? { note: init.note } : {}),
-    ...(data !== undefined ? { data } : {}),
-  });
+  const book = targetBook(name, kindOf, ctx);
   const octx: ObserveContext<S, K> = {
     ...ctx,
     source: (name, role, list) => {
@@ -144,41 +210,15 @@ async function collect<S, R, W, K extends Record<string, unknown>>(
         complete: true,
       });
     },
-    target: (kindName, init) => {
-      const kind = kindOf(kindName);
-      if (!kind) throw new Error(`${name}: target kind ${kindName} is not declared`);
-      // Its data is checked with its kind's schema at the end, if it is not in use by then.
-      const i = targets.push(build(kindName, init, undefined)) - 1;
-      data[i] = init.data;
-      return {
-        used: () => {
-          used.push(init.key);
-          data[i] = undefined;
-        },
-        indeterminate: (reason) => void indeterminate.push({ key: init.key, reason }),
-      };
-    },
-    unreadable: (kindName, init, reason) => {
-      targets.push(build(kindName, init, undefined));
-      indeterminate.push({ key: init.key, reason });
-    },
+    target: book.target,
+    unreadable: book.unreadable,
     blocker: (reason) => void blockers.push(reason),
     hold: (reason) => void holds.push(reason),
   };
   await observe(octx);
-  for (const [i, d] of data.entries()) {
-    if (d === undefined) continue;
-    const t = targets[i]!;
-    const r = kindOf(t.kind)!.data.safeParse(d);
-    // A bug, not bad input: the function built data its own kind does not accept.
-    if (!r.success) throw new Error(`${name}: ${t.kind} ${t.key}: ${issueText(r.error)}`);
-    targets[i] = { ...t, data: r.data };
-  }
   return {
     sources,
-    targets,
-    used,
-    indeterminate,
+    ...book.done(),
     ...(blockers.length ? { blockers } : {}),
     ...(holds.length ? { holds } : {}),
   };

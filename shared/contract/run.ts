@@ -41,6 +41,12 @@ export type RunContext<S = Readonly<Record<string, unknown>>> = Readonly<{
    * observing: a function may carry a fingerprint over only on evidence it checks itself.
    */
   previous?: (key: string) => Readonly<{ fingerprint: string; note?: string }> | undefined;
+  /**
+   * The run reads nothing of a target in use but that it is (decision 0017): one that is
+   * neither keep-marked, nor undecided, nor a stored candidate is counted, and its object
+   * dropped as it is built. Absent (explain, a saved snapshot, rules test): every target kept.
+   */
+  countUsed?: boolean;
   /** The act phase's evidence, shared by its batches and re-read when older than the bound (absent: read every time). */
   fresh?: FreshEvidence;
   /**

@@ -43,10 +43,15 @@ function abort(previous: State, snapshot: Snapshot, reason: string): Decision {
     nextState: previous,
     diff: {
       events: [{ event: 'run.aborted', reason }],
-      summary: { ...EMPTY_SUMMARY, targets: snapshot.targets.length },
+      summary: { ...EMPTY_SUMMARY, targets: targetCount(snapshot) },
       outcome: 'aborted',
     },
   };
+}
+
+/** Every target the snapshot saw: those it holds and those it only counted. */
+export function targetCount(snapshot: Snapshot): number {
+  return snapshot.targets.length + (snapshot.counted ?? 0);
 }
 
 function incompleteReason(snapshot: Snapshot): string {
@@ -239,8 +244,12 @@ export function decide(
 
   const candidates: Record<string, Candidate> = {};
   const confirmed: DeleteAction[] = [];
-  const summary = { ...EMPTY_SUMMARY, targets: snapshot.targets.length };
+  const summary = { ...EMPTY_SUMMARY, targets: targetCount(snapshot) };
   const seen = new Set<string>();
+  // Counted targets are in use; under a snapshot-wide blocker every target is undecided, and
+  // these are counted so (without an event each: none of them could have become a candidate).
+  if (blocker === undefined) summary.used += snapshot.counted ?? 0;
+  else summary.indeterminate += snapshot.counted ?? 0;
 
   for (const t of snapshot.targets) {
     const prev = Object.hasOwn(prevCandidates, t.key) ? prevCandidates[t.key] : undefined;
@@ -303,7 +312,7 @@ export function decide(
   // once the lower counts held in consecutive complete snapshots for long enough).
   const { reasons, pending } = evidenceVerdict(previous, lastSnapshot, policy, now, options, events);
   const guards: RefusalGuard[] = reasons.length > 0 ? ['evidence-drop'] : [];
-  const deletionRefusal = deletionGuards(confirmed.length, snapshot.targets.length, policy);
+  const deletionRefusal = deletionGuards(confirmed.length, summary.targets, policy);
   for (const [guard, why] of deletionRefusal) {
     guards.push(guard);
     reasons.push(why);

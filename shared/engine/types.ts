@@ -47,6 +47,12 @@ export type Snapshot = Readonly<{
   takenAt: number;
   sources: readonly SourceMeta[];
   targets: readonly Target[];
+  /**
+   * Targets in use that the run only counts (decision 0017): neither keep-marked, nor
+   * undecided, nor a stored candidate, so that a decision reads nothing of them but that
+   * they are in use. Their keys are in `used`; their objects are not in `targets`. Absent: 0.
+   */
+  counted?: number;
   /** Keys of targets with evidence of use. */
   used: readonly string[];
   /** Targets whose use cannot be decided, with the reason. */

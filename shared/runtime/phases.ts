@@ -5,7 +5,7 @@
  * `run.finished` and an exit code.
  */
 import type { FunctionContext, ParsedSettings, TwopassFunction } from '../contract/index.ts';
-import { decide } from '../engine/decide.ts';
+import { decide, targetCount } from '../engine/decide.ts';
 import type { Decision, DeleteAction, Policy, Snapshot, State } from '../engine/types.ts';
 import { ConfigError, callOf, messageOf } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
@@ -82,7 +82,8 @@ export async function observe<R>(
     {
       event: 'snapshot.taken',
       sources: snapshot.sources,
-      targets: snapshot.targets.length,
+      targets: targetCount(snapshot),
+      ...(snapshot.counted ? { counted: snapshot.counted } : {}),
       used: snapshot.used.length,
       indeterminate: snapshot.indeterminate.length,
       ...(snapshot.blockers?.length ? { blockers: snapshot.blockers } : {}),
@@ -138,6 +139,8 @@ export async function front<R>(
     policy: Policy;
     acceptEvidence?: boolean | undefined;
     dryRun: boolean;
+    /** Targets in use are counted, not kept (decision 0017): a run that saves no snapshot. */
+    countUsed?: boolean;
   }>,
 ): Promise<Front> {
   const loaded = await loadState(store, fn.name, x);
@@ -149,6 +152,7 @@ export async function front<R>(
     note: (event, fields, level = 'info') => x.log[level]({ event, ...fields }, event),
     previous: (key) =>
       Object.hasOwn(loaded.state.candidates, key) ? loaded.state.candidates[key] : undefined,
+    ...(ask.countUsed ? { countUsed: true } : {}),
   };
   const snapshot = await observe(fn, reader, ctx, ask.snapshotId, x, time);
   const decision = decideAndLog(loaded, snapshot, ask.policy, ask, x.log);
@@ -255,12 +259,13 @@ export function approvedOnly(
       continue;
     }
     const t = seen.get(e.key);
+    // a target in use may be only counted (not in `targets`), never gone
     const reason = a
       ? `changed since the report (fingerprint ${e.fingerprint} -> ${a.target.fingerprint})`
-      : !t
-        ? 'gone since the report'
-        : used.has(e.key)
-          ? 'in use again since the report'
+      : used.has(e.key)
+        ? 'in use again since the report'
+        : !t
+          ? 'gone since the report'
           : t.fingerprint !== e.fingerprint
             ? 'changed since the report'
             : 'not confirmed now (indeterminate, kept, or its observation started over)';

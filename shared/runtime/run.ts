@@ -291,6 +291,8 @@ async function phases<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Scope, at: 
     policy: req.policy,
     acceptEvidence: req.acceptEvidence,
     dryRun: !req.apply,
+    // a saved snapshot holds every target; otherwise those in use are only counted
+    countUsed: !deps.saveSnapshot,
   });
   const { loaded, decision, ctx } = ahead;
   let { snapshot } = ahead;

@@ -88,6 +88,71 @@ test('the data of a target in use is never checked: it is dropped (a schema chec
   assert.equal(bad.used, ['k'], 'data that does not fit, in use: nothing to throw for');
 });
 
+/** Six targets, each used, undecided or unused in its own way (decision 0017). */
+const sixWays = defineFunction<z.ZodObject, null, null, { Thing: { id: string } }>({
+  name: 'six-ways',
+  description: 'test-only',
+  access: { cluster: [] },
+  settings: z.object({}).strict(),
+  defaults: TEST_DEFAULTS,
+  kinds: {
+    Thing: {
+      data: z.object({ id: z.string() }),
+      unused: 'never',
+      removal: 'nothing',
+      touches: () => [],
+      recheck: async () => ({ ok: true }),
+      remove: async () => ({ outcome: 'deleted' }),
+      confirmGone: async () => true,
+    },
+  },
+  async observe(_r, c) {
+    c.source('things', 'target', { items: [1, 2, 3, 4, 5, 6] });
+    const thing = (key: string, keep = false) =>
+      c.target('Thing', {
+        key,
+        fingerprint: 'f',
+        name: `thing ${key}`,
+        data: { id: key },
+        ...(keep ? { marks: [{ annotations: { 'twopass.io/keep': 'true' } }] } : {}),
+      });
+    thing('a').used(); // counted
+    thing('b', true).used(); // keep-marked: counted as kept, so held
+    thing('c').used(); // a stored candidate: rescued, so held
+    const d = thing('d');
+    d.indeterminate('first undecided');
+    d.used();
+    const e = thing('e');
+    e.used();
+    e.indeterminate('then undecided'); // held again
+    thing('f'); // unused
+  },
+});
+
+test('a run that counts targets in use drops those it reads nothing of, and holds the rest (decision 0017)', async () => {
+  const previous = (key: string) => (key === 'c' ? { fingerprint: 'f' } : undefined);
+  const all = await sixWays.observe(null, { ...ctx, previous });
+  assert.equal(
+    all.targets.map((t) => t.key),
+    ['a', 'b', 'c', 'd', 'e', 'f'],
+    'not asked to count: every target held (explain, a saved snapshot)',
+  );
+  assert.is(all.counted, undefined);
+  const some = await sixWays.observe(null, { ...ctx, previous, countUsed: true });
+  assert.equal(
+    some.targets.map((t) => t.key),
+    ['b', 'c', 'd', 'e', 'f'],
+  );
+  assert.is(some.counted, 1);
+  assert.equal(some.used, ['a', 'b', 'c', 'd', 'e'], 'a counted target is still in use by its key');
+  assert.equal(
+    some.indeterminate.map((i) => i.key),
+    ['d', 'e'],
+  );
+  assert.equal(some.targets.find((t) => t.key === 'f')?.data, { id: 'f' }, 'the unused keeps its data');
+  assert.is(some.targets.find((t) => t.key === 'e')?.name, 'thing e', 'held again whole');
+});
+
 test('a target whose data does not fit its kind is never dispatched: re-check refuses, removal skips', async () => {
   const fn = strict({ id: 'x', version: 1 }, 'none');
   const t = { key: 'k', kind: 'Thing', fingerprint: 'f', name: 'n', keep: false, data: { id: 'x' } };

@@ -39,8 +39,18 @@ export const MUTANTS: readonly (readonly [string, string, string])[] = [
   ],
   [
     'deletion guard off',
-    'const deletionRefusal = deletionGuards(confirmed.length, snapshot.targets.length, policy);',
+    'const deletionRefusal = deletionGuards(confirmed.length, summary.targets, policy);',
     'const deletionRefusal: [RefusalGuard, string][] = [];',
+  ],
+  [
+    'counted targets left out of the total',
+    'const summary = { ...EMPTY_SUMMARY, targets: targetCount(snapshot) };',
+    'const summary = { ...EMPTY_SUMMARY, targets: snapshot.targets.length };',
+  ],
+  [
+    'counted targets not in use',
+    'if (blocker === undefined) summary.used += snapshot.counted ?? 0;',
+    'if (blocker === undefined) summary.used += 0;',
   ],
   ['percentage guard off', 'if (confirmed > floor && percent > policy.maxDeletionPercent)', 'if (false)'],
   ['evidence accepted at once', 'pending.snapshots >= 2 && heldMs >= after', 'true'],

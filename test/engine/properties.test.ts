@@ -5,7 +5,7 @@
 import fc from 'fast-check';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { decide } from '../../shared/engine/decide.ts';
+import { decide, targetCount } from '../../shared/engine/decide.ts';
 import type { Policy, Snapshot, State, Target } from '../../shared/engine/types.ts';
 import { deepFreeze, FN, MIN, sources, state } from '../helpers/engine.ts';
 
@@ -250,6 +250,42 @@ test('decide is deterministic and never mutates its inputs', () => {
       const b = decide(s, snap, p, at);
       assert.equal(a, b);
       assert.equal({ s, snap, p }, before);
+      return true;
+    }),
+    { numRuns: RUNS },
+  );
+});
+
+/** The snapshot a run that counts targets in use holds (decision 0017): those it reads nothing of are dropped. */
+function counting(snap: Snapshot, s: State): Snapshot {
+  const used = new Set(snap.used);
+  const undecided = new Set(snap.indeterminate.map((i) => i.key));
+  const drop = (t: Target) =>
+    used.has(t.key) && !t.keep && !undecided.has(t.key) && !Object.hasOwn(s.candidates, t.key);
+  const targets = snap.targets.filter((t) => !drop(t));
+  const counted = snap.targets.length - targets.length;
+  return { ...snap, targets, ...(counted > 0 ? { counted } : {}) };
+}
+
+test('counting the targets in use, instead of holding them, changes no decision', () => {
+  fc.assert(
+    fc.property(seqArb, policyArb, fc.boolean(), (worlds, p, blocked) => {
+      for (const { before, snap, d, at } of replay(worlds, p)) {
+        const full = blocked ? { ...snap, blockers: ['a Service is being placed'] } : snap;
+        const a = decide(before, full, p, at);
+        const small = counting(full, before);
+        const b = decide(before, small, p, at);
+        assert.equal(targetCount(small), full.targets.length);
+        assert.equal(b.actions, a.actions);
+        assert.equal(b.nextState, a.nextState);
+        assert.equal(b.diff.summary, a.diff.summary);
+        assert.equal(b.diff.outcome, a.diff.outcome);
+        // under a blocker a counted target is counted undecided, without an event of its own
+        const held = new Set(small.targets.map((t) => t.key));
+        const said = a.diff.events.filter((e) => e.event !== 'target.indeterminate' || held.has(e.key));
+        assert.equal(b.diff.events, blocked ? said : a.diff.events);
+        if (!blocked) assert.equal(d, a);
+      }
       return true;
     }),
     { numRuns: RUNS },

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { MINUTE as MIN } from '../../shared/contract/index.ts';
-import type { Policy } from '../../shared/engine/types.ts';
+import type { Policy, Snapshot } from '../../shared/engine/types.ts';
 import { ListIncompleteError } from '../../shared/errors.ts';
 import { EXIT } from '../../shared/runtime/errors.ts';
 import { type RunDeps, type RunRequest, run } from '../../shared/runtime/run.ts';
@@ -439,6 +439,51 @@ test('run --apply --report: the report of what the run set out to delete is writ
   assert.equal([...r.deleted].sort(), ['a', 'b']);
   assert.equal(written, [{ entries: 2, writesBefore: 0 }], 'written once, before the first deletion');
   assert.match(String(s.cap.events('report.written')[0]?.why), /apply/);
+});
+
+test('a run counts the targets in use it reads nothing of; a saved snapshot holds them all (decision 0017)', async ({
+  dir,
+}) => {
+  const w = world(['a', 'b', 'c'], { u1: 'a' });
+  const s = setup(dir, w);
+  const saved: Snapshot[] = [];
+  await run(s.deps, s.req({ apply: false, record: true }));
+  const taken = s.cap.events('snapshot.taken')[0]!;
+  assert.equal([taken.targets, taken.counted, taken.used], [3, 1, 1], 'a is counted in use, not held');
+  assert.equal(
+    s.cap.events('candidate.new').map((e) => e.key),
+    ['b', 'c'],
+  );
+  // b comes into use: a stored candidate is held, so that its rescue is said
+  w.users.set('u2', 'b');
+  s.advance(11 * MIN);
+  const r = await run({ ...s.deps, saveSnapshot: async (x: Snapshot) => `mem ${saved.push(x)}` }, s.req());
+  assert.equal(r.deleted, ['c']);
+  assert.equal(
+    s.cap.events('candidate.rescued').map((e) => e.key),
+    ['b'],
+  );
+  assert.equal(
+    saved[0]?.targets.map((t) => t.key),
+    ['a', 'b', 'c'],
+    'a saved snapshot holds every target',
+  );
+  assert.is(saved[0]?.counted, undefined);
+  s.advance(11 * MIN);
+  await run(s.deps, s.req());
+  const last = s.cap.events('snapshot.taken').at(-1)!;
+  assert.equal([last.targets, last.counted, last.used], [2, 2, 2]);
+  assert.equal(s.cap.events('run.finished').at(-1)?.summary, {
+    targets: 2,
+    used: 2,
+    kept: 0,
+    indeterminate: 0,
+    newCandidates: 0,
+    pending: 0,
+    rescued: 0,
+    reset: 0,
+    confirmed: 0,
+  });
 });
 
 test('a dry run without --record says that its observations are not recorded', async ({ dir }) => {
