@@ -470,7 +470,7 @@ type Churn = Readonly<{
   freedByTwopass: readonly { id: string; ip: string; job: string }[];
   /** Allocations twopass re-read and left: someone else changed them first. */
   lostRaces: number;
-  runs: readonly { name: string; started: number; condition: string; killed: boolean }[];
+  runs: readonly { name: string; started: number; condition: string; killed: boolean; logged: boolean }[];
   /** Leaks gone from the pool, by whom: twopass, or whereabouts (its controller or reconciler). */
   leaksFreedBy: Readonly<{ twopass: number; whereabouts: number; notYet: number }>;
   /** twopass's faults: a wrong free, a duplicate address, a Job that failed on its own. */
@@ -490,6 +490,23 @@ type Churn = Readonly<{
  * wrong free, whoever made it; the CronJob's Jobs are read as they end. After the churn it
  * waits (up to 5 min) until every leak has left the pool.
  */
+/**
+ * A leak freed by a run whose log is lost (its tombstone's time is all there is): 1 when
+ * that run is not among the runs counted from `since` to `at` already. It is the last run
+ * begun by then if that run's log is lost and it was not killed with the node (a Job that
+ * completed while its node was down, its log gone with it); a run whose log was read did not
+ * free it (its deletion would be in the log), and a killed run is not counted.
+ */
+function freeingRunUncounted(
+  runs: readonly { started: number; killed: boolean; logged: boolean }[],
+  since: number,
+  at: number,
+): 0 | 1 {
+  let last: { started: number; killed: boolean; logged: boolean } | undefined;
+  for (const r of runs) if (r.started <= at && (!last || r.started > last.started)) last = r;
+  return !last || last.started <= since || last.killed || last.logged ? 1 : 0;
+}
+
 async function churn(ctx: Ctx, range: string, net: string, prefix: string, rounds: number): Promise<Churn> {
   const { cluster, node, kube } = ctx;
   const violations: string[] = [];
@@ -498,7 +515,7 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
   const leaks = new Map<string, { at: number; ip: string; podref: string }>();
   const lostPods = new Set<string>();
   const freedByTwopass: { id: string; ip: string; job: string }[] = [];
-  const runs: { name: string; started: number; condition: string; killed: boolean }[] = [];
+  const runs: { name: string; started: number; condition: string; killed: boolean; logged: boolean }[] = [];
   const seenJobs = new Set<string>();
   let lostRaces = 0;
   let killedRuns = 0;
@@ -568,6 +585,7 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
         started: first ? Date.parse(String(first.time)) : Date.parse(String(j.status?.startTime)),
         condition: end.condition,
         killed: killedWithNode(end),
+        logged: end.events.some((e) => e.event === 'run.finished'),
       });
       // what the run said of each allocation (by container id), for a leak freed late
       for (const e of end.events) {
@@ -697,7 +715,7 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
     // with the lost node before it freed anything does not count
     const between =
       runs.filter((r) => !r.killed && r.started > l.at && r.started <= freedAt).length +
-      (runs.some((r) => r.name === f.job) ? 0 : 1);
+      (runs.some((r) => r.name === f.job) ? 0 : freeingRunUncounted(runs, l.at, freedAt));
     if (between > 2)
       late.push(
         `${l.ip} (${l.podref}) freed by the ${between}th run after it leaked at ${new Date(l.at).toISOString()}; ` +
