@@ -28,7 +28,7 @@ import {
   parseNetwork,
   unparsableMayHold,
 } from './model.ts';
-import { INTERFACES_ANNOTATION, networksBeingSetUp, type SetUpCheck } from './pods.ts';
+import { type SetUpCheck, setUpTracker } from './pods.ts';
 
 export const NETWORK_TYPES: readonly NetworkType[] = ['DanmNet', 'TenantNetwork', 'ClusterNetwork'];
 
@@ -48,15 +48,19 @@ export class BitEvidence {
   }[] = [];
   /** Per network and family, the DanmEps that hold each bit (by index: no string per bit). */
   private readonly holders = new Map<string, Map<number, Endpoint[]>>();
-  private readonly settingUp: SetUpCheck;
+  private readonly tracker: ReturnType<typeof setUpTracker>;
+  /** Until every pod was read (`podsRead`), any network may have a pod being set up. */
+  private settingUp: SetUpCheck = () => 'a pod not read yet may be being set up on it';
+  /** The namespace of each live pod that has a DanmEp, by the DanmEp's PodUID (filled by `pod`). */
+  readonly live: ReadonlyMap<string, string | undefined>;
 
   /**
    * `networks`: the networks to index holders for (bitIndex needs their pools);
    * `existing`: ids of the networks that exist, for resolving a pod's default network.
+   * The pods come after, one at a time (`pod`, a list's view), then `podsRead()`.
    */
   constructor(
     eps: readonly EndpointView[],
-    pods: readonly KubeObject[],
     networks: ReadonlyMap<string, Network>,
     existing?: ReadonlySet<string>,
     skewMs?: number,
@@ -89,7 +93,23 @@ export class BitEvidence {
         else bits.set(idx, [ep]);
       }
     }
-    this.settingUp = networksBeingSetUp(pods, this.parsed, existing, skewMs);
+    this.tracker = setUpTracker(this.parsed, existing, skewMs);
+    this.live = this.tracker.live;
+  }
+
+  /**
+   * The view of the pod list: each pod is judged as its page arrives and nothing of it is
+   * kept (but its namespace, for a pod with a DanmEp). A list restarted after a 410 hands
+   * some pods twice, and pods of the abandoned pages: more in use, never less.
+   */
+  readonly pod = (p: KubeObject): 1 => {
+    this.tracker.add(p);
+    return 1;
+  };
+
+  /** Every pod of one complete list was handed to `pod`. */
+  podsRead(): void {
+    this.settingUp = this.tracker.done();
   }
 
   /** Whether address `index` of `net` is held (other than by DanmEp `except`), may be, or is free. */
@@ -179,39 +199,6 @@ function interner(): (s: string) => string {
   };
 }
 
-/**
- * What danm-endpoints reads of a pod: its identity and the networks it asks for. Kept
- * page by page instead of the whole object (labels, owners and other annotations dropped;
- * pods asking for the same networks share one annotations object).
- */
-export function danmPodViewer(): (p: KubeObject) => KubeObject {
-  const same = interner();
-  const asking = new Map<string, Record<string, string>>();
-  return (p) => {
-    const { name, namespace, uid, creationTimestamp } = p.metadata;
-    const asked = p.metadata.annotations?.[INTERFACES_ANNOTATION];
-    let annotations: Record<string, string> | undefined;
-    if (asked !== undefined) {
-      annotations = asking.get(asked);
-      if (!annotations) {
-        annotations = { [INTERFACES_ANNOTATION]: asked };
-        asking.set(asked, annotations);
-      }
-    }
-    return {
-      metadata: {
-        name,
-        ...(namespace !== undefined ? { namespace: same(namespace) } : {}),
-        uid,
-        resourceVersion: '',
-        // when it was created: a pod created after its network's last write set no bit there
-        ...(typeof creationTimestamp === 'string' ? { creationTimestamp: same(creationTimestamp) } : {}),
-        ...(annotations !== undefined ? { annotations } : {}),
-      },
-    };
-  };
-}
-
 /** The network with one family's bitmap replaced (the object written back, resourceVersion included). */
 export function withBitmaps(net: Network, v4: string | undefined, v6: string | undefined): KubeObject {
   const raw = structuredClone(net.raw) as KubeObject & { spec: { Options: Record<string, unknown> } };
@@ -232,7 +219,7 @@ export type DanmEvidence = Readonly<{
   eps: ReadonlyMap<string, string>;
   /** The DanmEps asked to be kept (by UID), as listed: the tombstones of those the act phase deletes. */
   kept: ReadonlyMap<string, KubeObject>;
-  /** Pod UID -> namespace. */
+  /** Pod UID -> namespace, of the live pods that have a DanmEp in `eps` (a DanmEp's pod lives when it is here, in its namespace). */
   pods: ReadonlyMap<string, string | undefined>;
   /** Items of the pods list, as the snapshot counts them. */
   podCount: number;
@@ -276,21 +263,14 @@ export async function readDanmEvidence(
     return viewer(o);
   };
   const list = await kube.listAll(R.danmeps, { pageSize, signal, view });
-  const pods = await kube.listAll(PODS, { metadataOnly: true, pageSize, signal, view: danmPodViewer() });
   const eps = new Map<string, string>();
   for (const v of list.items)
     if ('ep' in v) eps.set(v.ep.uid, v.ep.resourceVersion);
     else if (v.failure.uid) eps.set(v.failure.uid, v.failure.resourceVersion);
-  const live = new Map<string, string | undefined>();
-  for (const p of pods.items) if (p.metadata?.uid) live.set(p.metadata.uid, p.metadata.namespace);
-  return {
-    networks,
-    eps,
-    kept,
-    pods: live,
-    podCount: pods.items.length,
-    holders: new BitEvidence(list.items, pods.items, networks, new Set(networks.keys()), skewMs),
-  };
+  const holders = new BitEvidence(list.items, networks, new Set(networks.keys()), skewMs);
+  const pods = await kube.listAll(PODS, { metadataOnly: true, pageSize, signal, view: holders.pod });
+  holders.podsRead();
+  return { networks, eps, kept, pods: holders.live, podCount: pods.items.length, holders };
 }
 
 /** The evidence of the run's act phase (shared by every batch, re-read when older than the bound). */

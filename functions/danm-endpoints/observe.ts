@@ -10,7 +10,7 @@ import { formatAddress } from '../../shared/net/ip.ts';
 import type { BitData } from './bits.ts';
 import { type Ask, askOf, carried, freshFingerprint } from './continuity.ts';
 import type { EpData, Settings } from './endpoint.ts';
-import { BitEvidence, danmPodViewer, detectGroup, endpointViewer, NETWORK_TYPES } from './evidence.ts';
+import { BitEvidence, detectGroup, endpointViewer, NETWORK_TYPES } from './evidence.ts';
 import { bitIndex, clearable, danmResources, type Network, networkId, parseNetwork } from './model.ts';
 
 export type Kinds = { DanmEp: EpData; DanmBit: BitData };
@@ -19,34 +19,43 @@ type Ctx = ObserveContext<Settings, Kinds>;
 type InScope = (ns: string | undefined) => boolean;
 
 export async function observe(kube: KubeReader, ctx: Ctx): Promise<void> {
-  const { pageSize } = ctx.settings;
   const { signal } = ctx;
   const namespaces = ctx.settings.namespaces ? new Set(ctx.settings.namespaces) : undefined;
   const group = await detectGroup(kube, ctx.settings.group, signal);
-  const R = danmResources(group);
   const inScope: InScope = (ns) => !namespaces || ns === undefined || namespaces.has(ns);
   const networks = await listNetworks(kube, ctx, group, inScope);
-  // 2. DanmEps: targets, and the holders of bits.
-  // Each page is parsed as it arrives (the raw DanmEps are dropped): memory holds endpoints.
-  const eps = await kube.listAll(R.danmeps, { pageSize, signal, view: endpointViewer() });
+  const evidence = await listEvidence(kube, ctx, group, networks);
+  judgeEndpoints(ctx, evidence, networks, evidence.live, group, inScope);
+  await judgeBits(kube, ctx, evidence, networks, group, inScope);
+}
+
+/**
+ * 2. DanmEps (targets, and the holders of bits), then 3. pods, metadata only (the evidence of
+ * use). Each page is taken in as it arrives: the raw DanmEps become endpoints, and a pod is
+ * judged and dropped (its namespace kept when it has a DanmEp). The lists are dropped when
+ * this returns: what stays is the evidence.
+ */
+async function listEvidence(
+  kube: KubeReader,
+  ctx: Ctx,
+  group: string,
+  networks: ReadonlyMap<string, Network>,
+): Promise<BitEvidence> {
+  const { pageSize } = ctx.settings;
+  const { signal } = ctx;
+  const eps = await kube.listAll(danmResources(group).danmeps, { pageSize, signal, view: endpointViewer() });
   ctx.source('danmeps', 'target+evidence', eps);
-  // 3. Pods last, metadata only: the evidence of use.
-  const pods = await kube.listAll(PODS, { metadataOnly: true, pageSize, signal, view: danmPodViewer() });
-  ctx.source('pods', 'evidence', pods);
-  // pod UID -> namespace (no string built per pod)
-  const livePods = new Map<string, string | undefined>();
-  for (const p of pods.items) if (p.metadata?.uid) livePods.set(p.metadata.uid, p.metadata.namespace);
   // The default network of a pod is resolved against this snapshot's complete network lists.
   const evidence = new BitEvidence(
     eps.items,
-    pods.items,
     networks,
     new Set(networks.keys()),
     ctx.settings.serverSkewSeconds * 1000,
   );
-
-  judgeEndpoints(ctx, evidence, networks, livePods, group, inScope);
-  await judgeBits(kube, ctx, evidence, networks, group, inScope);
+  const pods = await kube.listAll(PODS, { metadataOnly: true, pageSize, signal, view: evidence.pod });
+  ctx.source('pods', 'evidence', pods);
+  evidence.podsRead();
+  return evidence;
 }
 
 /** 1. Networks first: their set bits are targets, and DanmEps listed after can only add holders. */

@@ -122,6 +122,26 @@ export function networksBeingSetUp(
   existing?: ReadonlySet<string>,
   skew: number = SERVER_SKEW_MS,
 ): SetUpCheck {
+  const t = setUpTracker(endpoints, existing, skew);
+  for (const p of pods) t.add(p);
+  return t.done();
+}
+
+/**
+ * `networksBeingSetUp` a pod at a time, as the pages of the pod list arrive (nothing kept of
+ * a pod but what protects a network and, for a pod with DanmEps, its namespace: `live`).
+ * Every pod of one complete list is added, then `done()` gives the check.
+ */
+export function setUpTracker(
+  endpoints: readonly Endpoint[],
+  existing?: ReadonlySet<string>,
+  skew: number = SERVER_SKEW_MS,
+): {
+  add: (p: KubeObject) => void;
+  done: () => SetUpCheck;
+  /** The namespace of each live pod that has a DanmEp, by the DanmEp's PodUID. */
+  live: ReadonlyMap<string, string | undefined>;
+} {
   // a skew that is not a number (settings not validated) must never switch the guard off
   const skewMs = Number.isFinite(skew) && skew >= 0 ? skew : SERVER_SKEW_MS;
   // DanmEps per pod (keyed by the DanmEp's own podUID string: no string built per DanmEp),
@@ -151,9 +171,18 @@ export function networksBeingSetUp(
     if (!cur || p.createdMs < cur.createdMs) m.set(k, p);
   };
   // Terminating pods count too: a pod deleted right after it was scheduled may still be in CNI ADD.
-  for (const p of pods) {
+  const live = new Map<string, string | undefined>();
+  const namespaceOf = new Map<string, string>();
+  const add = (p: KubeObject): void => {
     const req = requestedNetworks(p, existing);
     const ns = p.metadata.namespace ?? '';
+    const mine = p.metadata.uid === undefined ? undefined : byPod.get(p.metadata.uid);
+    // keyed by the DanmEp's own string: nothing of the pod's page is kept
+    if (mine !== undefined) {
+      const n = p.metadata.namespace;
+      if (n !== undefined && !namespaceOf.has(n)) namespaceOf.set(n, n);
+      live.set((Array.isArray(mine) ? mine[0]! : mine).podUID, n === undefined ? n : namespaceOf.get(n));
+    }
     const who = () => `pod ${ns}/${p.metadata.name}`;
     const created = Date.parse(String(p.metadata.creationTimestamp ?? ''));
     // no readable time: it protects, whatever the network's last write
@@ -162,13 +191,13 @@ export function networksBeingSetUp(
       const why = { why: `${who()} may be set up on any network it can reach (${req.reason})`, createdMs };
       keep(namespaces, ns, why);
       if (!cluster || createdMs < cluster.createdMs) cluster = why;
-      continue;
+      return;
     }
     if (req.kind === 'default') {
-      if (defaultCandidates(ns).some((id) => on(p.metadata.uid, id) > 0)) continue;
+      if (defaultCandidates(ns).some((id) => on(p.metadata.uid, id) > 0)) return;
       for (const n of req.ids)
         keep(ids, n, { why: `${who()} is being set up on its default network (no DanmEp yet)`, createdMs });
-      continue;
+      return;
     }
     const asked = new Map<string, number>();
     for (const n of req.ids) asked.set(n, (asked.get(n) ?? 0) + 1);
@@ -183,14 +212,18 @@ export function networksBeingSetUp(
         createdMs,
       });
     }
-  }
-  byPod.clear(); // the check below closes over this scope: drop what it does not read
+  };
   const protects = (p: Protection | undefined, lastWriteMs: number | undefined) =>
     p !== undefined && (lastWriteMs === undefined || p.createdMs <= lastWriteMs + skewMs) ? p.why : undefined;
-  return (netId, lastWriteMs) => {
+  const check: SetUpCheck = (netId, lastWriteMs) => {
     const direct = protects(ids.get(netId), lastWriteMs);
     if (direct !== undefined) return direct;
     const ns = namespaceOfId(netId);
     return protects(ns === undefined ? cluster : namespaces.get(ns), lastWriteMs);
   };
+  const done = () => {
+    byPod.clear(); // the check closes over this scope: drop what it does not read
+    return check;
+  };
+  return { add, done, live };
 }

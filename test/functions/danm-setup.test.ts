@@ -5,8 +5,12 @@
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { Bitmap } from '../../functions/danm-endpoints/bitmap.ts';
+import { BitEvidence } from '../../functions/danm-endpoints/evidence.ts';
+import { parseEndpoint, parseNetwork } from '../../functions/danm-endpoints/model.ts';
 import { networksBeingSetUp } from '../../functions/danm-endpoints/pods.ts';
 import type { KubeObject } from '../../shared/kube/resources.ts';
+import { parseCidr } from '../../shared/net/ip.ts';
 
 const NET = 'DanmNet/ns/net';
 const pod = (name: string, created?: string, asks = '[{"network":"net"}]'): KubeObject => ({
@@ -60,3 +64,39 @@ test('a pod whose request cannot be read protects its namespace unless created a
 });
 
 test.run();
+
+test('pods are taken in a pod at a time: until the list was read whole every unheld bit may be held; then only the pods with DanmEps are kept, by namespace', () => {
+  const cidr = '10.0.0.0/24';
+  const alloc = Buffer.from(Bitmap.empty(parseCidr(cidr)!).with(5, true).with(6, true).bytes).toString(
+    'base64',
+  );
+  const net = parseNetwork(
+    {
+      metadata: { name: 'net', namespace: 'ns', uid: 'n-1', resourceVersion: '7' },
+      spec: { NetworkID: 'net', Options: { cidr, alloc } },
+    },
+    'DanmNet',
+  );
+  const ep = (name: string, podUID: string, ip: string) => {
+    const p = parseEndpoint({
+      metadata: { name, namespace: 'ns', uid: `ep-${name}`, resourceVersion: '3' },
+      spec: { NetworkName: 'net', apiType: 'DanmNet', Pod: name, PodUID: podUID, Interface: { Address: ip } },
+    });
+    if (!p.ok) throw new Error(p.reason);
+    return { ep: p.ep };
+  };
+  const ev = new BitEvidence(
+    [ep('a', 'uid-a-0', '10.0.0.5/24')],
+    new Map([[net.id, net]]),
+    new Set([net.id]),
+    60_000,
+  );
+  assert.equal(ev.verdict(net, 4, 6), {
+    indeterminate: 'a pod not read yet may be being set up on it: its CNI ADD may hold this address',
+  });
+  for (const p of [pod('a-0', '2026-12-06T07:00:00Z'), pod('b-0', '2026-12-06T07:00:00Z', '[]')]) ev.pod(p);
+  ev.podsRead();
+  assert.equal([...ev.live], [['uid-a-0', 'ns']], 'only a pod with a DanmEp is kept');
+  assert.equal(ev.verdict(net, 4, 5), { used: 'held by DanmEp ns/a' });
+  assert.is(ev.verdict(net, 4, 6), undefined, 'b-0 asks for its default network, which is not this one');
+});
