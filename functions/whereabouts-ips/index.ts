@@ -15,7 +15,7 @@ import {
   whereaboutsIpsSettings,
 } from './kinds.ts';
 import { GROUP, IPPOOLS, parsePool, parseReservation, RESERVATIONS, type Reservation } from './model.ts';
-import { judge, namedPodView, type PodView } from './pods.ts';
+import { judge, type PodView, podMap } from './pods.ts';
 import { reservationKind } from './reservation.ts';
 
 export { judge } from './pods.ts';
@@ -59,10 +59,9 @@ async function observe(kube: KubeReader, ctx: ObserveContext<Settings, Kinds>): 
     ? await kube.listAll(RESERVATIONS, { pageSize, signal, view: parseReservation })
     : undefined;
   ctx.source('overlappingrangeipreservations', 'target', resvs ?? { notServed: true });
-  // Each page of pods is kept only as its views (uid, the addresses of its network-status).
-  const podList = await kube.listAll(PODS, { metadataOnly: true, pageSize, signal, view: namedPodView });
-  ctx.source('pods', 'evidence', podList);
-  const pods = new Map<string, PodView>(podList.items);
+  // Each pod is kept only as the addresses of its network-status, by podref, as its page arrives.
+  const { view, pods } = podMap();
+  ctx.source('pods', 'evidence', await kube.listAll(PODS, { metadataOnly: true, pageSize, signal, view }));
 
   const byIp = new Map<string, { id: string; podref: string; ifname: string }[]>(); // allocations by IP, across pools
   const parsedPools = pools.items;

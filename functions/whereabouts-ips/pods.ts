@@ -3,17 +3,39 @@ import type { KubeReader } from '../../shared/kube/ports.ts';
 import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
 import { networkStatusIps } from './model.ts';
 
-export type PodView = { uid: string; ips: Set<string> | undefined | string };
+/**
+ * What a pod says of its addresses: those its network-status lists (an array: most pods
+ * have one), null when it has no network-status yet (its allocation came first: the
+ * annotation lags), or why it cannot be read.
+ */
+export type PodView = readonly string[] | null | string;
 
 export function podView(o: KubeObject): PodView {
-  return { uid: o.metadata.uid, ips: networkStatusIps(o.metadata.annotations) };
+  const ips = networkStatusIps(o.metadata.annotations);
+  return ips === undefined ? null : typeof ips === 'string' ? ips : [...ips];
 }
 
+/** A pod's podref, `namespace/name`, as allocations name it. */
+const podrefOf = (o: KubeObject): string => `${o.metadata.namespace}/${o.metadata.name}`;
+
 /** A pod list kept as views keyed by podref (`namespace/name`), page by page. */
-export const namedPodView = (o: KubeObject): [string, PodView] => [
-  `${o.metadata.namespace}/${o.metadata.name}`,
-  podView(o),
-];
+export const namedPodView = (o: KubeObject): [string, PodView] => [podrefOf(o), podView(o)];
+
+/**
+ * A pod list taken into one map as its pages arrive (`view`, then `pods`): nothing else of
+ * a pod is kept. A list restarted after a 410 hands some pods twice, and the pods of its
+ * abandoned pages: more in use, never less.
+ */
+export function podMap(): { view: (o: KubeObject) => 1; pods: ReadonlyMap<string, PodView> } {
+  const pods = new Map<string, PodView>();
+  return {
+    view: (o) => {
+      pods.set(podrefOf(o), podView(o));
+      return 1;
+    },
+    pods,
+  };
+}
 
 /** Whether the pod named by podref uses ip: 'used', 'unused' or a reason it cannot be decided. */
 export function judge(
@@ -22,10 +44,10 @@ export function judge(
   ip: string,
 ): 'used' | 'unused' | { indeterminate: string } {
   const pod = pods.get(podref);
-  if (!pod) return 'unused';
-  if (pod.ips === undefined) return 'used'; // allocation before evidence: the annotation lags
-  if (typeof pod.ips === 'string') return { indeterminate: `pod ${podref}: ${pod.ips}` };
-  return pod.ips.has(ip) ? 'used' : 'unused';
+  if (pod === undefined) return 'unused';
+  if (pod === null) return 'used'; // allocation before evidence: the annotation lags
+  if (typeof pod === 'string') return { indeterminate: `pod ${podref}: ${pod}` };
+  return pod.includes(ip) ? 'used' : 'unused';
 }
 
 /** Why the pod named by podref, read now, still holds ip (undefined: it does not). */
