@@ -27,6 +27,17 @@ test('a target in use keeps no removal data; unused and indeterminate targets ke
   assert.equal(await fn.recheck(w, by.get('b')!, ctx), { ok: true });
 });
 
+/** A kind whose re-check, removal and read-back always succeed: these tests look at targets only. */
+const inert = <D extends z.ZodType>(data: D) => ({
+  data,
+  unused: 'never',
+  removal: 'nothing',
+  touches: () => [],
+  recheck: async () => ({ ok: true as const }),
+  remove: async () => ({ outcome: 'deleted' as const }),
+  confirmGone: async () => true,
+});
+
 const strict = (build: { id: string; version: number }, use: 'used' | 'indeterminate' | 'none') =>
   defineFunction<z.ZodObject, null, null, { Thing: { id: string; version: number } }>({
     name: 'strict',
@@ -40,17 +51,7 @@ const strict = (build: { id: string; version: number }, use: 'used' | 'indetermi
       maxDeletionPercent: 100,
       maxEvidenceDropPercent: 100,
     },
-    kinds: {
-      Thing: {
-        data: z.object({ id: z.string().min(1), version: z.number().int() }),
-        unused: 'never',
-        removal: 'nothing',
-        touches: () => [],
-        recheck: async () => ({ ok: true }),
-        remove: async () => ({ outcome: 'deleted' }),
-        confirmGone: async () => true,
-      },
-    },
+    kinds: { Thing: inert(z.object({ id: z.string().min(1), version: z.number().int() })) },
     async observe(_r, c) {
       c.source('things', 'target', { items: [1] });
       const v = c.target('Thing', { key: 'k', fingerprint: 'f', name: 'n', data: build });
@@ -95,17 +96,7 @@ const sixWays = defineFunction<z.ZodObject, null, null, { Thing: { id: string } 
   access: { cluster: [] },
   settings: z.object({}).strict(),
   defaults: TEST_DEFAULTS,
-  kinds: {
-    Thing: {
-      data: z.object({ id: z.string() }),
-      unused: 'never',
-      removal: 'nothing',
-      touches: () => [],
-      recheck: async () => ({ ok: true }),
-      remove: async () => ({ outcome: 'deleted' }),
-      confirmGone: async () => true,
-    },
-  },
+  kinds: { Thing: inert(z.object({ id: z.string() })) },
   async observe(_r, c) {
     c.source('things', 'target', { items: [1, 2, 3, 4, 5, 6] });
     const thing = (key: string, keep = false) =>

@@ -473,17 +473,13 @@ test('a run counts the targets in use it reads nothing of; a saved snapshot hold
   await run(s.deps, s.req());
   const last = s.cap.events('snapshot.taken').at(-1)!;
   assert.equal([last.targets, last.counted, last.used], [2, 2, 2]);
-  assert.equal(s.cap.events('run.finished').at(-1)?.summary, {
-    targets: 2,
-    used: 2,
-    kept: 0,
-    indeterminate: 0,
-    newCandidates: 0,
-    pending: 0,
-    rescued: 0,
-    reset: 0,
-    confirmed: 0,
-  });
+  const { targets, used, newCandidates, pending, confirmed } = s.cap.events('run.finished').at(-1)!
+    .summary as Record<string, number>;
+  assert.equal(
+    [targets, used, newCandidates, pending, confirmed],
+    [2, 2, 0, 0, 0],
+    'the counted are in the summary',
+  );
 });
 
 test('a dry run without --record says that its observations are not recorded', async ({ dir }) => {
