@@ -63,8 +63,6 @@ test('a pod whose request cannot be read protects its namespace unless created a
   assert.match(String(early(NET, WRITE)), /may be set up on any network it can reach/);
 });
 
-test.run();
-
 test('pods are taken in a pod at a time: until the list was read whole every unheld bit may be held; then only the pods with DanmEps are kept, by namespace', () => {
   const cidr = '10.0.0.0/24';
   const alloc = Buffer.from(Bitmap.empty(parseCidr(cidr)!).with(5, true).with(6, true).bytes).toString(
@@ -100,3 +98,5 @@ test('pods are taken in a pod at a time: until the list was read whole every unh
   assert.equal(ev.verdict(net, 4, 5), { used: 'held by DanmEp ns/a' });
   assert.is(ev.verdict(net, 4, 6), undefined, 'b-0 asks for its default network, which is not this one');
 });
+
+test.run();
