@@ -25,7 +25,7 @@ export async function observe(kube: KubeReader, ctx: Ctx): Promise<void> {
   const inScope: InScope = (ns) => !namespaces || ns === undefined || namespaces.has(ns);
   const networks = await listNetworks(kube, ctx, group, inScope);
   const evidence = await listEvidence(kube, ctx, group, networks);
-  judgeEndpoints(ctx, evidence, networks, evidence.live, group, inScope);
+  judgeEndpoints(ctx, evidence, networks, group, inScope);
   await judgeBits(kube, ctx, evidence, networks, group, inScope);
 }
 
@@ -106,7 +106,6 @@ function judgeEndpoints(
   ctx: Ctx,
   evidence: BitEvidence,
   networks: ReadonlyMap<string, Network>,
-  livePods: ReadonlyMap<string, string | undefined>,
   group: string,
   inScope: InScope,
 ): void {
@@ -143,7 +142,7 @@ function judgeEndpoints(
         ...(ep.v6 ? { v6: ep.v6.text } : {}),
       },
     });
-    if (livePods.get(ep.podUID) === ep.namespace) {
+    if (evidence.live.get(ep.podUID) === ep.namespace) {
       v.used();
       continue;
     }

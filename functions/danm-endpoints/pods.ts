@@ -154,8 +154,8 @@ export function setUpTracker(
     else if (Array.isArray(had)) had.push(e);
     else byPod.set(e.podUID, [had, e]);
   }
-  const on = (uid: string | undefined, id: string): number => {
-    const had = uid === undefined ? undefined : byPod.get(uid);
+  /** How many of a pod's DanmEps (`had`, looked up once a pod) are on network `id`. */
+  const on = (had: Endpoint | Endpoint[] | undefined, id: string): number => {
     if (had === undefined) return 0;
     let n = 0;
     for (const e of Array.isArray(had) ? had : [had])
@@ -172,16 +172,15 @@ export function setUpTracker(
   };
   // Terminating pods count too: a pod deleted right after it was scheduled may still be in CNI ADD.
   const live = new Map<string, string | undefined>();
-  const namespaceOf = new Map<string, string>();
   const add = (p: KubeObject): void => {
     const req = requestedNetworks(p, existing);
     const ns = p.metadata.namespace ?? '';
     const mine = p.metadata.uid === undefined ? undefined : byPod.get(p.metadata.uid);
-    // keyed by the DanmEp's own string: nothing of the pod's page is kept
+    // keyed and valued by the DanmEp's own strings where they agree: nothing of the pod's page is kept
     if (mine !== undefined) {
+      const first = Array.isArray(mine) ? mine[0]! : mine;
       const n = p.metadata.namespace;
-      if (n !== undefined && !namespaceOf.has(n)) namespaceOf.set(n, n);
-      live.set((Array.isArray(mine) ? mine[0]! : mine).podUID, n === undefined ? n : namespaceOf.get(n));
+      live.set(first.podUID, n === first.namespace ? first.namespace : n);
     }
     const who = () => `pod ${ns}/${p.metadata.name}`;
     const created = Date.parse(String(p.metadata.creationTimestamp ?? ''));
@@ -194,7 +193,7 @@ export function setUpTracker(
       return;
     }
     if (req.kind === 'default') {
-      if (defaultCandidates(ns).some((id) => on(p.metadata.uid, id) > 0)) return;
+      if (defaultCandidates(ns).some((id) => on(mine, id) > 0)) return;
       for (const n of req.ids)
         keep(ids, n, { why: `${who()} is being set up on its default network (no DanmEp yet)`, createdMs });
       return;
@@ -202,7 +201,7 @@ export function setUpTracker(
     const asked = new Map<string, number>();
     for (const n of req.ids) asked.set(n, (asked.get(n) ?? 0) + 1);
     for (const [n, want] of asked) {
-      const got = on(p.metadata.uid, n);
+      const got = on(mine, n);
       if (got >= want) continue;
       keep(ids, n, {
         why:

@@ -24,7 +24,7 @@ import { ConflictError, KubeApiError } from '../../shared/kube/errors.ts';
 import type { JsonPatchOp, KubeReader, KubeReadWriter } from '../../shared/kube/ports.ts';
 import { answerShowsWrite, type KubeObject, PODS } from '../../shared/kube/resources.ts';
 import { GROUP, IPPOOLS } from './model.ts';
-import { judge, namedPodView, type PodView, podView } from './pods.ts';
+import { judge, type PodView, podMap, podView } from './pods.ts';
 
 /** The settings of whereabouts-ips (`functions.whereabouts-ips.settings`). */
 export const whereaboutsIpsSettings = z
@@ -112,7 +112,7 @@ async function freshPods(
   reader: KubeReader,
   podrefs: readonly string[],
   signal: AbortSignal,
-): Promise<Map<string, PodView>> {
+): Promise<ReadonlyMap<string, PodView>> {
   const pods = new Map<string, PodView>();
   if (podrefs.length <= POD_READS_PER_BATCH) {
     for (const ref of podrefs) {
@@ -122,12 +122,10 @@ async function freshPods(
     }
     return pods;
   }
+  const listed = podMap();
   for (const ns of [...new Set(podrefs.map((r) => r.split('/')[0]!))].sort())
-    for (const [ref, view] of (
-      await reader.listAll(PODS, { namespace: ns, metadataOnly: true, signal, view: namedPodView })
-    ).items)
-      pods.set(ref, view);
-  return pods;
+    await reader.listAll(PODS, { namespace: ns, metadataOnly: true, signal, view: listed.view });
+  return listed.pods;
 }
 
 /**

@@ -18,9 +18,6 @@ export function podView(o: KubeObject): PodView {
 /** A pod's podref, `namespace/name`, as allocations name it. */
 const podrefOf = (o: KubeObject): string => `${o.metadata.namespace}/${o.metadata.name}`;
 
-/** A pod list kept as views keyed by podref (`namespace/name`), page by page. */
-export const namedPodView = (o: KubeObject): [string, PodView] => [podrefOf(o), podView(o)];
-
 /**
  * A pod list taken into one map as its pages arrive (`view`, then `pods`): nothing else of
  * a pod is kept. A list restarted after a 410 hands some pods twice, and the pods of its
