@@ -1,13 +1,15 @@
 /**
  * The two target kinds of whereabouts-ips: an allocation in an IPPool (removed by a JSON
- * Patch that tests the pool's resourceVersion, the allocations of one pool together) and
+ * Patch that tests each allocation it removes, the allocations of one pool together) and
  * an OverlappingRangeIPReservation (deleted with preconditions).
  */
 import { z } from 'zod';
 import {
   type BatchItemResult,
   type BatchSpec,
+  checkFreshCount,
   type EventNote,
+  freshEvidence,
   type KindSpec,
   kubeObject,
   namespacesSetting,
@@ -83,6 +85,10 @@ async function poolNow(kube: KubeReader, d: AllocData, signal: AbortSignal) {
 const isPatchConflict = (err: unknown) =>
   err instanceof ConflictError || (err instanceof KubeApiError && err.status === 422);
 
+/** A removal's patch the server refused (a test failed, a conflict) or found no pool for: planned again on the pool as read. */
+const isPatchRefused = (err: unknown) =>
+  isPatchConflict(err) || (err instanceof KubeApiError && err.status === 404);
+
 /** The Event on the whereabouts object a removal changed. */
 export const reclaimed = (
   kind: 'IPPool' | 'OverlappingRangeIPReservation',
@@ -102,17 +108,56 @@ const removedText = (d: AllocData) =>
 export const POD_READS_PER_BATCH = 50;
 
 /**
- * The evidence of a batch, fresh: a read of each pod it names (a GET by name answers for
+ * Whether the batches re-check their pods on one list of every pod, shared (read after the
+ * decision, again once older than the run's evidenceMaxAge, held to the snapshot's count)
+ * rather than a read of each: when the pods the run's allocations name outnumber the pages
+ * of such a list (the snapshot's pod count over the page size). After a lost node the run
+ * names hundreds of pods; one leak names one.
+ */
+function sharedPodList(ctx: Ctx): boolean {
+  const pods = ctx.evidenceCount?.('pods');
+  if (ctx.fresh === undefined || pods === undefined) return false;
+  const named = new Set<string>();
+  for (const t of ctx.confirmed ?? []) {
+    const d = t.data;
+    const ref = typeof d === 'object' && d !== null && 'podref' in d ? d.podref : undefined;
+    if (t.kind.startsWith('IPPoolAllocation') && typeof ref === 'string') named.add(ref);
+  }
+  return named.size > Math.ceil(pods / ctx.settings.pageSize);
+}
+
+/** Every pod, listed as the snapshot lists them (metadata only) into one map: the run's shared evidence. */
+async function allPods(reader: KubeReader, ctx: Ctx): Promise<ReadonlyMap<string, PodView>> {
+  const read = await freshEvidence(ctx, 'whereabouts-ips:pods', async () => {
+    const listed = podMap();
+    const { pageSize } = ctx.settings;
+    const l = await reader.listAll(PODS, {
+      metadataOnly: true,
+      pageSize,
+      signal: ctx.signal,
+      view: listed.view,
+    });
+    checkFreshCount(ctx, 'pods', l.items.length);
+    return listed.pods;
+  });
+  return read.value;
+}
+
+/**
+ * The evidence of a batch, fresh: the run's shared list of every pod when that is fewer
+ * requests (`sharedPodList`), else a read of each pod it names (a GET by name answers for
  * exactly the podref the judgement looks up, law 6's narrow evidence; a list of a
  * namespace of 30,000 pods for every pool touched cost the apiserver far more). A batch
- * that names more pods than POD_READS_PER_BATCH (a node lost with its 110 pods) lists
- * their namespaces once instead, complete, metadata only.
+ * that names more pods than POD_READS_PER_BATCH lists their namespaces once instead,
+ * complete, metadata only.
  */
 async function freshPods(
   reader: KubeReader,
   podrefs: readonly string[],
-  signal: AbortSignal,
+  ctx: Ctx,
 ): Promise<ReadonlyMap<string, PodView>> {
+  const { signal } = ctx;
+  if (sharedPodList(ctx)) return allPods(reader, ctx);
   const pods = new Map<string, PodView>();
   if (podrefs.length <= POD_READS_PER_BATCH) {
     for (const ref of podrefs) {
@@ -130,10 +175,10 @@ async function freshPods(
 
 /**
  * The confirmed allocations of one IPPool, together, in one step the runtime runs: a plan
- * re-reads the pool and each pod they name and re-checks every allocation (one that finds
- * use is kept); one JSON Patch removes those still unused, first testing the pool's
- * resourceVersion (after a conflict, each allocation as read); a conflict is planned again,
- * never retried blind; the patch's answer, or a read of the pool, is the read-back.
+ * re-checks every allocation on fresh evidence of the pods they name (one that finds use is
+ * kept); one JSON Patch removes those still unused, testing each as observed (after a
+ * refusal, as the pool is read then); a refusal is planned again, never retried blind; the
+ * patch's answer, or a read of the pool, is the read-back.
  */
 function allocationSteps(
   _reader: KubeReader,
@@ -146,9 +191,12 @@ function allocationSteps(
     {
       takes: () => true,
       attempts: PATCH_ATTEMPTS,
-      contended: isPatchConflict,
+      contended: isPatchRefused,
       async plan(reader, pending, attempt): Promise<WritePlan<KubeReader, KubeReadWriter>> {
-        const pool = await poolNow(reader, d0, ctx.signal);
+        // The first attempt reads no pool: its patch tests each allocation as both snapshots
+        // saw it (and the pool's UID), which the server checks on the pool as it is when it
+        // writes. After a refusal, the pool is read and each allocation re-checked on it.
+        const pool = attempt === 1 ? undefined : await poolNow(reader, d0, ctx.signal);
         if (pool === 'gone')
           return {
             removing: [],
@@ -164,13 +212,13 @@ function allocationSteps(
               reason: 'the pool was re-created (another UID): its allocations are judged anew',
             })),
           };
-        const pods = await freshPods(reader, podrefs, ctx.signal);
+        const pods = await freshPods(reader, podrefs, ctx);
         const results: BatchItemResult[] = [];
         const removing: Typed<AllocData>[] = [];
         for (const t of pending) {
           const d = t.data;
           const skip = (reason: string) => results.push({ key: t.key, outcome: 'skipped', reason });
-          if (!sameAllocation(allocationAt(pool, d.offset), d))
+          if (pool && !sameAllocation(allocationAt(pool, d.offset), d))
             skip(`re-check: allocation at offset ${d.offset} changed in the fresh pool`);
           else {
             const j = judge(pods, d.podref, d.ip);
@@ -179,15 +227,14 @@ function allocationSteps(
           }
         }
         if (removing.length === 0) return { removing: [], results };
-        const sent = pool.metadata.resourceVersion;
+        const sent = pool?.metadata.resourceVersion;
+        // each allocation as the patch tests it: its tombstone (the patch goes through only if it is so)
+        const tested = (t: Typed<AllocData>) => (pool ? allocationAt(pool, t.data.offset) : observed(t.data));
         return {
           results,
-          // the allocations as they are in the fresh pool: their tombstones
           removing: removing.map((t) => ({
             target: t,
-            object: allocationAt(pool, t.data.offset) satisfies
-              | z.input<typeof ALLOCATION_TOMBSTONE.object>
-              | undefined,
+            object: tested(t) satisfies z.input<typeof ALLOCATION_TOMBSTONE.object> | undefined,
             restore: {
               namespace: d0.namespace,
               pool: d0.pool,
@@ -198,36 +245,8 @@ function allocationSteps(
             } satisfies z.input<typeof ALLOCATION_TOMBSTONE.restore>,
           })),
           write: (kube, signal) =>
-            kube.jsonPatch(IPPOOLS, d0.namespace, d0.pool, patchOf(pool, removing, attempt), signal),
-          /**
-           * An allocation still there was not removed, whatever the patch answered. The patch's
-           * own answer is that read when it shows the patch: the same pool (UID) at a new
-           * resourceVersion (a proxy's "success" that never reached the server answers the pool
-           * as it was, at the resourceVersion tested, and is read again; decision 0007).
-           */
-          async readBack(r, out) {
-            const unknown = 'unknown' in out ? `unknown answer (${out.unknown}), read back: ` : undefined;
-            const answer = 'answer' in out ? (out.answer as KubeObject | undefined) : undefined;
-            const shown = answerShowsWrite(answer, d0.poolUid, sent) ? answer : undefined;
-            const after = shown ?? (await poolNow(r, d0, ctx.signal).catch(() => 'unreadable' as const));
-            return {
-              results: removing.map((t): BatchItemResult => {
-                const still =
-                  after === 'unreadable'
-                    ? unknown !== undefined
-                    : typeof after !== 'string' && sameAllocation(allocationAt(after, t.data.offset), t.data);
-                return still
-                  ? {
-                      key: t.key,
-                      outcome: 'failed',
-                      error: unknown
-                        ? `${unknown}the allocation is still there (or the pool cannot be read)`
-                        : 'the patch answered success, but a read-back still finds the allocation',
-                    }
-                  : { key: t.key, outcome: 'deleted', detail: `${unknown ?? ''}${removedText(t.data)}` };
-              }),
-            };
-          },
+            kube.jsonPatch(IPPOOLS, d0.namespace, d0.pool, patchOf(d0.poolUid, removing, tested), signal),
+          readBack: (r, out) => readBackAllocations(r, out, d0, removing, sent, ctx.signal),
           lost: (n) => ({
             results: removing.map((t) => ({
               key: t.key,
@@ -243,24 +262,83 @@ function allocationSteps(
 }
 
 /**
- * The patch that removes `removing` from the pool as read. The first attempt tests the
- * pool's resourceVersion: nothing in the pool changed since it was read. After a conflict
- * (a pool that CNI ADDs and DELs write faster than a re-read and a patch, decision 0014) each
- * allocation is tested instead, exactly as read just before: the server applies the patch to
- * the pool as it is then, and refuses it if any removed allocation changed (re-used by a new
- * pod, taken over by a re-created one), whatever else was allocated or freed beside it.
+ * An allocation still there was not removed, whatever the patch answered. The patch's own
+ * answer is that read when it shows the patch: the same pool (UID), at a new
+ * resourceVersion when one was read, holding none of the allocations removed (a proxy's
+ * "success" that never reached the server answers the pool as it was, the allocations
+ * still in it, and is read again; decision 0007).
  */
-function patchOf(pool: KubeObject, removing: readonly Typed<AllocData>[], attempt: number): JsonPatchOp[] {
+async function readBackAllocations(
+  r: KubeReader,
+  out: { answer: unknown } | { unknown: string },
+  d0: AllocData,
+  removing: readonly Typed<AllocData>[],
+  sent: string | undefined,
+  signal: AbortSignal,
+): Promise<{ results: BatchItemResult[] }> {
+  const unknown = 'unknown' in out ? `unknown answer (${out.unknown}), read back: ` : undefined;
+  const answer = 'answer' in out ? (out.answer as KubeObject | undefined) : undefined;
+  const shown =
+    answer?.metadata?.uid === d0.poolUid &&
+    (sent === undefined || answerShowsWrite(answer, d0.poolUid, sent)) &&
+    removing.every((t) => !sameAllocation(allocationAt(answer, t.data.offset), t.data))
+      ? answer
+      : undefined;
+  const after = shown ?? (await poolNow(r, d0, signal).catch(() => 'unreadable' as const));
+  // another pool of the name: the patch's own pool is gone, whether it was written is not known
+  if (after === 're-created')
+    return {
+      results: removing.map((t) => ({
+        key: t.key,
+        outcome: 'skipped',
+        reason: 'the pool was re-created (another UID) before the removal could be read back: judged anew',
+      })),
+    };
+  return {
+    results: removing.map((t): BatchItemResult => {
+      const still =
+        after === 'unreadable'
+          ? unknown !== undefined
+          : typeof after !== 'string' && sameAllocation(allocationAt(after, t.data.offset), t.data);
+      return still
+        ? {
+            key: t.key,
+            outcome: 'failed',
+            error: unknown
+              ? `${unknown}the allocation is still there (or the pool cannot be read)`
+              : 'the patch answered success, but a read-back still finds the allocation',
+          }
+        : { key: t.key, outcome: 'deleted', detail: `${unknown ?? ''}${removedText(t.data)}` };
+    }),
+  };
+}
+
+/** An allocation as both snapshots saw it: what the first attempt's patch tests (whereabouts writes these three). */
+function observed(d: AllocData): RawAllocation {
+  return { id: d.id, podref: d.podref, ...(d.ifname !== '' ? { ifname: d.ifname } : {}) };
+}
+
+/**
+ * The patch that removes `removing` from the pool: it tests the pool's UID, and each
+ * allocation exactly as `tested` gives it (as observed, or as just read after a refusal)
+ * before removing it. The server applies a JSON patch to the pool as it is when it writes
+ * and refuses it whole if any test fails: an allocation re-used by a new pod, taken over by
+ * a re-created one, or a pool re-created under the same name, whatever else was allocated or
+ * freed beside it (decision 0014; no read of the pool before it, decision 0018).
+ */
+function patchOf(
+  poolUid: string,
+  removing: readonly Typed<AllocData>[],
+  tested: (t: Typed<AllocData>) => RawAllocation | undefined,
+): JsonPatchOp[] {
   const path = (t: Typed<AllocData>) => `/spec/allocations/${t.data.offset}`;
-  if (attempt === 1)
-    return [
-      { op: 'test', path: '/metadata/resourceVersion', value: pool.metadata.resourceVersion },
-      ...removing.map((t) => ({ op: 'remove' as const, path: path(t) })),
-    ];
-  return removing.flatMap((t) => [
-    { op: 'test' as const, path: path(t), value: allocationAt(pool, t.data.offset) },
-    { op: 'remove' as const, path: path(t) },
-  ]);
+  return [
+    { op: 'test', path: '/metadata/uid', value: poolUid },
+    ...removing.flatMap((t) => [
+      { op: 'test' as const, path: path(t), value: tested(t) },
+      { op: 'remove' as const, path: path(t) },
+    ]),
+  ];
 }
 
 const allocBatch: BatchSpec<AllocData, KubeReader, KubeReadWriter, Settings> = {
@@ -272,7 +350,7 @@ export const allocationKind: KindSpec<AllocData, KubeReader, KubeReadWriter, Set
   data: allocData,
   unused: 'no pod of its podref (namespace/name) exists',
   removal:
-    "remove the allocation from the IPPool (one JSON patch a pool, that first tests the pool's resourceVersion read with the evidence: a pool changed since is read again, never patched blind)",
+    "remove the allocation from the IPPool (one JSON patch a pool, that tests the pool's UID and each allocation as observed before removing it: a pool whose allocation changed is read again and re-checked, never patched blind)",
   touches: (d) => [{ object: kubeObject(IPPOOLS, d.namespace, d.pool) }],
   event(removed) {
     const d0 = removed[0]!.target.data;

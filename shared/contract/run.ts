@@ -75,6 +75,8 @@ export type RunContext<S = Readonly<Record<string, unknown>>> = Readonly<{
    * as another resource's metadata-only list, is not absence). Absent outside the act phase.
    */
   evidenceFloor?: (source: string, count: number) => string | undefined;
+  /** How many items the snapshot that decided counted of an evidence source (absent outside the act phase). */
+  evidenceCount?: (source: string) => number | undefined;
   /** The run's clock's sleep (a pause between attempts of a contended write); absent: the real clock. */
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }>;

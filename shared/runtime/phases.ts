@@ -284,6 +284,13 @@ export function approvedOnly(
   return out;
 }
 
+/** The act phase's `evidenceCount`: each evidence source's count in the snapshot that decided. */
+export function evidenceCountOf(snapshot: Snapshot): (source: string) => number | undefined {
+  const counts = new Map<string, number>();
+  for (const s of snapshot.sources) if (s.role === 'evidence') counts.set(s.name, s.count);
+  return (source) => counts.get(source);
+}
+
 /**
  * The act phase's `evidenceFloor`: each evidence source's count in the snapshot that
  * decided, and the drop the evidence guard allows (law 1 for the fresh evidence too).

@@ -16,6 +16,7 @@ import { actPhase } from './act.ts';
 import { EXIT } from './errors.ts';
 import {
   approvedOnly,
+  evidenceCountOf,
   evidenceFloorOf,
   front,
   persist,
@@ -370,9 +371,10 @@ async function phases<R, W>(deps: RunDeps<R, W>, req: RunRequest, x: Scope, at: 
   // The act phase needs the actions, not the snapshot: at 150,000 targets the snapshot is
   // most of the run's memory, and the act phase reads its own evidence beside it.
   const evidenceFloor = evidenceFloorOf(snapshot, req.policy.maxEvidenceDropPercent);
+  const evidenceCount = evidenceCountOf(snapshot);
   snapshot = RELEASED;
   ids.snapshot = RELEASED;
-  const done = await actPhase(deps, x, { ...ctx, evidenceFloor }, actions, persisted, {
+  const done = await actPhase(deps, x, { ...ctx, evidenceFloor, evidenceCount }, actions, persisted, {
     run: { runId, snapshotId },
     concurrency: req.concurrency,
     evidenceMaxAgeMs: req.evidenceMaxAgeMs ?? EVIDENCE_MAX_AGE_MS,

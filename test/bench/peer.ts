@@ -220,7 +220,7 @@ export async function peerBench(sizes = [5_000, 30_000]): Promise<string> {
     `The peer: whereabouts ${PEER_VERSION} reconciler vs twopass whereabouts-ips (real kube-apiserver)`,
     ['pods', 'run', 'requests', 'bytes received', 'bytes sent', 'wall time', 'peak RSS', 'released'],
     rows,
-    `Same world for both (restored in between): pods with network-status, IPPools of 1000 allocations, 1% leaked (their pod is gone). The peer is whereabouts' own reconciler (pkg/reconciler, as its ip-control-loop runs it), built from the Go module proxy (test/bench/peer/). Requests from the apiserver's audit log (by user agent), bytes through a counting TCP proxy (TLS included), peak RSS from /usr/bin/time, wall time includes process start. twopass's deleting run has grace 0 here; it re-checks each pool and reads it back after the write, and records one Event per pool.`,
+    `Same world for both (restored in between): pods with network-status, IPPools of 1000 allocations, 1% leaked (their pod is gone). The peer is whereabouts' own reconciler (pkg/reconciler, as its ip-control-loop runs it), built from the Go module proxy (test/bench/peer/). Requests from the apiserver's audit log (by user agent), bytes through a counting TCP proxy (TLS included), peak RSS from /usr/bin/time, wall time includes process start. twopass's deleting run has grace 0 here; it re-checks the allocations on fresh pods (one list of every pod shared by the pools when their leaks name more pods than such a list has pages, else a GET of each), patches each pool with a test of every allocation it removes (the patch's answer is the read-back), and records one Event per pool.`,
   );
 }
 

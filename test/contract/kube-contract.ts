@@ -378,6 +378,25 @@ export function kubeContract(
       ]),
     )) as KubeApiError;
     assert.is(taken.status, 422, 'a member that is there does not test equal to null');
+    // an object tests equal member by member, whatever their order (RFC 6902, 4.6): whereabouts-ips
+    // tests each allocation it removes with the members it observed
+    const pool = { ifname: 'net1', id: 'c1', podref: 'ns/p' };
+    const obj = await kube.create(CONFIGMAPS, cm(ns, 'obj'));
+    await kube.jsonPatch(CONFIGMAPS, ns, 'obj', [{ op: 'add', path: '/metadata/annotations', value: pool }]);
+    const removed = await kube.jsonPatch(CONFIGMAPS, ns, 'obj', [
+      { op: 'test', path: '/metadata/uid', value: obj.metadata.uid },
+      { op: 'test', path: '/metadata/annotations', value: { id: 'c1', podref: 'ns/p', ifname: 'net1' } },
+      { op: 'remove', path: '/metadata/annotations' },
+    ]);
+    assert.is(removed.metadata.annotations, undefined, 'the reordered object tested equal');
+    await kube.jsonPatch(CONFIGMAPS, ns, 'obj', [{ op: 'add', path: '/metadata/annotations', value: pool }]);
+    const differs = (await rejects(
+      kube.jsonPatch(CONFIGMAPS, ns, 'obj', [
+        { op: 'test', path: '/metadata/annotations', value: { id: 'c2', podref: 'ns/p', ifname: 'net1' } },
+        { op: 'remove', path: '/metadata/annotations' },
+      ]),
+    )) as KubeApiError;
+    assert.is(differs.status, 422, 'one member that differs fails the test');
   });
 
   it('pods: a scheduled pod stays Terminating after delete; grace 0 removes it', async ({ t, kube, ns }) => {

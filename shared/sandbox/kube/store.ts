@@ -4,6 +4,7 @@
  */
 
 import { randomUUID } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
 import type { KubeObject, ResourceRef } from '../../kube/resources.ts';
 import { WatchHistory } from './history.ts';
 
@@ -391,9 +392,10 @@ function applyJsonPatchOp(
     case 'test': {
       const actual = Array.isArray(parent) ? parent[Number(last)] : container[last];
       // as the apiserver's JSON Patch does: a missing member tests equal to null (whereabouts
-      // guards each allocation it adds with such a test)
+      // guards each allocation it adds with such a test), and objects are equal member by
+      // member, whatever their order (RFC 6902, 4.6)
       const missingIsNull = actual === undefined && (op.value === null || op.value === undefined);
-      if (!missingIsNull && JSON.stringify(actual) !== JSON.stringify(op.value)) {
+      if (!missingIsNull && !isDeepStrictEqual(actual, op.value)) {
         const kind = ref.group ? `${ref.plural}.${ref.group}` : ref.plural;
         throw new FakeApiError(
           422,
