@@ -108,11 +108,19 @@ const removedText = (d: AllocData) =>
 export const POD_READS_PER_BATCH = 50;
 
 /**
+ * What a GET of one pod costs the apiserver, in pods listed: a GET by name takes about
+ * 0.5-0.7 ms of its CPU, a pod in a metadata-only list of 500 a page 25-47 us (test/bench/
+ * RESULTS.md, "listing 50,000 pods"). A list is one request where the GETs are many, but
+ * the server's work is what a re-check costs the cluster.
+ */
+export const LISTED_PODS_PER_GET = 20;
+
+/**
  * Whether the batches re-check their pods on one list of every pod, shared (read after the
  * decision, again once older than the run's evidenceMaxAge, held to the snapshot's count)
- * rather than a read of each: when the pods the run's allocations name outnumber the pages
- * of such a list (the snapshot's pod count over the page size). After a lost node the run
- * names hundreds of pods; one leak names one.
+ * rather than a read of each: when reading each pod the run's allocations name would cost
+ * the apiserver more than listing every pod the snapshot counted (a node lost from a small
+ * cluster); 300 leaks among 30,000 pods are 300 GETs.
  */
 function sharedPodList(ctx: Ctx): boolean {
   const pods = ctx.evidenceCount?.('pods');
@@ -123,7 +131,7 @@ function sharedPodList(ctx: Ctx): boolean {
     const ref = typeof d === 'object' && d !== null && 'podref' in d ? d.podref : undefined;
     if (t.kind.startsWith('IPPoolAllocation') && typeof ref === 'string') named.add(ref);
   }
-  return named.size > Math.ceil(pods / ctx.settings.pageSize);
+  return named.size * LISTED_PODS_PER_GET > pods;
 }
 
 /** Every pod, listed as the snapshot lists them (metadata only) into one map: the run's shared evidence. */
@@ -144,8 +152,8 @@ async function allPods(reader: KubeReader, ctx: Ctx): Promise<ReadonlyMap<string
 }
 
 /**
- * The evidence of a batch, fresh: the run's shared list of every pod when that is fewer
- * requests (`sharedPodList`), else a read of each pod it names (a GET by name answers for
+ * The evidence of a batch, fresh: the run's shared list of every pod when that costs the
+ * apiserver less (`sharedPodList`), else a read of each pod it names (a GET by name answers for
  * exactly the podref the judgement looks up, law 6's narrow evidence; a list of a
  * namespace of 30,000 pods for every pool touched cost the apiserver far more). A batch
  * that names more pods than POD_READS_PER_BATCH lists their namespaces once instead,

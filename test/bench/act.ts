@@ -248,6 +248,13 @@ async function seedReal(kube: KubeHttpClient, n: number): Promise<void> {
   });
 }
 
+/** The functions measured: all three, or those TWOPASS_BENCH_ACT_ONLY names (comma-separated). */
+function benchFunctions(): string[] {
+  const all = ['danm-endpoints', 'whereabouts-ips', 'rule:cilium-endpoints'];
+  const only = process.env.TWOPASS_BENCH_ACT_ONLY?.split(',').map((x) => x.trim());
+  return only ? all.filter((f) => only.includes(f)) : all;
+}
+
 async function realKube(n: number): Promise<string> {
   const cluster = await startCluster();
   try {
@@ -266,7 +273,7 @@ async function realKube(n: number): Promise<string> {
     const cpu = pids ? () => procCpu(pids.apiserver) : undefined;
     const common = ['--server', cluster.server, '--headers', JSON.stringify(headers), '--insecure', 'true'];
     const out: (string | number)[][] = [];
-    for (const fn of ['danm-endpoints', 'whereabouts-ips', 'rule:cilium-endpoints'])
+    for (const fn of benchFunctions())
       out.push(...rows(fn.replace('rule:', 'rule '), await dryThenDelete(fn, common, cpu), kubeReq));
     return mdTable(
       `Deleting runs on the real kube-apiserver (${cluster.version}): ${n.toLocaleString('en')} pods, 1% of them gone`,
@@ -282,7 +289,7 @@ async function realKube(n: number): Promise<string> {
 /** The fake API server at `n` pods (seeded straight into its store): danm-endpoints, whereabouts-ips, the cilium-endpoints rule. */
 async function fakeKube(n: number): Promise<string> {
   const out: (string | number)[][] = [];
-  for (const fn of ['danm-endpoints', 'whereabouts-ips', 'rule:cilium-endpoints']) {
+  for (const fn of benchFunctions()) {
     const fake = new FakeKubeServer({ continueTtlMs: 3_600_000 });
     await fake.start();
     try {

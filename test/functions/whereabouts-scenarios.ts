@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import * as assert from 'uvu/assert';
 import { stringify } from 'yaml';
 import { whereaboutsIps } from '../../functions/whereabouts-ips/index.ts';
-import { POD_READS_PER_BATCH } from '../../functions/whereabouts-ips/kinds.ts';
+import { LISTED_PODS_PER_GET, POD_READS_PER_BATCH } from '../../functions/whereabouts-ips/kinds.ts';
 import { IPPOOLS, RESERVATIONS } from '../../functions/whereabouts-ips/model.ts';
 import { MINUTE as MIN } from '../../shared/contract/index.ts';
 import { ConflictError } from '../../shared/kube/errors.ts';
@@ -515,9 +515,12 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
     const ns = await t.namespace();
     const pools = ['pool-a', 'pool-b'];
     const ranges = ['192.168.3.0/24', '192.168.4.0/24'];
+    // 120 pods named: reading each would cost the apiserver more than listing every pod
+    const pods = (await kube.listAll(PODS, { metadataOnly: true })).items.length;
+    assert.ok(120 * LISTED_PODS_PER_GET > pods + 2, `the cluster holds ${pods} pods: too many for this test`);
     for (const [i, pool] of pools.entries()) {
       const allocs: Record<string, { id: string; podref: string }> = {};
-      for (let j = 0; j < 12; j++)
+      for (let j = 0; j < 60; j++)
         allocs[`${ranges[i]!.slice(0, -4)}${10 + j}`] = { id: containerId(), podref: `${ns}/gone-${i}-${j}` };
       allocs[`${ranges[i]!.slice(0, -4)}200`] = { id: containerId(), podref: `${ns}/live-${i}` };
       await createPool(kube, ns, pool, ranges[i]!, allocs);
@@ -539,7 +542,7 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
       });
     const res = await r.run();
     assert.is(res.exitCode, EXIT.ok, JSON.stringify(r.events('delete.failed')));
-    assert.is(res.deleted.length, 23, 'every leak but the one whose pod came back');
+    assert.is(res.deleted.length, 119, 'every leak but the one whose pod came back');
     assert.match(String(r.events('delete.skipped')[0]?.reason), /gone-0-0 uses 192\.168\.3\.10/);
     const count = (verb: string, resource: string) =>
       calls.filter((c) => c.verb === verb && c.resource === resource).length;
@@ -549,6 +552,33 @@ export function whereaboutsScenarios(label: string, getTarget: () => Promise<Kub
     assert.is(count('patch', 'ippools'), 2);
     const left = (await allocations(kube, ns, 'pool-a'))[offsetOf(ranges[0]!, '192.168.3.10')];
     assert.is(left?.podref, `${ns}/gone-0-0`);
+  });
+
+  it('one leak among many pods: its pod is read by name, the pods are not listed again', async (t, kube) => {
+    const ns = await t.namespace();
+    await createPool(kube, ns, 'pool', RANGE, {
+      '192.168.2.60': { id: containerId(), podref: `${ns}/gone-0` },
+    });
+    // more pods than one GET costs to list: the re-check reads the one pod by name
+    for (let i = 0; i < LISTED_PODS_PER_GET + 1; i++)
+      await createPodWithStatus(kube, ns, `live-${i}`, [`192.168.2.${100 + i}`]);
+    const r = runner(whereaboutsIps, t.options, [ns], Date.now() + MIN);
+    await r.run();
+    r.now += 6 * MIN;
+    const calls: Call[] = [];
+    r.intercept = (k) =>
+      intercept(k, (call, next) => {
+        calls.push(call);
+        return next();
+      });
+    const res = await r.run();
+    assert.is(res.deleted.length, 1);
+    const pods = calls.filter((c) => c.resource === 'pods');
+    assert.equal(
+      pods.map((c) => `${c.verb} ${c.name ?? ''}`),
+      ['list ', 'get gone-0'],
+      "the snapshot's list, then a GET of the named pod",
+    );
   });
 
   run();

@@ -3,10 +3,18 @@
  * global resourceVersion, immutable stored objects (replaced on every write).
  */
 
-import { randomUUID } from 'node:crypto';
+import { randomInt, randomUUID } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type { KubeObject, ResourceRef } from '../../kube/resources.ts';
 import { WatchHistory } from './history.ts';
+
+/** The five random characters the apiserver appends to a generateName (its alphabet has no vowels). */
+function generatedSuffix(): string {
+  const alphabet = 'bcdfghjklmnpqrstvwxz2456789';
+  let out = '';
+  for (let i = 0; i < 5; i++) out += alphabet[randomInt(alphabet.length)];
+  return out;
+}
 
 export type StoredObject = Readonly<KubeObject>;
 
@@ -151,7 +159,11 @@ export class FakeStore {
     } else {
       delete md.namespace;
     }
-    if (!md.name && md.generateName) md.name = `${md.generateName}${randomUUID().slice(0, 5)}`;
+    // as the apiserver does (RetryGenerateName, GA in 1.32): a generated name already taken is
+    // generated again, up to 8 tries, from its alphabet of 27 characters
+    if (!md.name && md.generateName)
+      for (let i = 0; i < 8 && (!md.name || this.bucket(ref).has(this.id(ref, md.namespace, md.name))); i++)
+        md.name = `${md.generateName}${generatedSuffix()}`;
     if (!md.name || typeof md.name !== 'string') {
       throw new FakeApiError(
         422,
