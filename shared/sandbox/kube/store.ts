@@ -3,18 +3,11 @@
  * global resourceVersion, immutable stored objects (replaced on every write).
  */
 
-import { randomInt, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type { KubeObject, ResourceRef } from '../../kube/resources.ts';
 import { WatchHistory } from './history.ts';
-
-/** The five random characters the apiserver appends to a generateName (its alphabet has no vowels). */
-function generatedSuffix(): string {
-  const alphabet = 'bcdfghjklmnpqrstvwxz2456789';
-  let out = '';
-  for (let i = 0; i < 5; i++) out += alphabet[randomInt(alphabet.length)];
-  return out;
-}
+import { generateName, written } from './made.ts';
 
 export type StoredObject = Readonly<KubeObject>;
 
@@ -159,11 +152,8 @@ export class FakeStore {
     } else {
       delete md.namespace;
     }
-    // as the apiserver does (RetryGenerateName, GA in 1.32): a generated name already taken is
-    // generated again, up to 8 tries, from its alphabet of 27 characters
     if (!md.name && md.generateName)
-      for (let i = 0; i < 8 && (!md.name || this.bucket(ref).has(this.id(ref, md.namespace, md.name))); i++)
-        md.name = `${md.generateName}${generatedSuffix()}`;
+      md.name = generateName(md.generateName, (n) => this.bucket(ref).has(this.id(ref, md.namespace, n)));
     if (!md.name || typeof md.name !== 'string') {
       throw new FakeApiError(
         422,
@@ -403,9 +393,8 @@ function applyJsonPatchOp(
   switch (op.op) {
     case 'test': {
       const actual = Array.isArray(parent) ? parent[Number(last)] : container[last];
-      // as the apiserver's JSON Patch does: a missing member tests equal to null (whereabouts
-      // guards each allocation it adds with such a test), and objects are equal member by
-      // member, whatever their order (RFC 6902, 4.6)
+      // as the apiserver's JSON Patch does: a missing member tests equal to null (whereabouts guards
+      // each allocation it adds so), objects equal member by member in any order (RFC 6902, 4.6)
       const missingIsNull = actual === undefined && (op.value === null || op.value === undefined);
       if (!missingIsNull && !isDeepStrictEqual(actual, op.value)) {
         const kind = ref.group ? `${ref.plural}.${ref.group}` : ref.plural;
@@ -449,12 +438,4 @@ function applyJsonPatchOp(
     default:
       throw new FakeApiError(400, 'BadRequest', `json patch operation ${String(op.op)} is not supported`);
   }
-}
-
-/**
- * The managedFields the real server keeps, reduced to what is read of them: the time of the
- * last write that changed the object (RFC 3339, whole seconds), under one manager.
- */
-function written(now: Date): unknown[] {
-  return [{ manager: 'fake', operation: 'Update', time: now.toISOString().replace(/\.\d{3}Z$/, 'Z') }];
 }
