@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import {
+  type Answer,
   type BatchItemResult,
   type BatchSpec,
   checkFreshCount,
@@ -16,6 +17,7 @@ import {
   pageSizeSetting,
   type RestoreResult,
   type RunContext,
+  type Settled,
   type Step,
   type Tombstone,
   type Typed,
@@ -153,7 +155,7 @@ async function allPods(reader: KubeReader, ctx: Ctx): Promise<ReadonlyMap<string
 
 /**
  * The evidence of a batch, fresh: the run's shared list of every pod when that costs the
- * apiserver less (`sharedPodList`), else a read of each pod it names (a GET by name answers for
+ * apiserver less (`shared`, from `sharedPodList`), else a read of each pod it names (a GET by name answers for
  * exactly the podref the judgement looks up, law 6's narrow evidence; a list of a
  * namespace of 30,000 pods for every pool touched cost the apiserver far more). A batch
  * that names more pods than POD_READS_PER_BATCH lists their namespaces once instead,
@@ -163,9 +165,10 @@ async function freshPods(
   reader: KubeReader,
   podrefs: readonly string[],
   ctx: Ctx,
+  shared: boolean,
 ): Promise<ReadonlyMap<string, PodView>> {
   const { signal } = ctx;
-  if (sharedPodList(ctx)) return allPods(reader, ctx);
+  if (shared) return allPods(reader, ctx);
   const pods = new Map<string, PodView>();
   if (podrefs.length <= POD_READS_PER_BATCH) {
     for (const ref of podrefs) {
@@ -195,6 +198,7 @@ function allocationSteps(
 ): readonly Step<AllocData, KubeReader, KubeReadWriter>[] {
   const d0 = targets[0]!.data;
   const podrefs = [...new Set(targets.map((t) => t.data.podref))].sort();
+  const shared = sharedPodList(ctx);
   return [
     {
       takes: () => true,
@@ -220,7 +224,7 @@ function allocationSteps(
               reason: 'the pool was re-created (another UID): its allocations are judged anew',
             })),
           };
-        const pods = await freshPods(reader, podrefs, ctx);
+        const pods = await freshPods(reader, podrefs, ctx, shared);
         const results: BatchItemResult[] = [];
         const removing: Typed<AllocData>[] = [];
         for (const t of pending) {
@@ -278,18 +282,18 @@ function allocationSteps(
  */
 async function readBackAllocations(
   r: KubeReader,
-  out: { answer: unknown } | { unknown: string },
+  out: Answer,
   d0: AllocData,
   removing: readonly Typed<AllocData>[],
   sent: string | undefined,
   signal: AbortSignal,
-): Promise<{ results: BatchItemResult[] }> {
+): Promise<Settled> {
   const unknown = 'unknown' in out ? `unknown answer (${out.unknown}), read back: ` : undefined;
   const answer = 'answer' in out ? (out.answer as KubeObject | undefined) : undefined;
+  const ofThePool =
+    sent === undefined ? answer?.metadata?.uid === d0.poolUid : answerShowsWrite(answer, d0.poolUid, sent);
   const shown =
-    answer?.metadata?.uid === d0.poolUid &&
-    (sent === undefined || answerShowsWrite(answer, d0.poolUid, sent)) &&
-    removing.every((t) => !sameAllocation(allocationAt(answer, t.data.offset), t.data))
+    answer && ofThePool && removing.every((t) => !sameAllocation(allocationAt(answer, t.data.offset), t.data))
       ? answer
       : undefined;
   const after = shown ?? (await poolNow(r, d0, signal).catch(() => 'unreadable' as const));

@@ -299,11 +299,10 @@ export function evidenceFloorOf(
   snapshot: Snapshot,
   maxDropPercent: number,
 ): (source: string, count: number) => string | undefined {
-  const was = new Map<string, number>();
   // evidence only: a source that is also a target shrinks as the run itself deletes
-  for (const s of snapshot.sources) if (s.role === 'evidence') was.set(s.name, s.count);
+  const was = evidenceCountOf(snapshot);
   return (source, count) => {
-    const before = was.get(source);
+    const before = was(source);
     if (before === undefined || before === 0 || count >= before) return undefined;
     const drop = ((before - count) / before) * 100;
     if (drop <= maxDropPercent) return undefined;
