@@ -564,6 +564,32 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
     });
   });
 
+  it("whereabouts-ips: the act phase's shared pods list answered empty (a complete-looking list, no pods) removes nothing (held to the snapshot's count)", async (t, kube) => {
+    const ns = await t.namespace();
+    // 55 pods named, more than a twentieth of the pods: the batch re-checks on one shared list
+    const orphans: Record<string, { id: string; podref: string }> = {};
+    for (let i = 0; i < 55; i++)
+      orphans[`10.42.0.${10 + i}`] = { id: wb.containerId(), podref: `${ns}/gone-${i}` };
+    await wb.createPool(kube, ns, '10.42.0.0-24', '10.42.0.0/24', orphans);
+    await wb.createPodWithStatus(kube, ns, 'live-0', ['10.42.0.200']);
+    await withProxy(t, async (proxy) => {
+      const r = rig(t, whereaboutsIps, proxy, ns, undefined, 5000);
+      assert.is((await r.run()).exitCode, EXIT.ok);
+      r.now.t += 6 * MIN;
+      // the deleting run's snapshot lists pods first (request 1); its act phase lists them again
+      proxy.add({ kind: 'empty-items', method: 'GET', path: /^\/api\/v1\/pods\?/, nth: 2 });
+      const res = await r.run();
+      assert.is(proxy.fired(), 1, 'the fault happened, in the act phase');
+      assert.equal(res.deleted, []);
+      assert.match(
+        String(res.lines.find((l) => l.event === 'delete.failed')?.error),
+        /fresh pods: list incomplete: .* now against .* in the snapshot that decided/,
+      );
+      assert.is(Object.keys(await wb.allocations(kube, ns, '10.42.0.0-24')).length, 55, 'nothing removed');
+      await r.client.close();
+    });
+  });
+
   it('whereabouts-ips: a pool read back with another UID is never "deleted (already gone)"', async (t, kube) => {
     const ns = await t.namespace();
     await wbWorld(kube, ns);
