@@ -15,6 +15,7 @@ import * as assert from 'uvu/assert';
 import { stringify } from 'yaml';
 import { IPPOOLS, NETWORK_STATUS, RESERVATIONS } from '../../functions/whereabouts-ips/model.ts';
 import type { KubeHttpClient } from '../../shared/kube/client.ts';
+import { KubeApiError } from '../../shared/kube/errors.ts';
 import { type KubeObject, LEASES, NAMESPACES, NODES, PODS } from '../../shared/kube/resources.ts';
 import { ConfigMapTombstones } from '../../shared/state/tombstones.ts';
 import { adminClient, type Cluster, startCluster } from '../cluster/cluster.ts';
@@ -130,6 +131,28 @@ async function createPod(kube: KubeHttpClient, name: string, network: string): P
       containers: [{ name: 'c', image: 'localhost/pause:test', imagePullPolicy: 'Never' }],
     },
   });
+}
+
+/**
+ * The churn's own writes (making and deleting its pods) against an apiserver that shares two
+ * cores with the suites beside it: a call left unanswered past the client's timeout is made
+ * again, up to 3 times, and counted (printed with the churn's line). A create the server did
+ * take before the timeout answers 409 AlreadyExists when made again, which is the pod made; a
+ * delete made again answers 404, which is the pod gone. Any other error fails the test.
+ */
+async function churnWrite(what: string, write: () => Promise<unknown>, slow: string[]): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await write();
+      return;
+    } catch (err) {
+      const unanswered = err instanceof KubeApiError && err.status === 0;
+      if (attempt > 1 && err instanceof KubeApiError && err.status === 409 && what.startsWith('create'))
+        return;
+      if (!unanswered || attempt === 3) throw err;
+      slow.push(`${what}: ${err.message}`);
+    }
+  }
 }
 
 /** The whereabouts addresses Multus' network-status lists for a pod (the `wb` interface's). */
@@ -480,6 +503,8 @@ type Churn = Readonly<{
   /** Jobs killed with their node (status unknown). */
   killedRuns: number;
   late: readonly string[];
+  /** The churn's own writes made again after a timeout (the apiserver slow, not twopass). */
+  unanswered: readonly string[];
 }>;
 
 /**
@@ -520,6 +545,8 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
   let lostRaces = 0;
   let killedRuns = 0;
   let pods = 0;
+  /** The churn's own writes made again after the apiserver left them unanswered (churnWrite). */
+  const unanswered: string[] = [];
   /** When the node was down: from its loss to its restart. */
   const losses: { from: number; to: number }[] = [];
   /** A Job's pod killed with its node: its container's end unknown (kubelet's reason, or none at all
@@ -636,12 +663,17 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
     for (let round = 1; round <= rounds; round++) {
       for (let i = 0; i < 10; i++) {
         const name = `${prefix}-${++pods}`;
-        await createPod(kube, name, net);
+        await churnWrite(`create ${name}`, () => createPod(kube, name, net), unanswered);
         live.push(name);
       }
       await new Promise((r) => setTimeout(r, 8000));
-      for (const p of take(4)) await kube.delete(PODS, APPS, p);
-      for (const p of take(2)) await kube.delete(PODS, APPS, p, undefined, { gracePeriodSeconds: 0 });
+      for (const p of take(4)) await churnWrite(`delete ${p}`, () => kube.delete(PODS, APPS, p), unanswered);
+      for (const p of take(2))
+        await churnWrite(
+          `force-delete ${p}`,
+          () => kube.delete(PODS, APPS, p, undefined, { gracePeriodSeconds: 0 }),
+          unanswered,
+        );
       if (round % 3 === 0) {
         // a node lost: the pods force-deleted while it is down never get their DEL
         const loss = { from: Date.now(), to: Number.POSITIVE_INFINITY };
@@ -650,7 +682,11 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
         try {
           for (const p of take(3)) {
             // a leak from when its pod is gone from the API (a run that listed it before saw it live)
-            await kube.delete(PODS, APPS, p, undefined, { gracePeriodSeconds: 0 });
+            await churnWrite(
+              `force-delete ${p} (node lost)`,
+              () => kube.delete(PODS, APPS, p, undefined, { gracePeriodSeconds: 0 }),
+              unanswered,
+            );
             lostPods.add(`${APPS}/${p}`);
           }
           await new Promise((r) => setTimeout(r, 5000));
@@ -747,6 +783,7 @@ async function churn(ctx: Ctx, range: string, net: string, prefix: string, round
     },
     violations,
     late,
+    unanswered,
   };
 }
 
@@ -754,7 +791,10 @@ const churnLine = (name: string, c: Churn) =>
   `  ${name}: ${c.pods} pods in ${c.seconds} s, ${c.leaks.size} leaks made, freed by twopass ${c.leaksFreedBy.twopass}, ` +
   `by whereabouts ${c.leaksFreedBy.whereabouts}, not freed ${c.leaksFreedBy.notYet}; ${c.runs.length} runs, ` +
   `${c.killedRuns} killed with the node, ${c.lostRaces} twopass deletions lost to another writer (re-read, left); ` +
-  `wrong frees: twopass ${c.violations.filter((v) => v.includes('sandbox')).length}, others ${c.wrongByOthers.length}`;
+  `wrong frees: twopass ${c.violations.filter((v) => v.includes('sandbox')).length}, others ${c.wrongByOthers.length}` +
+  (c.unanswered.length > 0
+    ? `; the churn's own writes made again after a timeout: ${c.unanswered.join('; ')}`
+    : '');
 
 /** The shipped chart deleting whereabouts-ips, its CronJob every minute at the test grace. */
 function installChartEveryMinute(ctx: Ctx): void {
