@@ -103,7 +103,7 @@ function endpointStep(b: NetBatch): Step<NetData, KubeReader, KubeReadWriter> {
       const rv = ev.value.eps.get(d.uid);
       if (rv === undefined) return skip('re-check: DanmEp is already gone');
       if (rv !== d.rv) return skip('re-check: DanmEp changed since the snapshot');
-      if (ev.value.pods.get(d.podUID) === d.namespace)
+      if (ev.value.podNamespace(d.podUID) === d.namespace)
         return skip(`re-check: Pod ${d.namespace}/${d.pod} with UID ${d.podUID} exists`);
       // Its tombstone: the DanmEp as it is now (the same one: uid and resourceVersion), kept
       // whole by the evidence list (the DELETE's preconditions make it the object deleted),

@@ -11,7 +11,15 @@ import type { BitData } from './bits.ts';
 import { type Ask, askOf, carried, freshFingerprint } from './continuity.ts';
 import type { EpData, Settings } from './endpoint.ts';
 import { BitEvidence, detectGroup, endpointViewer, NETWORK_TYPES } from './evidence.ts';
-import { bitIndex, clearable, danmResources, type Network, networkId, parseNetwork } from './model.ts';
+import {
+  bitIndex,
+  clearable,
+  danmResources,
+  endpointAddress,
+  type Network,
+  networkId,
+  parseNetwork,
+} from './model.ts';
 
 export type Kinds = { DanmEp: EpData; DanmBit: BitData };
 type Ctx = ObserveContext<Settings, Kinds>;
@@ -125,7 +133,7 @@ function judgeEndpoints(
       fingerprint: ep.resourceVersion,
       // The pod's name is shared by the old and the re-created pod: its UID (short) and the
       // address tell the two DanmEps apart wherever one is named.
-      name: `${ep.namespace}/${ep.pod} ${ep.iface || ep.name}${ep.v4 || ep.v6 ? ` ${(ep.v4 ?? ep.v6)!.text}` : ''} (pod ${ep.podUID.slice(0, 8) || '?'})`,
+      name: `${ep.namespace}/${ep.pod} ${ep.iface || ep.name}${ep.v4 || ep.v6 ? ` ${ep.v4 ?? ep.v6}` : ''} (pod ${ep.podUID.slice(0, 8) || '?'})`,
       marks: [ep],
       createdAt: ep.createdAt,
       data: {
@@ -138,11 +146,11 @@ function judgeEndpoints(
         podUID: ep.podUID,
         networkType: ep.networkType,
         network: ep.network,
-        ...(ep.v4 ? { v4: ep.v4.text } : {}),
-        ...(ep.v6 ? { v6: ep.v6.text } : {}),
+        ...(ep.v4 ? { v4: ep.v4 } : {}),
+        ...(ep.v6 ? { v6: ep.v6 } : {}),
       },
     });
-    if (evidence.live.get(ep.podUID) === ep.namespace) {
+    if (ep.podNamespace === ep.namespace) {
       v.used();
       continue;
     }
@@ -151,12 +159,14 @@ function judgeEndpoints(
     if (!net) problems.push(`${where} cannot be read (not found)`);
     else if (net.problem) problems.push(`${net.type} ${ep.network} cannot be read: ${net.problem}`);
     else
-      for (const [family, addr, pool] of [
+      for (const [family, text, pool] of [
         [4, ep.v4, net.v4],
         [6, ep.v6, net.v6],
-      ] as const)
-        if (addr && (!pool || bitIndex(pool, addr) === undefined))
-          problems.push(`${addr.text} is outside ${ep.networkType} ${ep.network}'s IPv${family} range`);
+      ] as const) {
+        const addr = text === undefined ? undefined : endpointAddress(ep, family);
+        if (text !== undefined && (!addr || !pool || bitIndex(pool, addr) === undefined))
+          problems.push(`${text} is outside ${ep.networkType} ${ep.network}'s IPv${family} range`);
+      }
     if (problems.length > 0) v.indeterminate(problems.join('; '));
   }
 }

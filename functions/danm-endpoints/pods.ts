@@ -139,8 +139,8 @@ export function setUpTracker(
 ): {
   add: (p: KubeObject) => void;
   done: () => SetUpCheck;
-  /** The namespace of each live pod that has a DanmEp, by the DanmEp's PodUID. */
-  live: ReadonlyMap<string, string | undefined>;
+  /** The namespace of the live pod of this UID, when it has a DanmEp (else undefined). */
+  podNamespace: (podUID: string) => string | undefined;
 } {
   // a skew that is not a number (settings not validated) must never switch the guard off
   const skewMs = Number.isFinite(skew) && skew >= 0 ? skew : SERVER_SKEW_MS;
@@ -171,16 +171,16 @@ export function setUpTracker(
     if (!cur || p.createdMs < cur.createdMs) m.set(k, p);
   };
   // Terminating pods count too: a pod deleted right after it was scheduled may still be in CNI ADD.
-  const live = new Map<string, string | undefined>();
   const add = (p: KubeObject): void => {
     const req = requestedNetworks(p, existing);
     const ns = p.metadata.namespace ?? '';
     const mine = p.metadata.uid === undefined ? undefined : byPod.get(p.metadata.uid);
-    // keyed and valued by the DanmEp's own strings where they agree: nothing of the pod's page is kept
+    // on each of its DanmEps, valued by the DanmEp's own string where they agree: nothing of
+    // the pod's page is kept
     if (mine !== undefined) {
-      const first = Array.isArray(mine) ? mine[0]! : mine;
       const n = p.metadata.namespace;
-      live.set(first.podUID, n === first.namespace ? first.namespace : n);
+      for (const e of Array.isArray(mine) ? mine : [mine])
+        e.podNamespace = n === e.namespace ? e.namespace : n;
     }
     const who = () => `pod ${ns}/${p.metadata.name}`;
     const created = Date.parse(String(p.metadata.creationTimestamp ?? ''));
@@ -220,9 +220,10 @@ export function setUpTracker(
     const ns = namespaceOfId(netId);
     return protects(ns === undefined ? cluster : namespaces.get(ns), lastWriteMs);
   };
-  const done = () => {
-    byPod.clear(); // the check closes over this scope: drop what it does not read
-    return check;
+  const done = () => check;
+  const podNamespace = (podUID: string) => {
+    const had = byPod.get(podUID);
+    return (Array.isArray(had) ? had[0] : had)?.podNamespace;
   };
-  return { add, done, live };
+  return { add, done, podNamespace };
 }

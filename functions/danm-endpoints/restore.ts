@@ -98,7 +98,7 @@ export async function restoreEndpoint(
     const p = parseEndpoint(o);
     if (!p.ok || p.ep.networkType !== net.type || p.ep.network !== net.name) continue;
     if (net.type !== 'ClusterNetwork' && p.ep.namespace !== net.namespace) continue;
-    const held = bits.find((b) => p.ep.v4?.text === b.address || p.ep.v6?.text === b.address);
+    const held = bits.find((b) => p.ep.v4 === b.address || p.ep.v6 === b.address);
     if (held)
       return {
         outcome: 'refused',

@@ -81,7 +81,7 @@ test('pods are taken in a pod at a time: until the list was read whole every unh
       spec: { NetworkName: 'net', apiType: 'DanmNet', Pod: name, PodUID: podUID, Interface: { Address: ip } },
     });
     if (!p.ok) throw new Error(p.reason);
-    return { ep: p.ep };
+    return p.ep;
   };
   const ev = new BitEvidence(
     [ep('a', 'uid-a-0', '10.0.0.5/24')],
@@ -94,9 +94,51 @@ test('pods are taken in a pod at a time: until the list was read whole every unh
   });
   for (const p of [pod('a-0', '2026-12-06T07:00:00Z'), pod('b-0', '2026-12-06T07:00:00Z', '[]')]) ev.pod(p);
   ev.podsRead();
-  assert.equal([...ev.live], [['uid-a-0', 'ns']], 'only a pod with a DanmEp is kept');
+  assert.is(ev.podNamespace('uid-a-0'), 'ns', 'a pod with a DanmEp is known by its UID');
+  assert.is(ev.podNamespace('uid-b-0'), undefined, 'a pod without one is not kept');
   assert.equal(ev.verdict(net, 4, 5), { used: 'held by DanmEp ns/a' });
   assert.is(ev.verdict(net, 4, 6), undefined, 'b-0 asks for its default network, which is not this one');
+});
+
+test('a bit held by two DanmEps is held by either: the holder index keeps both (one is stored alone, two as a list), and the address is kept as text of its own', () => {
+  const cidr = '10.100.200.0/24';
+  const alloc = Buffer.from(Bitmap.empty(parseCidr(cidr)!).with(25, true).with(26, true).bytes).toString(
+    'base64',
+  );
+  const net = parseNetwork(
+    {
+      metadata: { name: 'net', namespace: 'ns', uid: 'n-1', resourceVersion: '7' },
+      spec: { NetworkID: 'net', Options: { cidr, alloc } },
+    },
+    'DanmNet',
+  );
+  const ep = (name: string, ip: string) => {
+    const p = parseEndpoint({
+      metadata: { name, namespace: 'ns', uid: `ep-${name}`, resourceVersion: '3' },
+      spec: {
+        NetworkName: 'net',
+        apiType: 'DanmNet',
+        Pod: name,
+        PodUID: `uid-${name}`,
+        Interface: { Address: ip },
+      },
+    });
+    if (!p.ok) throw new Error(p.reason);
+    return p.ep;
+  };
+  const eps = [ep('a', '10.100.200.25/24'), ep('b', '10.100.200.25/24'), ep('c', '10.100.200.26/24')];
+  assert.is(eps[0]!.v4, '10.100.200.25', 'the address without its prefix');
+  const ev = new BitEvidence(eps, new Map([[net.id, net]]), new Set([net.id]), 60_000);
+  ev.podsRead();
+  assert.equal(ev.verdict(net, 4, 25), { used: 'held by DanmEp ns/a' });
+  assert.equal(
+    ev.verdict(net, 4, 25, 'ep-a'),
+    { used: 'held by DanmEp ns/b' },
+    'the second holder, with the first left out',
+  );
+  assert.equal(ev.verdict(net, 4, 25, new Set(['ep-a', 'ep-b'])), undefined, 'both left out: free');
+  assert.equal(ev.verdict(net, 4, 26), { used: 'held by DanmEp ns/c' }, 'a bit held once');
+  assert.equal(ev.verdict(net, 4, 26, 'ep-c'), undefined, 'its one holder left out: free');
 });
 
 test.run();
