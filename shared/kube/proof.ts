@@ -8,6 +8,7 @@
  */
 import { KubeApiError } from './errors.ts';
 import type { KubeObject, ResourceRef } from './resources.ts';
+import { SeenUids } from './seen.ts';
 
 export const METADATA_LIST = { kind: 'PartialObjectMetadataList', apiVersion: 'meta.k8s.io/v1' } as const;
 
@@ -31,7 +32,7 @@ export class ListProof {
   private readonly kind: string;
   private readonly apiVersion: string;
   private rv: string | undefined;
-  private readonly uids = new Set<string>();
+  private readonly uids = new SeenUids();
   private readonly claims: { page: number; received: number; remaining: number }[] = [];
   private received = 0;
   private lastItems = 0;
@@ -71,8 +72,7 @@ export class ListProof {
         fail(`item ${i + 1} is not an object with metadata`);
       const uid = m!.uid;
       if (typeof uid !== 'string' || uid === '') continue; // a malformed object: the function reports it
-      if (this.uids.has(uid)) fail(`repeats ${String(m!.name)} (UID ${uid}): the pages overlap`);
-      this.uids.add(uid);
+      if (!this.uids.add(uid)) fail(`repeats ${String(m!.name)} (UID ${uid}): the pages overlap`);
     }
     this.received += items.length;
     this.lastItems = items.length;
