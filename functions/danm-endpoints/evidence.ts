@@ -59,7 +59,7 @@ export class BitEvidence {
   /**
    * `networks`: the networks to index holders for (bitIndex needs their pools);
    * `existing`: ids of the networks that exist, for resolving a pod's default network.
-   * The pods come after, one at a time (`pod`, a list's view), then `podsRead()`.
+   * The pods come after, one at a time (`pod`, a list's view), then `podsRead`.
    */
   constructor(
     eps: readonly EndpointView[],
@@ -107,9 +107,9 @@ export class BitEvidence {
     return 1;
   };
 
-  /** Every pod of one complete list was handed to `pod`. */
-  podsRead(): void {
-    this.settingUp = this.tracker.done();
+  /** Every pod of one complete list was handed to `pod`; `keepPods` false: `podNamespace` is not asked after (it throws). */
+  podsRead(keepPods: boolean): void {
+    this.settingUp = this.tracker.done(keepPods);
   }
 
   /** Whether address `index` of `net` is held (other than by DanmEp `except`), may be, or is free. */
@@ -271,7 +271,7 @@ export async function readDanmEvidence(
     else if (v.failure.uid) eps.set(v.failure.uid, v.failure.resourceVersion);
   const holders = new BitEvidence(list.items, networks, new Set(networks.keys()), skewMs);
   const pods = await kube.listAll(PODS, { metadataOnly: true, pageSize, signal, view: holders.pod });
-  holders.podsRead();
+  holders.podsRead(true);
   return { networks, eps, kept, podNamespace: holders.podNamespace, podCount: pods.items.length, holders };
 }
 

@@ -62,7 +62,8 @@ async function listEvidence(
   );
   const pods = await kube.listAll(PODS, { metadataOnly: true, pageSize, signal, view: evidence.pod });
   ctx.source('pods', 'evidence', pods);
-  evidence.podsRead();
+  // the judgement reads each DanmEp's podNamespace, never a pod by UID
+  evidence.podsRead(false);
   return evidence;
 }
 

@@ -124,7 +124,7 @@ export function networksBeingSetUp(
 ): SetUpCheck {
   const t = setUpTracker(endpoints, existing, skew);
   for (const p of pods) t.add(p);
-  return t.done();
+  return t.done(false);
 }
 
 /**
@@ -138,7 +138,8 @@ export function setUpTracker(
   skew: number = SERVER_SKEW_MS,
 ): {
   add: (p: KubeObject) => void;
-  done: () => SetUpCheck;
+  /** Every pod was added: the check. `keepPods` false drops the index of DanmEps by pod (`podNamespace` then throws). */
+  done: (keepPods: boolean) => SetUpCheck;
   /** The namespace of the live pod of this UID, when it has a DanmEp (else undefined). */
   podNamespace: (podUID: string) => string | undefined;
 } {
@@ -220,8 +221,18 @@ export function setUpTracker(
     const ns = namespaceOfId(netId);
     return protects(ns === undefined ? cluster : namespaces.get(ns), lastWriteMs);
   };
-  const done = () => check;
+  let dropped = false;
+  const done = (keepPods: boolean) => {
+    // the check closes over this scope: a caller that asks no pod by UID drops the index (7 MiB at 150,000)
+    if (!keepPods) {
+      byPod.clear();
+      dropped = true;
+    }
+    return check;
+  };
   const podNamespace = (podUID: string) => {
+    // an index dropped answers nothing, never "no such pod"
+    if (dropped) throw new Error('setUpTracker: podNamespace asked after its index was dropped');
     const had = byPod.get(podUID);
     return (Array.isArray(had) ? had[0] : had)?.podNamespace;
   };

@@ -93,9 +93,18 @@ test('pods are taken in a pod at a time: until the list was read whole every unh
     indeterminate: 'a pod not read yet may be being set up on it: its CNI ADD may hold this address',
   });
   for (const p of [pod('a-0', '2026-12-06T07:00:00Z'), pod('b-0', '2026-12-06T07:00:00Z', '[]')]) ev.pod(p);
-  ev.podsRead();
+  ev.podsRead(true);
   assert.is(ev.podNamespace('uid-a-0'), 'ns', 'a pod with a DanmEp is known by its UID');
   assert.is(ev.podNamespace('uid-b-0'), undefined, 'a pod without one is not kept');
+  // a run's judgement drops the index by pod: asked after, it throws (never "no such pod")
+  const dropped = new BitEvidence(
+    [ep('a', 'uid-a-0', '10.0.0.5/24')],
+    new Map([[net.id, net]]),
+    new Set([net.id]),
+  );
+  dropped.pod(pod('a-0', '2026-12-06T07:00:00Z'));
+  dropped.podsRead(false);
+  assert.throws(() => dropped.podNamespace('uid-a-0'), /after its index was dropped/);
   assert.equal(ev.verdict(net, 4, 5), { used: 'held by DanmEp ns/a' });
   assert.is(ev.verdict(net, 4, 6), undefined, 'b-0 asks for its default network, which is not this one');
 });
@@ -129,7 +138,7 @@ test('a bit held by two DanmEps is held by either: the holder index keeps both (
   const eps = [ep('a', '10.100.200.25/24'), ep('b', '10.100.200.25/24'), ep('c', '10.100.200.26/24')];
   assert.is(eps[0]!.v4, '10.100.200.25', 'the address without its prefix');
   const ev = new BitEvidence(eps, new Map([[net.id, net]]), new Set([net.id]), 60_000);
-  ev.podsRead();
+  ev.podsRead(true);
   assert.equal(ev.verdict(net, 4, 25), { used: 'held by DanmEp ns/a' });
   assert.equal(
     ev.verdict(net, 4, 25, 'ep-a'),
