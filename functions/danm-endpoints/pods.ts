@@ -184,19 +184,35 @@ export function setUpTracker(
         e.podNamespace = n === e.namespace ? e.namespace : n;
     }
     const who = () => `pod ${ns}/${p.metadata.name}`;
-    const created = Date.parse(String(p.metadata.creationTimestamp ?? ''));
-    // no readable time: it protects, whatever the network's last write
-    const createdMs = Number.isFinite(created) ? created : Number.NEGATIVE_INFINITY;
+    // read only for a pod that protects a network (most pods have their DanmEps already)
+    const createdMs = () => {
+      const created = Date.parse(String(p.metadata.creationTimestamp ?? ''));
+      // no readable time: it protects, whatever the network's last write
+      return Number.isFinite(created) ? created : Number.NEGATIVE_INFINITY;
+    };
     if (req.kind === 'unreadable') {
-      const why = { why: `${who()} may be set up on any network it can reach (${req.reason})`, createdMs };
+      const why = {
+        why: `${who()} may be set up on any network it can reach (${req.reason})`,
+        createdMs: createdMs(),
+      };
       keep(namespaces, ns, why);
-      if (!cluster || createdMs < cluster.createdMs) cluster = why;
+      if (!cluster || why.createdMs < cluster.createdMs) cluster = why;
       return;
     }
     if (req.kind === 'default') {
       if (defaultCandidates(ns).some((id) => on(mine, id) > 0)) return;
       for (const n of req.ids)
-        keep(ids, n, { why: `${who()} is being set up on its default network (no DanmEp yet)`, createdMs });
+        keep(ids, n, {
+          why: `${who()} is being set up on its default network (no DanmEp yet)`,
+          createdMs: createdMs(),
+        });
+      return;
+    }
+    // the common request, one interface: no count of networks to build
+    if (req.ids.length === 1) {
+      const n = req.ids[0]!;
+      if (on(mine, n) === 0)
+        keep(ids, n, { why: `${who()} is being set up on it (no DanmEp yet)`, createdMs: createdMs() });
       return;
     }
     const asked = new Map<string, number>();
@@ -209,7 +225,7 @@ export function setUpTracker(
           want === 1
             ? `${who()} is being set up on it (no DanmEp yet)`
             : `${who()} is being set up on it (${got} of its ${want} DanmEps there so far)`,
-        createdMs,
+        createdMs: createdMs(),
       });
     }
   };

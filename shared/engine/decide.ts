@@ -118,6 +118,20 @@ function evidenceVerdict(
   return { reasons, pending };
 }
 
+/**
+ * The keys in use that name a target of the snapshot: the only keys decide() asks about.
+ * After 0017 a run holds ~1% of 300,000 targets and lists the keys of the rest as used;
+ * copying all of them into a Set took a tenth of a second and 10 MiB.
+ */
+function usedTargetKeys(snapshot: Snapshot): Set<string> {
+  if (snapshot.targets.length >= snapshot.used.length) return new Set(snapshot.used);
+  const held = new Set<string>();
+  for (const t of snapshot.targets) held.add(t.key);
+  const used = new Set<string>();
+  for (const k of snapshot.used) if (held.has(k)) used.add(k);
+  return used;
+}
+
 /** The summary's counts, as decide() adds to them. */
 type Counts = { -readonly [K in keyof DiffSummary]: DiffSummary[K] };
 
@@ -236,7 +250,7 @@ export function decide(
   const last = previous.lastSnapshot;
   const clockWentBack = last !== undefined && now < last.takenAt;
   const prevCandidates = previous.candidates;
-  const used = new Set(snapshot.used);
+  const used = usedTargetKeys(snapshot);
   const indeterminate = new Map<string, string>();
   for (const i of snapshot.indeterminate) if (!indeterminate.has(i.key)) indeterminate.set(i.key, i.reason);
   const blocker =

@@ -55,9 +55,14 @@ export const MUTANTS: readonly (readonly [string, string, string])[] = [
   ['percentage guard off', 'if (confirmed > floor && percent > policy.maxDeletionPercent)', 'if (false)'],
   ['evidence accepted at once', 'pending.snapshots >= 2 && heldMs >= after', 'true'],
   [
+    'used keys not matched to the held targets',
+    'for (const k of snapshot.used) if (held.has(k)) used.add(k);',
+    'for (const k of snapshot.used) used.add(k.slice(0, -1));',
+  ],
+  [
     'input mutated',
-    'const used = new Set(snapshot.used);',
-    'const used = new Set((snapshot.used as string[]).sort());',
+    'if (snapshot.targets.length >= snapshot.used.length) return new Set(snapshot.used);',
+    'if (snapshot.targets.length >= snapshot.used.length) return new Set((snapshot.used as string[]).sort());',
   ],
   ['never confirms', 'summary.confirmed++;', 'summary.confirmed++; continue;'],
   [

@@ -10,7 +10,13 @@ import { parseConfigText, resolveConfig } from '../../shared/config.ts';
 import { parseDuration } from '../../shared/engine/duration.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import type { KubeObject } from '../../shared/kube/resources.ts';
-import { formatAddress, parseAddress, parseCidr, parseInterfaceAddress } from '../../shared/net/ip.ts';
+import {
+  formatAddress,
+  parseAddress,
+  parseCidr,
+  parseInterfaceAddress,
+  parseIPv4,
+} from '../../shared/net/ip.ts';
 import { fromCloud } from '../../shared/openstack/config.ts';
 import { OpenStackConfigError } from '../../shared/openstack/errors.ts';
 import { StateCorruptError } from '../../shared/state/errors.ts';
@@ -124,6 +130,36 @@ test('DANM objects: any shape parses to a value or a reason, never throws', () =
     }),
     { numRuns: RUNS },
   );
+});
+
+test('IPv4: read a character at a time, it accepts exactly the dotted quads the rule names', () => {
+  // the rule, as written: four parts of 1-3 digits, no leading zero, each at most 255
+  const rule = (s: string): bigint | undefined => {
+    const parts = s.split('.');
+    if (parts.length !== 4) return undefined;
+    let v = 0n;
+    for (const p of parts) {
+      if (!/^[0-9]{1,3}$/.test(p) || (p.length > 1 && p.startsWith('0'))) return undefined;
+      if (Number(p) > 255) return undefined;
+      v = (v << 8n) | BigInt(Number(p));
+    }
+    return v;
+  };
+  const part = fc.oneof(
+    fc.nat({ max: 300 }).map(String),
+    fc.constantFrom('', '0', '00', '01', '007', '1000', 'a', ' 1', '+1', '٣'),
+  );
+  const quads = fc.array(part, { minLength: 0, maxLength: 6 }).map((ps) => ps.join('.'));
+  fc.assert(
+    fc.property(fc.oneof(quads, fc.string({ maxLength: 20 })), (s) => {
+      assert.is(parseIPv4(s), rule(s), JSON.stringify(s));
+    }),
+    { numRuns: RUNS * 10 },
+  );
+  assert.is(parseIPv4('255.255.255.255'), 0xffffffffn);
+  assert.is(parseIPv4('0.0.0.0'), 0n);
+  for (const bad of ['1.2.3.4.', '.1.2.3.4', '1..2.3', '1.2.3', '1.2.3.256', '1.2.3.04', ''])
+    assert.is(parseIPv4(bad), undefined, bad);
 });
 
 test('config text: anything is a config or a ConfigError', () => {
