@@ -15,7 +15,7 @@ import {
 import type { KubeReader } from '../../shared/kube/ports.ts';
 import { type KubeObject, PODS } from '../../shared/kube/resources.ts';
 import type { Settings } from './data.ts';
-import { BitHolders } from './holders.ts';
+import { BitHolders, firstHolder } from './holders.ts';
 import {
   bitIndex,
   danmResources,
@@ -116,12 +116,7 @@ export class BitEvidence {
   verdict(net: Network, family: 4 | 6, index: number, except?: string | ReadonlySet<string>): BitVerdict {
     const excluded = (uid: string) =>
       typeof except === 'string' ? uid === except : except?.has(uid) === true;
-    const held = this.holders.get(`${net.id}|${family}`)?.at(index);
-    const holder = Array.isArray(held)
-      ? held.find((h) => !excluded(h.uid))
-      : held && !excluded(held.uid)
-        ? held
-        : undefined;
+    const holder = firstHolder(this.holders.get(`${net.id}|${family}`)?.at(index), (h) => !excluded(h.uid));
     if (holder) return { used: `held by DanmEp ${holder.namespace}/${holder.name}` };
     const inflight = this.settingUp(net.id, net.lastWriteMs);
     if (inflight !== undefined) return { indeterminate: `${inflight}: its CNI ADD may hold this address` };

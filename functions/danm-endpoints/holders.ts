@@ -50,3 +50,9 @@ export class BitHolders {
     return at === 0 ? undefined : this.held[at - 1];
   }
 }
+
+/** The first of a bit's holders that `accept` takes (a bit held once is its one holder). */
+export function firstHolder(held: Held | undefined, accept: (ep: Endpoint) => boolean): Endpoint | undefined {
+  if (Array.isArray(held)) return held.find(accept);
+  return held !== undefined && accept(held) ? held : undefined;
+}

@@ -164,8 +164,9 @@ function judgeEndpoints(
         [4, ep.v4, net.v4],
         [6, ep.v6, net.v6],
       ] as const) {
-        const addr = text === undefined ? undefined : endpointAddress(ep, family);
-        if (text !== undefined && (!addr || !pool || bitIndex(pool, addr) === undefined))
+        if (text === undefined) continue;
+        const addr = endpointAddress(ep, family);
+        if (!addr || !pool || bitIndex(pool, addr) === undefined)
           problems.push(`${text} is outside ${ep.networkType} ${ep.network}'s IPv${family} range`);
       }
     if (problems.length > 0) v.indeterminate(problems.join('; '));

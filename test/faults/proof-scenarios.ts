@@ -534,14 +534,21 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
     });
   });
 
-  it("whereabouts-ips: the act phase's shared pods list served stale (older than the snapshot) is refused; nothing removed", async (t, kube) => {
-    const ns = await t.namespace();
-    // 55 pods named, more than the pages of one pods list: the batch re-checks on one shared list.
+  /**
+   * Pool 10.N.0.0-24 with 55 orphans (more than a twentieth of the pods, more than one page's
+   * worth of GETs: the batch re-checks on one shared pods list) and one live pod.
+   */
+  const sharedListWorld = async (kube: KubeHttpClient, ns: string, n: number) => {
     const orphans: Record<string, { id: string; podref: string }> = {};
     for (let i = 0; i < 55; i++)
-      orphans[`10.41.0.${10 + i}`] = { id: wb.containerId(), podref: `${ns}/gone-${i}` };
-    await wb.createPool(kube, ns, '10.41.0.0-24', '10.41.0.0/24', orphans);
-    await wb.createPodWithStatus(kube, ns, 'live-0', ['10.41.0.200']);
+      orphans[`10.${n}.0.${10 + i}`] = { id: wb.containerId(), podref: `${ns}/gone-${i}` };
+    await wb.createPool(kube, ns, `10.${n}.0.0-24`, `10.${n}.0.0/24`, orphans);
+    await wb.createPodWithStatus(kube, ns, 'live-0', [`10.${n}.0.200`]);
+  };
+
+  it("whereabouts-ips: the act phase's shared pods list served stale (older than the snapshot) is refused; nothing removed", async (t, kube) => {
+    const ns = await t.namespace();
+    await sharedListWorld(kube, ns, 41);
     await withProxy(t, async (proxy) => {
       const r = rig(t, whereaboutsIps, proxy, ns, undefined, 5000);
       // the proxy keeps this run's pods list (one page) as its first answer ...
@@ -566,12 +573,7 @@ export function proofScenarios(label: string, getTarget: () => Promise<KubeTarge
 
   it("whereabouts-ips: the act phase's shared pods list answered empty (a complete-looking list, no pods) removes nothing (held to the snapshot's count)", async (t, kube) => {
     const ns = await t.namespace();
-    // 55 pods named, more than a twentieth of the pods: the batch re-checks on one shared list
-    const orphans: Record<string, { id: string; podref: string }> = {};
-    for (let i = 0; i < 55; i++)
-      orphans[`10.42.0.${10 + i}`] = { id: wb.containerId(), podref: `${ns}/gone-${i}` };
-    await wb.createPool(kube, ns, '10.42.0.0-24', '10.42.0.0/24', orphans);
-    await wb.createPodWithStatus(kube, ns, 'live-0', ['10.42.0.200']);
+    await sharedListWorld(kube, ns, 42);
     await withProxy(t, async (proxy) => {
       const r = rig(t, whereaboutsIps, proxy, ns, undefined, 5000);
       assert.is((await r.run()).exitCode, EXIT.ok);

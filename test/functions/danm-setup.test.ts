@@ -23,6 +23,28 @@ const pod = (name: string, created?: string, asks = '[{"network":"net"}]'): Kube
     annotations: { 'danm.k8s.io/interfaces': asks },
   },
 });
+/** DanmNet `net` in ns over `cidr`, with `set` bits of its bitmap set. */
+function network(cidr: string, set: readonly number[]) {
+  let bitmap = Bitmap.empty(parseCidr(cidr)!);
+  for (const i of set) bitmap = bitmap.with(i, true);
+  return parseNetwork(
+    {
+      metadata: { name: 'net', namespace: 'ns', uid: 'n-1', resourceVersion: '7' },
+      spec: { NetworkID: 'net', Options: { cidr, alloc: Buffer.from(bitmap.bytes).toString('base64') } },
+    },
+    'DanmNet',
+  );
+}
+
+/** DanmEp `name` on `net` for the pod of `podUID`, at `ip` (with its prefix). */
+function endpoint(name: string, podUID: string, ip: string) {
+  const p = parseEndpoint({
+    metadata: { name, namespace: 'ns', uid: `ep-${name}`, resourceVersion: '3' },
+    spec: { NetworkName: 'net', apiType: 'DanmNet', Pod: name, PodUID: podUID, Interface: { Address: ip } },
+  });
+  if (!p.ok) throw new Error(p.reason);
+  return p.ep;
+}
 const at = (iso: string) => Date.parse(iso);
 const WRITE = at('2026-12-06T08:00:00Z');
 
@@ -64,25 +86,8 @@ test('a pod whose request cannot be read protects its namespace unless created a
 });
 
 test('pods are taken in a pod at a time: until the list was read whole every unheld bit may be held; then only the pods with DanmEps are kept, by namespace', () => {
-  const cidr = '10.0.0.0/24';
-  const alloc = Buffer.from(Bitmap.empty(parseCidr(cidr)!).with(5, true).with(6, true).bytes).toString(
-    'base64',
-  );
-  const net = parseNetwork(
-    {
-      metadata: { name: 'net', namespace: 'ns', uid: 'n-1', resourceVersion: '7' },
-      spec: { NetworkID: 'net', Options: { cidr, alloc } },
-    },
-    'DanmNet',
-  );
-  const ep = (name: string, podUID: string, ip: string) => {
-    const p = parseEndpoint({
-      metadata: { name, namespace: 'ns', uid: `ep-${name}`, resourceVersion: '3' },
-      spec: { NetworkName: 'net', apiType: 'DanmNet', Pod: name, PodUID: podUID, Interface: { Address: ip } },
-    });
-    if (!p.ok) throw new Error(p.reason);
-    return p.ep;
-  };
+  const net = network('10.0.0.0/24', [5, 6]);
+  const ep = endpoint;
   const ev = new BitEvidence(
     [ep('a', 'uid-a-0', '10.0.0.5/24')],
     new Map([[net.id, net]]),
@@ -110,31 +115,8 @@ test('pods are taken in a pod at a time: until the list was read whole every unh
 });
 
 test('a bit held by two DanmEps is held by either: the holder index keeps both (one is stored alone, two as a list), and the address is kept as text of its own', () => {
-  const cidr = '10.100.200.0/24';
-  const alloc = Buffer.from(Bitmap.empty(parseCidr(cidr)!).with(25, true).with(26, true).bytes).toString(
-    'base64',
-  );
-  const net = parseNetwork(
-    {
-      metadata: { name: 'net', namespace: 'ns', uid: 'n-1', resourceVersion: '7' },
-      spec: { NetworkID: 'net', Options: { cidr, alloc } },
-    },
-    'DanmNet',
-  );
-  const ep = (name: string, ip: string) => {
-    const p = parseEndpoint({
-      metadata: { name, namespace: 'ns', uid: `ep-${name}`, resourceVersion: '3' },
-      spec: {
-        NetworkName: 'net',
-        apiType: 'DanmNet',
-        Pod: name,
-        PodUID: `uid-${name}`,
-        Interface: { Address: ip },
-      },
-    });
-    if (!p.ok) throw new Error(p.reason);
-    return p.ep;
-  };
+  const net = network('10.100.200.0/24', [25, 26]);
+  const ep = (name: string, ip: string) => endpoint(name, `uid-${name}`, ip);
   const eps = [ep('a', '10.100.200.25/24'), ep('b', '10.100.200.25/24'), ep('c', '10.100.200.26/24')];
   assert.is(eps[0]!.v4, '10.100.200.25', 'the address without its prefix');
   const ev = new BitEvidence(eps, new Map([[net.id, net]]), new Set([net.id]), 60_000);
